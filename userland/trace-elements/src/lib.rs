@@ -1,0 +1,114 @@
+//! Protocol-free trace elements.
+//!
+//! Every rvperf trace decoder (N-Trace today, CTR branch records and other formats later)
+//! reports what the traced hart did with these types, so flame graphs, AutoFDO writers and
+//! the CLI never need to know which protocol the data came from. The design follows
+//! OpenCSD's generic trace elements: an instruction range is the unit both profilers want.
+
+#![forbid(unsafe_code)]
+
+/// How control left the last instruction of an [`InstructionRange`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RangeEnd {
+    /// The range stopped without a control transfer: the trace said so (an exception before
+    /// the next instruction, trace off, a sync point) or the block reached its size limit.
+    Sequential,
+    /// A conditional branch that was taken.
+    BranchTaken,
+    /// A conditional branch that was not taken; execution continued at the next instruction.
+    BranchNotTaken,
+    /// A direct jump (`jal`, `c.j`) that does not link.
+    Jump,
+    /// A direct call (`jal ra`, `c.jal`, `cm.jalt`).
+    Call,
+    /// An indirect call (`jalr ra, rs1`, `c.jalr`).
+    IndirectCall,
+    /// A function return (`ret`, `c.jr ra`, `cm.popret`).
+    Return,
+    /// A co-routine swap (`jalr x1, x5` style), both a return and a call.
+    CoroutineSwap,
+    /// Any other indirect jump (switch tables, tail calls through registers, `cm.jt`).
+    IndirectJump,
+    /// `mret`/`sret` and similar returns from a trap handler.
+    TrapReturn,
+    /// `ecall`/`ebreak`: the instruction retired and a trap followed.
+    EnvironmentCall,
+}
+
+/// Why the trace (re)started at a known address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TraceOnReason {
+    /// First synchronisation point seen in the stream (decoding starts here).
+    Start,
+    /// Trace restarted after a gap (overflow, trace disabled, debug mode, reset...).
+    Restart,
+    /// A protocol-specific synchronisation code, for reporting.
+    Other(u8),
+}
+
+/// Why the trace stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TraceOffReason {
+    DebugMode,
+    LowPower,
+    Disabled,
+    Other(u8),
+}
+
+/// What kind of trap moved execution to a handler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TrapKind {
+    Exception,
+    Interrupt,
+    /// The trace does not tell exceptions from interrupts.
+    ExceptionOrInterrupt,
+}
+
+/// Why some execution is missing from the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GapReason {
+    /// The encoder reported lost messages (N-Trace Error message: ETYPE and ECODE).
+    EncoderOverflow { error_type: u8, error_code: u64 },
+    /// The decoder could not follow the trace and skipped to the next synchronisation point.
+    DecodeError,
+}
+
+/// One thing the traced hart did, in execution order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElementKind {
+    /// Decoding is synchronised: execution continues at `address`.
+    TraceOn { address: u64, reason: TraceOnReason },
+    /// `instructions` retired instructions from `start` to `last` (the address of the last
+    /// one) with no control transfer in between except possibly at `last`; the next
+    /// instruction executed is at `next` (unknown only when the trace stops there).
+    InstructionRange {
+        start: u64,
+        last: u64,
+        instructions: u32,
+        end: RangeEnd,
+        next: Option<u64>,
+    },
+    /// A trap: the instruction at `from` did not retire (or, for `ecall`, it retired and
+    /// trapped); execution continues at `handler`.
+    Trap { from: Option<u64>, handler: u64, kind: TrapKind },
+    /// Privilege mode or context (process/VM id) changed.
+    ContextChange { privilege: u8, virtualized: bool, context: Option<u64> },
+    /// The time of the preceding elements, in trace timestamp units.
+    Timestamp { time: u64 },
+    /// Trace stopped after `last_address` (if known).
+    TraceOff { last_address: Option<u64>, reason: TraceOffReason },
+    /// Execution between the previous and the next element is missing.
+    Gap { reason: GapReason },
+    /// A message the decoder does not interpret (vendor-defined or reserved); surfaced, not dropped.
+    Unhandled { code: u8 },
+}
+
+/// A trace element with where it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceElement {
+    /// Hardware thread (N-Trace SRC) the element belongs to.
+    pub hart: u16,
+    /// Byte offset in the trace of the message that produced the element.
+    pub offset: u64,
+    pub kind: ElementKind,
+}
