@@ -1,0 +1,149 @@
+//! Queued direct-branch history (HIST) bits.
+//!
+//! HIST fields arrive in IndirectBranchHist messages and in ResourceFull messages
+//! (RCODE 1, or RCODE 2 with a repeat count) before the I-CNT that covers their branches,
+//! so the bits wait here until the walk reaches the branches. A pattern with a repeat
+//! count stays one entry however large the count, and consecutive identical patterns
+//! merge, so a loop of a billion iterations needs one entry, not a billion bits.
+
+use std::collections::VecDeque;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pattern {
+    /// Branch bits without the stop bit; the first branch is the most significant bit.
+    bits: u64,
+    /// Number of branch bits (1..=63).
+    length: u8,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    pattern: Pattern,
+    /// How many times the whole pattern is still to be played, including the current one.
+    repeats: u64,
+    /// Bits already taken from the current play of the pattern.
+    position: u8,
+}
+
+/// Error: a HIST value without its stop bit (zero).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MissingStopBit;
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HistoryQueue {
+    entries: VecDeque<Entry>,
+}
+
+impl HistoryQueue {
+    /// Queues the branch bits of a HIST field (MSB = stop bit), `repeat` times.
+    pub(crate) fn push(&mut self, hist: u64, repeat: u64) -> Result<(), MissingStopBit> {
+        if hist == 0 {
+            return Err(MissingStopBit);
+        }
+        let length = (63 - hist.leading_zeros()) as u8;
+        if length == 0 || repeat == 0 {
+            return Ok(());
+        }
+        let pattern = Pattern { bits: hist & ((1u64 << length) - 1), length };
+        if let Some(last) = self.entries.back_mut() {
+            // Plays are sequential, so more repeats of the last pattern can always be
+            // appended to it, even while its current play is half consumed.
+            if last.pattern == pattern {
+                last.repeats = last.repeats.saturating_add(repeat);
+                return Ok(());
+            }
+        }
+        self.entries.push_back(Entry { pattern, repeats: repeat, position: 0 });
+        Ok(())
+    }
+
+    /// The next branch outcome (`true` = taken), in execution order.
+    #[inline]
+    pub(crate) fn next(&mut self) -> Option<bool> {
+        let entry = self.entries.front_mut()?;
+        let shift = entry.pattern.length - 1 - entry.position;
+        let taken = (entry.pattern.bits >> shift) & 1 == 1;
+        entry.position += 1;
+        if entry.position == entry.pattern.length {
+            entry.position = 0;
+            entry.repeats -= 1;
+            if entry.repeats == 0 {
+                self.entries.pop_front();
+            }
+        }
+        Some(taken)
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Bits still queued (saturating), for error messages.
+    pub(crate) fn len(&self) -> u64 {
+        self.entries.iter().fold(0u64, |total, entry| {
+            let whole = entry.repeats.saturating_mul(u64::from(entry.pattern.length));
+            total.saturating_add(whole - u64::from(entry.position))
+        })
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.entries.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(queue: &mut HistoryQueue) -> String {
+        std::iter::from_fn(|| queue.next()).map(|taken| if taken { '1' } else { '0' }).collect()
+    }
+
+    #[test]
+    fn reads_from_the_bit_after_the_stop_bit_down_to_the_lsb() {
+        // Spec 8.3: 0b101 = not taken, then taken; 0b10000 = four not taken; 0b1 = none.
+        let mut queue = HistoryQueue::default();
+        queue.push(0b101, 1).unwrap();
+        queue.push(0b1, 1).unwrap();
+        queue.push(0b10000, 1).unwrap();
+        queue.push(0xF, 1).unwrap();
+        assert_eq!(drain(&mut queue), "01" .to_owned() + "0000" + "111");
+        assert!(queue.is_empty());
+    }
+
+    #[test]
+    fn repeated_history_plays_the_pattern_repeat_times() {
+        // Spec 9.3: RDATA 0b1_01 with HREPEAT=150 equals pattern 01 played 150 times.
+        let mut queue = HistoryQueue::default();
+        queue.push(0b101, 150).unwrap();
+        assert_eq!(queue.len(), 300);
+        assert_eq!(drain(&mut queue), "01".repeat(150));
+    }
+
+    #[test]
+    fn merges_identical_patterns_without_reordering() {
+        let mut queue = HistoryQueue::default();
+        queue.push(0b110, 1).unwrap();
+        for _ in 0..1000 {
+            queue.push(0b1_0110, 1).unwrap();
+        }
+        assert_eq!(queue.entries.len(), 2);
+        assert_eq!(queue.next(), Some(true));
+        queue.push(0b1_0110, 1).unwrap();
+        assert_eq!(drain(&mut queue), "0".to_owned() + &"0110".repeat(1001));
+    }
+
+    #[test]
+    fn a_zero_hist_has_no_stop_bit() {
+        assert_eq!(HistoryQueue::default().push(0, 1), Err(MissingStopBit));
+    }
+
+    #[test]
+    fn full_width_hist_keeps_63_bits() {
+        let mut queue = HistoryQueue::default();
+        queue.push(u64::MAX, 1).unwrap();
+        assert_eq!(queue.len(), 63);
+        assert_eq!(drain(&mut queue), "1".repeat(63));
+    }
+}
