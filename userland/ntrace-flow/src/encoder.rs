@@ -361,6 +361,7 @@ impl<'a> TraceEncoder<'a> {
                 if self.sync_due() {
                     let body = Body::DirectBranchSync { sync: SyncReason(2), icnt: self.icnt, faddr: target };
                     self.emit(body, true)?;
+                    self.last_address = target;
                     self.after_sync(target)?;
                 } else {
                     let key = BranchKey { tcode: 3, btype: 0, icnt: self.icnt, hist: 0, target: 0 };

@@ -28,9 +28,9 @@ pub enum MessageError {
         /// Spec name of the first missing field.
         field: &'static str,
     },
-    /// A variable-length field has a set bit beyond what the decoder can represent (bit 63,
-    /// or bit 62 of an address field, whose bit 63 would be address bit 64).
-    #[error("at byte offset {offset:#x}: {field} field has set bits beyond bit 63")]
+    /// A variable-length field has a set bit beyond bit 63, or an address field has bit 63
+    /// set (which would be address bit 64). Zero bits beyond are fine.
+    #[error("at byte offset {offset:#x}: {field} field value does not fit in 64 bits")]
     FieldTooWide {
         /// Message start.
         offset: u64,
