@@ -13,9 +13,8 @@
  *
  * Deterministic: no time, randomness or environment input. The table index
  * sequence comes from a fixed linear congruential generator.
- * Expected stdout (checked by tools/trace-gen/tests/qemu_fnptr.rs):
- *   fnptr: table=<n> ops=<n> nested=<n>
- * with fixed numbers.
+ * Expected stdout: expected/fnptr.stdout (checked by
+ * tools/trace-gen/tests/qemu_programs.rs).
  */
 #include <stdio.h>
 
@@ -106,7 +105,7 @@ int main(void)
         const struct shape_ops *const *obj = shapes[i & 1];
         const struct shape_ops *ops = *obj;
         ops_acc += ops->area(obj) + ops->perimeter(obj); /* struct callbacks */
-        nested_acc = ops->combine(obj, op_table[(idx + i) & 7], nested_acc);
+        nested_acc = ops->combine(obj, op_table[(idx + i) & 7], nested_acc) + i;
     }
 
     printf("fnptr: table=%lu ops=%lu nested=%lu\n", table_acc, ops_acc, nested_acc);

@@ -278,6 +278,27 @@ fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
     Some((major, minor, micro))
 }
 
+/// `HEX_CLASS[b]`: the value of hex digit `b`, [`HEX_END`] for the field
+/// terminators `/` and `]`, 0xff otherwise.
+static HEX_CLASS: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t[b'/' as usize] = HEX_END;
+    t[b']' as usize] = HEX_END;
+    t
+};
+const HEX_END: u8 = 0x80;
+
 /// Parses one line of a QEMU `-d exec` log.
 ///
 /// Returns `Ok(Some(pc))` for a `Trace` line, `Ok(None)` for any other line,
@@ -302,24 +323,22 @@ pub fn parse_exec_log_line(line: &[u8]) -> Result<Option<u64>, &'static str> {
     let mut pc: u64 = 0;
     let mut digits = 0usize;
     for &b in &fields[slash + 1..] {
-        let d = match b {
-            b'0'..=b'9' => b - b'0',
-            b'a'..=b'f' => b - b'a' + 10,
-            b'A'..=b'F' => b - b'A' + 10,
-            b'/' | b']' => {
-                return if digits == 0 {
-                    Err("empty PC field")
-                } else {
-                    Ok(Some(pc))
-                };
+        let d = HEX_CLASS[usize::from(b)];
+        if d < 16 {
+            if digits == 16 {
+                return Err("PC field longer than 16 hex digits");
             }
-            _ => return Err("invalid hex digit in PC field"),
-        };
-        if digits == 16 {
-            return Err("PC field longer than 16 hex digits");
+            pc = (pc << 4) | u64::from(d);
+            digits += 1;
+        } else if d == HEX_END {
+            return if digits == 0 {
+                Err("empty PC field")
+            } else {
+                Ok(Some(pc))
+            };
+        } else {
+            return Err("invalid hex digit in PC field");
         }
-        pc = (pc << 4) | u64::from(d);
-        digits += 1;
     }
     Err("unterminated PC field (truncated line?)")
 }
@@ -493,13 +512,17 @@ Trace 0: 0x7f7174000600 [0000000000000000/00000000000105b6/00207600/00000201] __
 
     #[test]
     fn parses_qemu_7_2_lines_and_skips_others() {
-        assert_eq!(pcs(LOG_7_2), vec![0x10588, 0x1058a, 0x1058e, 0x10592, 0x105b6]);
+        assert_eq!(
+            pcs(LOG_7_2),
+            vec![0x10588, 0x1058a, 0x1058e, 0x10592, 0x105b6]
+        );
     }
 
     #[test]
     fn parses_newer_qemu_formats() {
         // 8.0 and >= 8.1: 8-digit cs_base, 16-digit pc.
-        let line = b"Trace 0: 0x7fffe8000100 [00000000/0000000000010588/00207600/00000201] _start\n";
+        let line =
+            b"Trace 0: 0x7fffe8000100 [00000000/0000000000010588/00207600/00000201] _start\n";
         assert_eq!(parse_exec_log_line(line), Ok(Some(0x10588)));
         // Unpadded (briefly in 8.1 development) and 32-bit style widths.
         assert_eq!(
@@ -538,7 +561,12 @@ Trace 0: 0x7f7174000600 [0000000000000000/00000000000105b6/00207600/00000201] __
             b"123 write(1,0x10000,3) = 3\n",
             b"Tracer 0: [0/1/2/3]\n",
         ] {
-            assert_eq!(parse_exec_log_line(line), Ok(None), "{:?}", String::from_utf8_lossy(line));
+            assert_eq!(
+                parse_exec_log_line(line),
+                Ok(None),
+                "{:?}",
+                String::from_utf8_lossy(line)
+            );
         }
     }
 
@@ -574,7 +602,8 @@ Trace 0: 0x7f7174000600 [0000000000000000/00000000000105b6/00207600/00000201] __
     #[test]
     fn truncated_last_line_is_reported() {
         let text = "Trace 0: 0x1 [0/10/0/0] \nTrace 0: 0x1 [0000000000000000/00000";
-        let result: Result<Vec<u64>, _> = ExecLogReader::new(Cursor::new(text.as_bytes())).collect();
+        let result: Result<Vec<u64>, _> =
+            ExecLogReader::new(Cursor::new(text.as_bytes())).collect();
         match result {
             Err(QemuError::LogParse { line: 2, .. }) => {}
             other => panic!("expected a parse error on line 2, got {other:?}"),
@@ -590,7 +619,10 @@ Trace 0: 0x7f7174000600 [0000000000000000/00000000000105b6/00207600/00000201] __
             }
         }
         let mut reader = ExecLogReader::new(BufReader::new(Failing));
-        assert!(matches!(reader.next(), Some(Err(QemuError::LogRead { line: 1, .. }))));
+        assert!(matches!(
+            reader.next(),
+            Some(Err(QemuError::LogRead { line: 1, .. }))
+        ));
         assert!(reader.next().is_none());
     }
 
@@ -603,12 +635,18 @@ Trace 0: 0x7f7174000600 [0000000000000000/00000000000105b6/00207600/00000201] __
             ),
             Some((7, 2, 22))
         );
-        assert_eq!(parse_version("qemu-riscv64 version 8.1.0\n"), Some((8, 1, 0)));
+        assert_eq!(
+            parse_version("qemu-riscv64 version 8.1.0\n"),
+            Some((8, 1, 0))
+        );
         assert_eq!(
             parse_version("qemu-riscv64 version 9.0.50 (v9.0.0-1234-gdeadbeef)\n"),
             Some((9, 0, 50))
         );
-        assert_eq!(parse_version("qemu-riscv64 version 10.1\n"), Some((10, 1, 0)));
+        assert_eq!(
+            parse_version("qemu-riscv64 version 10.1\n"),
+            Some((10, 1, 0))
+        );
         assert_eq!(parse_version("no version here"), None);
         assert_eq!(parse_version("qemu-riscv64 version x.y\n"), None);
     }

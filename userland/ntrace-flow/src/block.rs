@@ -105,6 +105,8 @@ pub(crate) enum BlockError {
 #[derive(Debug, Default)]
 pub(crate) struct BlockCache {
     blocks: Vec<Block>,
+    /// Instructions executed from each block's start, for profiles.
+    executed: Vec<u64>,
     /// Page number -> index into `tables`; each table maps a half-word slot to block + 1.
     pages: HashMap<u64, u32>,
     tables: Vec<Box<[u32; PAGE_SLOTS]>>,
@@ -119,6 +121,20 @@ impl BlockCache {
 
     pub(crate) fn len(&self) -> usize {
         self.blocks.len()
+    }
+
+    #[inline]
+    pub(crate) fn count(&mut self, index: u32, instructions: u32) {
+        self.executed[index as usize] += u64::from(instructions);
+    }
+
+    /// (block start, address of its last instruction, instructions executed from its start).
+    pub(crate) fn executed(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.blocks
+            .iter()
+            .zip(&self.executed)
+            .filter(|(_, &count)| count > 0)
+            .map(|(block, &count)| (block.start, block.last, count))
     }
 
     #[inline]
@@ -156,6 +172,7 @@ impl BlockCache {
         }
         let block = build_block(image, files, address)?;
         self.blocks.push(block);
+        self.executed.push(0);
         let index = (self.blocks.len() - 1) as u32;
         self.tables[table as usize][slot] = index + 1;
         Ok(index)

@@ -1,0 +1,397 @@
+//! `rvperf decode`: N-Trace stream + ELF files -> PCs, blocks, instructions, messages or a summary.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, ValueEnum};
+use code_image::{load_elf, CodeImage, ElfInfo, SymbolTable, Xlen};
+use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
+use ntrace_message::{dump_message, AddressWidth, MessageDecoder, MessageOptions};
+use riscv_insn::DecodeOptions;
+use trace_elements::{ElementKind, RangeEnd, TraceElement};
+
+use crate::output::LineWriter;
+use crate::trace_file::TraceFile;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// One executed instruction address per line, `0x` + hex.
+    Pcs,
+    /// One line per executed instruction range (basic block), plus trace events.
+    Blocks,
+    /// Every executed instruction with its function and disassembly.
+    Insns,
+    /// The N-Trace messages, one per line.
+    Messages,
+    /// Instruction and message counts, decode speed and the hottest functions.
+    Summary,
+}
+
+#[derive(Debug, Args)]
+pub struct DecodeArgs {
+    /// An ELF file the traced code came from; `FILE@LOAD_ADDR` places its lowest loadable
+    /// segment at LOAD_ADDR (for shared objects and PIE). Repeat for several files.
+    #[arg(long = "elf", value_name = "FILE[@LOAD_ADDR]")]
+    elf: Vec<String>,
+    /// The N-Trace byte stream (raw MSEO/MDO bytes, as captured from the trace buffer).
+    #[arg(long, value_name = "FILE")]
+    trace: PathBuf,
+    /// Width of the SRC field (trTeSrcBits); 0 when the encoder sends none.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=12))]
+    src_bits: u8,
+    /// Messages carry TSTAMP fields (trTsEnable); timestamps are shown in blocks/insns output.
+    #[arg(long)]
+    timestamps: bool,
+    /// Addresses use the MSB extension of spec 8.2 (trTeInstExtendAddrMSB).
+    #[arg(long)]
+    addr_ext: bool,
+    /// Depth of the implicit-return stack; at least the encoder's (0 disables implicit returns).
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u16).range(0..=1024))]
+    max_stack: u16,
+    /// What to print.
+    #[arg(long, value_enum, default_value_t = Output::Summary)]
+    output: Output,
+}
+
+struct LoadedCode {
+    image: CodeImage,
+    symbols: SymbolTable,
+    files: Vec<FileDecodeInfo>,
+    address_width: AddressWidth,
+}
+
+fn parse_elf_argument(argument: &str) -> Result<(PathBuf, Option<u64>)> {
+    if let Some((path, address)) = argument.rsplit_once('@') {
+        let digits = address.strip_prefix("0x").or_else(|| address.strip_prefix("0X"));
+        let parsed = match digits {
+            Some(hex) => u64::from_str_radix(hex, 16),
+            None => address.parse::<u64>(),
+        };
+        return match parsed {
+            Ok(load) => Ok((PathBuf::from(path), Some(load))),
+            Err(_) => bail!("--elf {argument}: LOAD_ADDR {address:?} is not a number (use 0x... for hex)"),
+        };
+    }
+    Ok((PathBuf::from(argument), None))
+}
+
+fn load_code(elves: &[String]) -> Result<LoadedCode> {
+    let mut image = CodeImage::new();
+    let mut symbols = SymbolTable::default();
+    let mut infos: Vec<ElfInfo> = Vec::new();
+    for argument in elves {
+        let (path, load_address) = parse_elf_argument(argument)?;
+        let bytes = std::fs::read(&path).with_context(|| format!("cannot read ELF {}", path.display()))?;
+        let name = path.display().to_string();
+        let info = load_elf(&mut image, &mut symbols, &name, &bytes, load_address)?;
+        infos.push(info);
+    }
+    let mut files = vec![FileDecodeInfo { options: DecodeOptions::default(), jvt_base: None }; image.files().len()];
+    for info in &infos {
+        let xlen = match info.xlen {
+            Xlen::Rv32 => riscv_insn::Xlen::Rv32,
+            Xlen::Rv64 => riscv_insn::Xlen::Rv64,
+        };
+        let mut options = DecodeOptions::new(xlen);
+        options.zcmp = info.zcmp;
+        options.zcmt = info.zcmt;
+        files[info.file_index] = FileDecodeInfo { options, jvt_base: info.jvt_base };
+    }
+    let address_width = match infos.first().map(|info| info.xlen) {
+        Some(Xlen::Rv32) => AddressWidth::Bits32,
+        _ => AddressWidth::Bits64,
+    };
+    Ok(LoadedCode { image, symbols, files, address_width })
+}
+
+pub fn run(arguments: &DecodeArgs) -> Result<()> {
+    let code = if arguments.elf.is_empty() {
+        if arguments.output != Output::Messages {
+            bail!("--elf is required to follow the program flow (only --output messages works without it)");
+        }
+        None
+    } else {
+        Some(load_code(&arguments.elf)?)
+    };
+    let trace = TraceFile::open(&arguments.trace)?;
+    let message_options = MessageOptions::default()
+        .with_src_bits(arguments.src_bits)
+        .with_timestamps(arguments.timestamps)
+        .with_address_msb_extension(arguments.addr_ext)
+        .with_address_width(code.as_ref().map_or(AddressWidth::Bits64, |code| code.address_width));
+    let stdout = std::io::stdout().lock();
+    let mut out = LineWriter::new(stdout);
+    let trace_name = arguments.trace.display().to_string();
+    match (arguments.output, code) {
+        (Output::Messages, _) => dump_messages(&trace, message_options, &mut out, &trace_name)?,
+        (mode, Some(code)) => {
+            let options = DecoderOptions::default()
+                .with_message(message_options)
+                .with_return_stack_depth(usize::from(arguments.max_stack));
+            decode_flow(&trace, &code, options, mode, arguments.src_bits > 0, &mut out, &trace_name)?;
+        }
+        (_, None) => unreachable_without_elf()?,
+    }
+    out.finish()?;
+    Ok(())
+}
+
+fn unreachable_without_elf() -> Result<()> {
+    Err(anyhow!("--elf is required"))
+}
+
+fn dump_messages(
+    trace: &TraceFile,
+    options: MessageOptions,
+    out: &mut LineWriter<impl Write>,
+    trace_name: &str,
+) -> Result<()> {
+    let bytes = trace.bytes();
+    let mut decoder = MessageDecoder::new(bytes, options);
+    let mut line = String::new();
+    let mut count = 0u64;
+    loop {
+        match decoder.next_message() {
+            Ok(Some(message)) => {
+                line.clear();
+                dump_message(&message, bytes, &mut line).map_err(|_| anyhow!("formatting failed"))?;
+                out.text(&line);
+                out.text("\n");
+                out.maybe_flush()?;
+                count += 1;
+                if count % 65536 == 0 {
+                    trace.release_before(decoder.position());
+                }
+            }
+            Ok(None) => break,
+            Err(error) => bail!("{trace_name}: {error}"),
+        }
+    }
+    Ok(())
+}
+
+fn range_end_name(end: RangeEnd) -> &'static str {
+    match end {
+        RangeEnd::Sequential => "sequential",
+        RangeEnd::BranchTaken => "branch-taken",
+        RangeEnd::BranchNotTaken => "branch-not-taken",
+        RangeEnd::Jump => "jump",
+        RangeEnd::Call => "call",
+        RangeEnd::IndirectCall => "indirect-call",
+        RangeEnd::Return => "return",
+        RangeEnd::CoroutineSwap => "coroutine-swap",
+        RangeEnd::IndirectJump => "indirect-jump",
+        RangeEnd::TrapReturn => "trap-return",
+        RangeEnd::EnvironmentCall => "environment-call",
+    }
+}
+
+/// Text for elements other than instruction ranges (blocks and insns output).
+fn event_text(element: &TraceElement) -> Option<String> {
+    let text = match element.kind {
+        ElementKind::InstructionRange { .. } => return None,
+        ElementKind::TraceOn { address, reason } => format!("trace-on {address:#x} ({reason:?})"),
+        ElementKind::Trap { from, handler, kind } => match from {
+            Some(from) => format!("trap {kind:?} at {from:#x} -> {handler:#x}"),
+            None => format!("trap {kind:?} -> {handler:#x}"),
+        },
+        ElementKind::ContextChange { privilege, virtualized, context } => {
+            let mode = match (virtualized, privilege) {
+                (false, 0) => "U",
+                (false, 1) => "S",
+                (false, 3) => "M",
+                (true, 0) => "VU",
+                (true, 1) => "VS",
+                _ => "reserved",
+            };
+            match context {
+                Some(context) => format!("context {mode}-mode context={context:#x}"),
+                None => format!("context {mode}-mode"),
+            }
+        }
+        ElementKind::Timestamp { time } => format!("timestamp {time}"),
+        ElementKind::TraceOff { last_address, reason } => match last_address {
+            Some(address) => format!("trace-off after {address:#x} ({reason:?})"),
+            None => format!("trace-off ({reason:?})"),
+        },
+        ElementKind::Gap { reason } => format!("gap {reason:?}"),
+        ElementKind::Unhandled { code } => format!("unhandled message code {code}"),
+    };
+    Some(format!("# {} {text} @{:#x}", element.hart, element.offset))
+}
+
+fn decode_flow(
+    trace: &TraceFile,
+    code: &LoadedCode,
+    options: DecoderOptions,
+    mode: Output,
+    multi_hart: bool,
+    out: &mut LineWriter<impl Write>,
+    trace_name: &str,
+) -> Result<()> {
+    let started = Instant::now();
+    let mut decoder = FlowDecoder::new(trace.bytes(), &code.image, code.files.clone(), options);
+    let mut instructions: u64 = 0;
+    let mut elements: u64 = 0;
+    let mut skipped_garbage = false;
+    let mut pcs: Vec<u64> = Vec::with_capacity(64);
+    let mut line = String::new();
+    loop {
+        let element = match decoder.next_element() {
+            Ok(Some(element)) => element,
+            Ok(None) => break,
+            Err(error) => {
+                // A wrapped trace buffer starts inside a message: bytes before the first
+                // synchronisation that do not parse are skipped, and said so.
+                if matches!(error, FlowError::Message(_)) && decoder.statistics().sync_messages == 0 {
+                    if !skipped_garbage {
+                        eprintln!("rvperf: warning: {trace_name}: skipping undecodable bytes before the first synchronisation ({error})");
+                        skipped_garbage = true;
+                    }
+                    continue;
+                }
+                bail!("{trace_name}: {error}");
+            }
+        };
+        elements += 1;
+        if elements % 65536 == 0 {
+            trace.release_before(decoder.position());
+        }
+        match element.kind {
+            ElementKind::InstructionRange { start, last, instructions: count, end, .. } => {
+                instructions += u64::from(count);
+                match mode {
+                    Output::Summary | Output::Messages => {}
+                    Output::Pcs => {
+                        pcs.clear();
+                        decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
+                        for &pc in &pcs {
+                            if multi_hart {
+                                out.text(&element.hart.to_string());
+                                out.text(" ");
+                            }
+                            out.hex_line(pc)?;
+                        }
+                    }
+                    Output::Blocks => {
+                        line.clear();
+                        if multi_hart {
+                            line.push_str(&format!("{} ", element.hart));
+                        }
+                        let function = code.symbols.lookup(start).map(|(symbol, _)| symbol.name.as_str());
+                        line.push_str(&format!(
+                            "{start:#x}..{last:#x} {count:>3} {:<16} {}\n",
+                            range_end_name(end),
+                            function.unwrap_or("?")
+                        ));
+                        out.text(&line);
+                        out.maybe_flush()?;
+                    }
+                    Output::Insns => {
+                        pcs.clear();
+                        decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
+                        for &pc in &pcs {
+                            line.clear();
+                            if multi_hart {
+                                line.push_str(&format!("{} ", element.hart));
+                            }
+                            let place = match code.symbols.lookup(pc) {
+                                Some((symbol, offset)) => format!("{}+{offset:#x}", symbol.name),
+                                None => "?".to_owned(),
+                            };
+                            let file = code
+                                .image
+                                .segment_index(pc)
+                                .and_then(|index| code.image.segment(index))
+                                .map(|segment| segment.file)
+                                .unwrap_or(0);
+                            let options = code.files.get(file).map(|info| info.options).unwrap_or_default();
+                            let mut raw = [0u8; 4];
+                            code.image.read(pc, &mut raw);
+                            let text = match riscv_insn::decode(u32::from_le_bytes(raw), options) {
+                                Ok(instruction) if instruction.length == 2 => {
+                                    format!("{:04x}      {instruction}", instruction.raw & 0xffff)
+                                }
+                                Ok(instruction) => format!("{:08x}  {instruction}", instruction.raw),
+                                Err(_) => "(undecodable)".to_owned(),
+                            };
+                            line.push_str(&format!("{pc:#x}  {place:<32} {text}\n"));
+                            out.text(&line);
+                            out.maybe_flush()?;
+                        }
+                    }
+                }
+            }
+            _ => {
+                if matches!(mode, Output::Blocks | Output::Insns) {
+                    if let Some(text) = event_text(&element) {
+                        out.text(&text);
+                        out.text("\n");
+                    }
+                }
+            }
+        }
+    }
+    let elapsed = started.elapsed();
+    let statistics = decoder.statistics();
+    if statistics.unresolved_units_at_end > 0 {
+        eprintln!(
+            "rvperf: warning: {trace_name}: the trace ends with {} I-CNT units (16-bit instruction units) not followed by a message that places them; those instructions are not shown",
+            statistics.unresolved_units_at_end
+        );
+    }
+    if statistics.sync_messages == 0 {
+        bail!("{trace_name}: no synchronisation message in {} bytes: nothing can be decoded", trace.bytes().len());
+    }
+    if mode == Output::Summary {
+        let seconds = elapsed.as_secs_f64().max(1e-9);
+        let bytes = trace.bytes().len() as f64;
+        out.text(&format!("trace:               {trace_name}\n"));
+        out.text(&format!("trace bytes:         {}\n", trace.bytes().len()));
+        out.text(&format!("messages:            {}\n", statistics.messages));
+        out.text(&format!("sync messages:       {}\n", statistics.sync_messages));
+        if statistics.messages_before_sync > 0 {
+            out.text(&format!("skipped before sync: {} messages\n", statistics.messages_before_sync));
+        }
+        if statistics.gaps > 0 {
+            out.text(&format!("gaps (lost trace):   {}\n", statistics.gaps));
+        }
+        if statistics.vendor_or_reserved_messages > 0 {
+            out.text(&format!("vendor/reserved:     {} messages\n", statistics.vendor_or_reserved_messages));
+        }
+        out.text(&format!("instructions:        {instructions}\n"));
+        out.text(&format!("idle bytes:          {}\n", decoder.idle_bytes()));
+        out.text(&format!("code blocks decoded: {}\n", statistics.blocks_decoded));
+        out.text(&format!(
+            "decode time:         {:.3} s ({:.1} M instructions/s, {:.1} MB/s of trace)\n",
+            seconds,
+            instructions as f64 / seconds / 1e6,
+            bytes / seconds / 1e6
+        ));
+        write_hottest_functions(&decoder, code, instructions, out);
+    }
+    Ok(())
+}
+
+fn write_hottest_functions(
+    decoder: &FlowDecoder<'_>,
+    code: &LoadedCode,
+    instructions: u64,
+    out: &mut LineWriter<impl Write>,
+) {
+    let mut by_function: HashMap<Option<usize>, u64> = HashMap::new();
+    for (start, _last, count) in decoder.block_profile() {
+        *by_function.entry(code.symbols.lookup_index(start)).or_default() += count;
+    }
+    let mut ranked: Vec<_> = by_function.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    out.text("hottest functions:\n");
+    for (function, count) in ranked.into_iter().take(10) {
+        let name = function.and_then(|index| code.symbols.get(index)).map_or("[unknown]", |symbol| symbol.name.as_str());
+        let share = 100.0 * count as f64 / instructions.max(1) as f64;
+        out.text(&format!("  {share:6.2}%  {count:>12}  {name}\n"));
+    }
+}

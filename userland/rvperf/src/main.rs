@@ -1,0 +1,44 @@
+//! `rvperf`: the command line, a thin layer over the rvperf libraries.
+
+mod decode;
+mod output;
+mod trace_file;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "rvperf", version, about = "Linux perf and hardware-trace toolkit for RISC-V")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Decode a RISC-V N-Trace stream against the ELF files that ran.
+    Decode(decode::DecodeArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Decode(arguments) => decode::run(&arguments),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // A closed pipe (`rvperf decode ... | head`) is not an error worth reporting.
+            if error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            {
+                return ExitCode::SUCCESS;
+            }
+            let message = format!("{error:#}").replace('\n', " ");
+            eprintln!("rvperf: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
