@@ -14,13 +14,15 @@
  *
  * Usage: interp [ITERS]   (decimal, default 7)
  *
- * Work scales linearly with ITERS. Retired instructions measured with
- * qemu-riscv64 7.2 -singlestep -d nochain,exec (one log line per
- * instruction, see tests/programs/README.md):
- *   ITERS=1     ~  0.34 M
- *   ITERS=3     ~  0.97 M   (default; for tests)
- *   ITERS=100   ~ 31.2  M   (decode-speed benchmark: >= 30 M)
- *   ITERS=200   ~ 62.4  M
+ * Work scales linearly with ITERS: about 9,700 + 133,350 * ITERS retired
+ * instructions. Measured with qemu-riscv64 7.2 -singlestep -d nochain,exec
+ * (one log line per retired instruction; empty environment, binary at
+ * /tmp/tp/interp — see tests/programs/README.md):
+ *   ITERS=1       143,073
+ *   ITERS=7       943,228   (default: ~1 M, for tests)
+ *   ITERS=100  13,345,489
+ *   ITERS=250  33,349,065   (decode-speed benchmark: >= 30 M; the exec log
+ *                            is 2.7 GB and takes ~75 s to write)
  *
  * Deterministic; prints one summary line.
  */

@@ -15,9 +15,9 @@ fn main() {
     let mut symbols = SymbolTable::default();
     let info = load_elf(&mut image, &mut symbols, "t", &elf, None).unwrap();
     let files = vec![FileDecodeInfo { options: DecodeOptions::default(), jvt_base: info.jvt_base }];
-    for (mode, depth, rh) in [(BranchMode::Btm, 32, false), (BranchMode::Btm, 0, false), (BranchMode::Btm, 0, true), (BranchMode::Btm, 8, true)] {
+    for (mode, depth, rh) in [(BranchMode::Htm, 32, true), (BranchMode::Btm, 32, true)] {
         let mut o = EncoderOptions::default();
-        o.mode = mode; o.return_stack_depth = depth; o.repeat_branch = rh; o.icnt_bits = 10; o.periodic_sync = 50;
+        o.mode = mode; o.return_stack_depth = depth; o.repeat_branch = rh; o.icnt_bits = 22; o.periodic_sync = 0;
         let mut enc = TraceEncoder::new(&image, files.clone(), o).unwrap();
         for &pc in &pcs { enc.retire(pc).unwrap(); }
         let (bytes, stats) = enc.finish().unwrap(); std::fs::write(format!("/tmp/qt/t-{mode:?}-{depth}-{rh}.nt"), &bytes).unwrap();

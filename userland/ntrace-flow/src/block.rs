@@ -104,9 +104,9 @@ pub(crate) enum BlockError {
 
 #[derive(Debug, Default)]
 pub(crate) struct BlockCache {
-    blocks: Vec<Block>,
+    pub(crate) blocks: Vec<Block>,
     /// Instructions executed from each block's start, for profiles.
-    executed: Vec<u64>,
+    pub(crate) executed: Vec<u64>,
     /// Page number -> index into `tables`; each table maps a half-word slot to block + 1.
     pages: HashMap<u64, u32>,
     tables: Vec<Box<[u32; PAGE_SLOTS]>>,
@@ -114,18 +114,13 @@ pub(crate) struct BlockCache {
 }
 
 impl BlockCache {
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn block(&self, index: u32) -> &Block {
         &self.blocks[index as usize]
     }
 
     pub(crate) fn len(&self) -> usize {
         self.blocks.len()
-    }
-
-    #[inline]
-    pub(crate) fn count(&mut self, index: u32, instructions: u32) {
-        self.executed[index as usize] += u64::from(instructions);
     }
 
     /// (block start, address of its last instruction, instructions executed from its start).

@@ -452,25 +452,40 @@ impl<'a> FlowDecoder<'a> {
     /// Advances the active walk by one block.
     #[inline]
     fn step(&mut self, h: usize) -> Result<Option<TraceElement>, FlowError> {
+        match self.walk_block(h)? {
+            Stepped::Element(element) => Ok(Some(element)),
+            Stepped::Pause => {
+                self.stop_walk(h);
+                Ok(None)
+            }
+            Stepped::Done => {
+                match self.harts[h].end.take() {
+                    Some(end) => self.finish(h, end)?,
+                    None => self.stop_walk(h),
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// The hot path: one cached block per call, borrowing the cache and the hart apart.
+    #[inline(always)]
+    fn walk_block(&mut self, h: usize) -> Result<Stepped, FlowError> {
+        let cache = &mut self.cache;
         let hart = &mut self.harts[h];
         let offset = hart.walk_offset;
         if hart.pending_units == 0 {
-            match hart.end.take() {
-                Some(end) => self.finish(h, end)?,
-                None => self.stop_walk(h),
-            }
-            return Ok(None);
+            return Ok(Stepped::Done);
         }
         let Some(pc) = hart.pc else {
             return Err(FlowError::UnknownAddress { offset });
         };
-        let index = self.cache.lookup(self.image, &self.files, pc).map_err(|error| match error {
+        let index = cache.lookup(self.image, &self.files, pc).map_err(|error| match error {
             BlockError::Unmapped => FlowError::Unmapped { offset, address: pc },
             BlockError::Undecodable => FlowError::Undecodable { offset, address: pc },
             BlockError::Misaligned => FlowError::Misaligned { offset, address: pc },
-        })?;
-        let block = *self.cache.block(index);
-        let hart = &mut self.harts[h];
+        })? as usize;
+        let block = &cache.blocks[index];
         let final_walk = hart.end.is_some();
 
         if u64::from(block.units) > hart.pending_units {
@@ -480,10 +495,9 @@ impl<'a> FlowDecoder<'a> {
             };
             hart.pending_units = 0;
             hart.pc = Some(next);
-            self.cache.count(index, count);
-            let hart = &mut self.harts[h];
+            cache.executed[index] += u64::from(count);
             hart.last = LastInstruction { address: last, end: Some(RangeEnd::Sequential) };
-            return Ok(Some(TraceElement {
+            return Ok(Stepped::Element(TraceElement {
                 hart: hart.src,
                 offset,
                 kind: ElementKind::InstructionRange {
@@ -499,24 +513,13 @@ impl<'a> FlowDecoder<'a> {
         let remaining = hart.pending_units - u64::from(block.units);
         let (next, end) = match block.terminator {
             Terminator::Fallthrough => (Some(block.next), RangeEnd::Sequential),
-            Terminator::EnvironmentCall => {
-                // An encoder that reports ecall as an indirect call (B-TYPE 0, as the
-                // reference encoder does) also pushed its return address: mirror it.
-                if remaining == 0
-                    && matches!(hart.end, Some(WalkEnd::Address { btype: BranchType::Indirect, .. }))
-                {
-                    hart.stack.push(block.next);
-                }
-                (Some(block.next), RangeEnd::EnvironmentCall)
-            }
             Terminator::Branch { target } => {
                 let taken = if let Some(taken) = hart.history.next() {
                     taken
                 } else if !final_walk {
                     // HIST for this branch has not arrived yet (or this is BTM and a later
                     // message says whether it was taken): wait for the next message.
-                    self.stop_walk(h);
-                    return Ok(None);
+                    return Ok(Stepped::Pause);
                 } else {
                     remaining == 0 && matches!(hart.end, Some(WalkEnd::TakenBranch { .. }))
                 };
@@ -532,75 +535,31 @@ impl<'a> FlowDecoder<'a> {
                 }
                 (Some(target), if links { RangeEnd::Call } else { RangeEnd::Jump })
             }
+            Terminator::EnvironmentCall => {
+                // An encoder that reports ecall as an indirect call (B-TYPE 0, as the
+                // reference encoder does) also pushed its return address: mirror it.
+                if remaining == 0
+                    && matches!(hart.end, Some(WalkEnd::Address { btype: BranchType::Indirect, .. }))
+                {
+                    hart.stack.push(block.next);
+                }
+                (Some(block.next), RangeEnd::EnvironmentCall)
+            }
             Terminator::Indirect { kind, inferred_target, links } => {
-                let end = match kind {
-                    IndirectKind::Call => RangeEnd::IndirectCall,
-                    IndirectKind::Return => RangeEnd::Return,
-                    IndirectKind::CoroutineSwap => RangeEnd::CoroutineSwap,
-                    IndirectKind::Other => RangeEnd::IndirectJump,
-                    IndirectKind::TrapReturn => RangeEnd::TrapReturn,
-                };
                 if remaining == 0 && !final_walk {
                     // Whether this jump's target comes in the next message or was implicit
                     // is only known from that message.
-                    self.stop_walk(h);
-                    return Ok(None);
+                    return Ok(Stepped::Pause);
                 }
-                let reported = match hart.end {
-                    Some(WalkEnd::Address { target, btype: BranchType::Indirect, .. }) if remaining == 0 => {
-                        Some(target)
-                    }
-                    Some(WalkEnd::TakenBranch { .. }) if remaining == 0 => {
-                        return Err(FlowError::NotABranch { offset, address: block.last });
-                    }
-                    _ => None,
-                };
-                let next = if let Some(target) = reported {
-                    // Explicitly reported: the encoder still popped or pushed its stack
-                    // (see docs/ntrace-errata.md), so the decoder does the same.
-                    match kind {
-                        IndirectKind::Return => {
-                            hart.stack.pop();
-                        }
-                        IndirectKind::CoroutineSwap => {
-                            hart.stack.pop();
-                            hart.stack.push(block.next);
-                        }
-                        IndirectKind::Call => hart.stack.push(block.next),
-                        IndirectKind::Other | IndirectKind::TrapReturn => {}
-                    }
-                    Some(target)
-                } else if let Some(target) = inferred_target {
-                    if links {
-                        hart.stack.push(block.next);
-                    }
-                    Some(target)
-                } else {
-                    let popped = match kind {
-                        IndirectKind::Return => hart.stack.pop(),
-                        IndirectKind::CoroutineSwap => {
-                            let popped = hart.stack.pop();
-                            if popped.is_some() {
-                                hart.stack.push(block.next);
-                            }
-                            popped
-                        }
-                        _ => None,
-                    };
-                    if popped.is_none() && remaining > 0 {
-                        return Err(FlowError::UnknownTarget { offset, address: block.last });
-                    }
-                    popped
-                };
-                (next, end)
+                let next = indirect_target(hart, block, kind, inferred_target, links, remaining, offset)?;
+                (next, indirect_end(kind))
             }
         };
         hart.pending_units = remaining;
         hart.pc = next;
-        self.cache.count(index, block.instructions);
-        let hart = &mut self.harts[h];
         hart.last = LastInstruction { address: block.last, end: Some(end) };
-        Ok(Some(TraceElement {
+        cache.executed[index] += u64::from(block.instructions);
+        Ok(Stepped::Element(TraceElement {
             hart: hart.src,
             offset,
             kind: ElementKind::InstructionRange {
@@ -692,6 +651,82 @@ impl<'a> FlowDecoder<'a> {
             self.queue(h, offset, ElementKind::TraceOn { address, reason: TraceOnReason::Restart });
         }
     }
+}
+
+/// What one call of the walk achieved.
+enum Stepped {
+    Element(TraceElement),
+    /// Waiting for the next message before this block's last instruction can be placed.
+    Pause,
+    /// The armed I-CNT is used up.
+    Done,
+}
+
+fn indirect_end(kind: IndirectKind) -> RangeEnd {
+    match kind {
+        IndirectKind::Call => RangeEnd::IndirectCall,
+        IndirectKind::Return => RangeEnd::Return,
+        IndirectKind::CoroutineSwap => RangeEnd::CoroutineSwap,
+        IndirectKind::Other => RangeEnd::IndirectJump,
+        IndirectKind::TrapReturn => RangeEnd::TrapReturn,
+    }
+}
+
+/// Where an indirect jump at the end of `block` goes: the message's address when the
+/// message reports this very jump, else a constant-load inference or the return stack.
+fn indirect_target(
+    hart: &mut Hart,
+    block: &crate::block::Block,
+    kind: IndirectKind,
+    inferred_target: Option<u64>,
+    links: bool,
+    remaining: u64,
+    offset: u64,
+) -> Result<Option<u64>, FlowError> {
+    let reported = match hart.end {
+        Some(WalkEnd::Address { target, btype: BranchType::Indirect, .. }) if remaining == 0 => Some(target),
+        Some(WalkEnd::TakenBranch { .. }) if remaining == 0 => {
+            return Err(FlowError::NotABranch { offset, address: block.last });
+        }
+        _ => None,
+    };
+    if let Some(target) = reported {
+        // Explicitly reported: the encoder still popped or pushed its stack (see
+        // docs/ntrace-errata.md), so the decoder does the same.
+        match kind {
+            IndirectKind::Return => {
+                hart.stack.pop();
+            }
+            IndirectKind::CoroutineSwap => {
+                hart.stack.pop();
+                hart.stack.push(block.next);
+            }
+            IndirectKind::Call => hart.stack.push(block.next),
+            IndirectKind::Other | IndirectKind::TrapReturn => {}
+        }
+        return Ok(Some(target));
+    }
+    if let Some(target) = inferred_target {
+        if links {
+            hart.stack.push(block.next);
+        }
+        return Ok(Some(target));
+    }
+    let popped = match kind {
+        IndirectKind::Return => hart.stack.pop(),
+        IndirectKind::CoroutineSwap => {
+            let popped = hart.stack.pop();
+            if popped.is_some() {
+                hart.stack.push(block.next);
+            }
+            popped
+        }
+        _ => None,
+    };
+    if popped.is_none() && remaining > 0 {
+        return Err(FlowError::UnknownTarget { offset, address: block.last });
+    }
+    Ok(popped)
 }
 
 fn sync_address(body: &Body) -> Option<(SyncReason, u64)> {

@@ -19,10 +19,8 @@ struct Pattern {
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     pattern: Pattern,
-    /// How many times the whole pattern is still to be played, including the current one.
+    /// How many times the whole pattern is still to be played.
     repeats: u64,
-    /// Bits already taken from the current play of the pattern.
-    position: u8,
 }
 
 /// Error: a HIST value without its stop bit (zero).
@@ -31,6 +29,10 @@ pub(crate) struct MissingStopBit;
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct HistoryQueue {
+    /// The play being consumed, kept out of `entries` so the common case is a shift.
+    current: u64,
+    /// Bits of `current` not consumed yet; the next one is bit `remaining - 1`.
+    remaining: u8,
     entries: VecDeque<Entry>,
 }
 
@@ -47,47 +49,52 @@ impl HistoryQueue {
         let pattern = Pattern { bits: hist & ((1u64 << length) - 1), length };
         if let Some(last) = self.entries.back_mut() {
             // Plays are sequential, so more repeats of the last pattern can always be
-            // appended to it, even while its current play is half consumed.
+            // appended to it.
             if last.pattern == pattern {
                 last.repeats = last.repeats.saturating_add(repeat);
                 return Ok(());
             }
         }
-        self.entries.push_back(Entry { pattern, repeats: repeat, position: 0 });
+        self.entries.push_back(Entry { pattern, repeats: repeat });
         Ok(())
     }
 
     /// The next branch outcome (`true` = taken), in execution order.
     #[inline]
     pub(crate) fn next(&mut self) -> Option<bool> {
-        let entry = self.entries.front_mut()?;
-        let shift = entry.pattern.length - 1 - entry.position;
-        let taken = (entry.pattern.bits >> shift) & 1 == 1;
-        entry.position += 1;
-        if entry.position == entry.pattern.length {
-            entry.position = 0;
-            entry.repeats -= 1;
-            if entry.repeats == 0 {
-                self.entries.pop_front();
-            }
+        if self.remaining == 0 && !self.refill() {
+            return None;
         }
-        Some(taken)
+        self.remaining -= 1;
+        Some((self.current >> self.remaining) & 1 == 1)
+    }
+
+    /// Moves one play of the front pattern into `current`.
+    fn refill(&mut self) -> bool {
+        let Some(entry) = self.entries.front_mut() else { return false };
+        self.current = entry.pattern.bits;
+        self.remaining = entry.pattern.length;
+        entry.repeats -= 1;
+        if entry.repeats == 0 {
+            self.entries.pop_front();
+        }
+        true
     }
 
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.remaining == 0 && self.entries.is_empty()
     }
 
     /// Bits still queued (saturating), for error messages.
     pub(crate) fn len(&self) -> u64 {
-        self.entries.iter().fold(0u64, |total, entry| {
-            let whole = entry.repeats.saturating_mul(u64::from(entry.pattern.length));
-            total.saturating_add(whole - u64::from(entry.position))
+        self.entries.iter().fold(u64::from(self.remaining), |total, entry| {
+            total.saturating_add(entry.repeats.saturating_mul(u64::from(entry.pattern.length)))
         })
     }
 
     pub(crate) fn clear(&mut self) {
+        self.remaining = 0;
         self.entries.clear();
     }
 }
@@ -130,6 +137,7 @@ mod tests {
         }
         assert_eq!(queue.entries.len(), 2);
         assert_eq!(queue.next(), Some(true));
+        assert_eq!(queue.entries.len(), 1, "the first play moved out of the queue");
         queue.push(0b1_0110, 1).unwrap();
         assert_eq!(drain(&mut queue), "0".to_owned() + &"0110".repeat(1001));
     }

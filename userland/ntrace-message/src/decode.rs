@@ -30,8 +30,12 @@ pub struct MessageDecoder<'a> {
     options: MessageOptions,
     src_bits: u32,
     src_mask: u32,
+    /// Highest address-field bit that MSB extension fills, and the mask up to it.
+    address_top: u32,
+    address_mask: u64,
     idle_bytes: u64,
     skipped_bytes: u64,
+    byte_path_only: bool,
 }
 
 impl fmt::Debug for MessageDecoder<'_> {
@@ -58,9 +62,19 @@ impl<'a> MessageDecoder<'a> {
             options,
             src_bits,
             src_mask: (1u32 << src_bits) - 1,
+            address_top: options.address_width.top_field_bit(),
+            address_mask: u64::MAX >> (63 - options.address_width.top_field_bit()),
             idle_bytes: 0,
             skipped_bytes: 0,
+            byte_path_only: false,
         }
+    }
+
+    /// Disables the word-at-a-time fast path, for differential tests of the two parsers.
+    #[doc(hidden)]
+    pub fn byte_path_only(mut self) -> Self {
+        self.byte_path_only = true;
+        self
     }
 
     /// Reports offsets as `base` plus the position in the slice, for input read in chunks.
@@ -179,6 +193,83 @@ impl<'a> MessageDecoder<'a> {
     /// Returns the message and the index just after it.
     #[inline(always)]
     fn parse(&self, start: usize) -> Result<(Message, usize), Failure> {
+        if self.byte_path_only {
+            return self.parse_bytes(start);
+        }
+        match self.parse_short(start) {
+            Some(parsed) => Ok(parsed),
+            None => self.parse_bytes(start),
+        }
+    }
+
+    /// Fast path for a well-formed message of at most 16 bytes with at least 16 bytes of
+    /// input from its start: the MSEO bits of two 8-byte words locate the field ends at
+    /// once and the MDO bits are compacted into one 96-bit stream, so fields are extracted
+    /// with shifts instead of a data-dependent branch per byte. Returns `None` for anything
+    /// unusual (errors included), which the byte-wise [`Self::parse_bytes`] then handles, so
+    /// both paths give identical results.
+    #[inline(always)]
+    fn parse_short(&self, start: usize) -> Option<(Message, usize)> {
+        const LOW_BITS: u128 = 0x0101_0101_0101_0101_0101_0101_0101_0101;
+        let words: &[u8; 16] = self.data.get(start..)?.first_chunk()?;
+        let w = u128::from_le_bytes(*words);
+        let low = w & LOW_BITS;
+        let high = (w >> 1) & LOW_BITS;
+        let stop = high.trailing_zeros();
+        // A reserved MSEO (10) at or before the first message end, or no end at all within
+        // 16 bytes, goes to the byte path. Byte 0 with MSEO 01 or 10 is also left to it.
+        if stop == 128 || low >> stop & 1 == 0 || (low | high) & 1 != 0 {
+            return None;
+        }
+        let last_byte = stop / 8;
+        let end_markers = (low | high) & (u128::MAX >> (127 - stop));
+
+        let tcode = words[0] >> 2;
+        let layout = layout::layout(tcode);
+        if layout.kind == Kind::Other {
+            return None;
+        }
+        let stream = mdo_stream(w);
+        let header_bits = 6 + self.src_bits + u32::from(layout.fixed_bits);
+        // The first field end must lie past the bytes that only hold header bits.
+        if end_markers.trailing_zeros() / 8 < header_bits / 6 {
+            return None;
+        }
+        let header = (stream as u32) & ((1u32 << header_bits) - 1);
+
+        // Always extract MAX_VAR_FIELDS fields: a fixed trip count avoids a mispredicted loop
+        // exit whenever the message kind changes. Slots past `count` get unused junk.
+        let mut fields = [0u64; MAX_VAR_FIELDS];
+        let mut lengths = [0u32; MAX_VAR_FIELDS];
+        let mut count = 0usize;
+        let mut begin = header_bits;
+        let mut markers = end_markers;
+        let mut too_long = false;
+        for (field, length) in fields.iter_mut().zip(lengths.iter_mut()) {
+            let present = markers != 0;
+            // No marker left: trailing_zeros is 128, so the field "ends" at bit 102 (junk).
+            let field_end = 6 * (markers.trailing_zeros() / 8 + 1);
+            markers &= markers.wrapping_sub(1);
+            let bits = field_end.wrapping_sub(begin);
+            too_long |= (bits > 64) & present;
+            count += usize::from(present);
+            *field = (stream >> begin.min(127)) as u64 & (u64::MAX >> (64 - bits.clamp(1, 64)));
+            *length = bits;
+            begin = field_end;
+        }
+        // Fields wider than 64 bits and more fields than slots (ExtraFields) are left to the
+        // byte path.
+        if too_long | (markers != 0) {
+            return None;
+        }
+        let end = start + last_byte as usize + 1;
+        self.build(layout.kind, tcode, header, &fields, &lengths, count, start, end)
+            .ok()
+    }
+
+    /// Byte-at-a-time parser: handles every message, and reports every error.
+    #[cold]
+    fn parse_bytes(&self, start: usize) -> Result<(Message, usize), Failure> {
         let data = self.data;
         let offset = self.offset_of(start);
         let truncated = || (MessageError::Truncated { offset }, data.len());
@@ -314,121 +405,184 @@ impl<'a> MessageDecoder<'a> {
             i += 1;
         }
         let end = i + 1;
+        self.build(kind, tcode, header, &fields, &lengths, count, start, end)
+    }
 
+    /// Interprets the header and variable-length fields of a message of `kind` that spans
+    /// `start..end`: checks the field count against the layout and builds the message.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn build(
+        &self,
+        kind: Kind,
+        tcode: u8,
+        header: u32,
+        fields: &[u64; MAX_VAR_FIELDS],
+        lengths: &[u32; MAX_VAR_FIELDS],
+        count: usize,
+        start: usize,
+        end: usize,
+    ) -> Result<(Message, usize), Failure> {
+        let offset = self.offset_of(start);
         let src = ((header >> 6) & self.src_mask) as u16;
         let fixed = header >> (6 + self.src_bits);
-        let (required, defined) = match kind {
-            Kind::Ownership | Kind::DirectBranch | Kind::Error | Kind::RepeatBranch => (1, 1),
-            Kind::IndirectBranch
-            | Kind::ProgTraceSync
-            | Kind::DirectBranchSync
-            | Kind::IndirectBranchSync => (2, 2),
-            Kind::IndirectBranchHist | Kind::IndirectBranchHistSync => (3, 3),
-            Kind::ResourceFull => match fixed & 0xf {
-                0 | 1 => (1, 1),
-                2 => (2, 2),
-                // Reserved and vendor RCODEs: one or two RDATA fields, layout unknown.
-                _ => (1, 2),
-            },
-            Kind::ProgTraceCorrelation => match (fixed >> 4) & 3 {
-                0 => (1, 1),
-                1 => (2, 2),
-                // Reserved CDF: HIST when a second field is there.
-                _ => (1, 2),
-            },
-            Kind::Other => (0, 0),
-        };
-        if count < required {
-            return Err((
-                MessageError::MissingField {
-                    offset,
-                    tcode,
-                    field: layout::var_field_name(kind, fixed, count),
-                },
-                end,
-            ));
-        }
-        if count > defined + 1 {
-            return Err((MessageError::ExtraFields { offset, tcode }, end));
-        }
-        let timestamp = if count == defined + 1 {
-            fields.get(defined).copied()
-        } else {
-            None
-        };
         let field = |k: usize| fields.get(k).copied().unwrap_or(0);
+        // Checks the field count against the `required` and `defined` fields of the layout
+        // and returns the TSTAMP (one field after the defined ones), if present. Runs before
+        // any field is read: slots at `count` and above may hold junk.
+        let timestamp = |required: usize, defined: usize| -> Result<Option<u64>, Failure> {
+            if count < required {
+                return Err((
+                    MessageError::MissingField {
+                        offset,
+                        tcode,
+                        field: layout::var_field_name(kind, fixed, count),
+                    },
+                    end,
+                ));
+            }
+            if count > defined + 1 {
+                return Err((MessageError::ExtraFields { offset, tcode }, end));
+            }
+            Ok(if count == defined + 1 {
+                fields.get(defined).copied()
+            } else {
+                None
+            })
+        };
         let address = |k: usize, name: &'static str| {
             self.address(field(k), lengths.get(k).copied().unwrap_or(0))
                 .ok_or((MessageError::FieldTooWide { offset, field: name }, end))
         };
         let sync = SyncReason((fixed & 0xf) as u8);
-        let body = match kind {
-            Kind::Ownership => Body::Ownership {
-                process: Process::from_field(field(0)),
-            },
-            Kind::DirectBranch => Body::DirectBranch { icnt: field(0) },
-            Kind::IndirectBranch => Body::IndirectBranch {
-                btype: BranchType::from_bits(fixed as u8),
-                icnt: field(0),
-                uaddr: address(1, "U-ADDR")?,
-            },
-            Kind::Error => Body::Error {
-                etype: (fixed & 0xf) as u8,
-                ecode: field(0),
-            },
-            Kind::ProgTraceSync => Body::ProgTraceSync {
-                sync,
-                icnt: field(0),
-                faddr: address(1, "F-ADDR")?,
-            },
-            Kind::DirectBranchSync => Body::DirectBranchSync {
-                sync,
-                icnt: field(0),
-                faddr: address(1, "F-ADDR")?,
-            },
-            Kind::IndirectBranchSync => Body::IndirectBranchSync {
-                sync,
-                btype: BranchType::from_bits((fixed >> 4) as u8),
-                icnt: field(0),
-                faddr: address(1, "F-ADDR")?,
-            },
-            Kind::ResourceFull => Body::ResourceFull(match fixed & 0xf {
-                0 => ResourceFull::IcntOverflow { icnt: field(0) },
-                1 => ResourceFull::HistOverflow { hist: field(0) },
-                2 => ResourceFull::RepeatedHist {
-                    hist: field(0),
-                    repeat: field(1),
-                },
+        // One dispatch on the kind for both the count check and the body: with a mixed
+        // message stream every extra indirect jump is another likely misprediction.
+        let (body, timestamp) = match kind {
+            Kind::Ownership => {
+                let timestamp = timestamp(1, 1)?;
+                let process = Process::from_field(field(0));
+                (Body::Ownership { process }, timestamp)
+            }
+            Kind::DirectBranch => {
+                let timestamp = timestamp(1, 1)?;
+                (Body::DirectBranch { icnt: field(0) }, timestamp)
+            }
+            Kind::IndirectBranch => {
+                let timestamp = timestamp(2, 2)?;
+                let body = Body::IndirectBranch {
+                    btype: BranchType::from_bits(fixed as u8),
+                    icnt: field(0),
+                    uaddr: address(1, "U-ADDR")?,
+                };
+                (body, timestamp)
+            }
+            Kind::Error => {
+                let timestamp = timestamp(1, 1)?;
+                let body = Body::Error {
+                    etype: (fixed & 0xf) as u8,
+                    ecode: field(0),
+                };
+                (body, timestamp)
+            }
+            Kind::ProgTraceSync => {
+                let timestamp = timestamp(2, 2)?;
+                let body = Body::ProgTraceSync {
+                    sync,
+                    icnt: field(0),
+                    faddr: address(1, "F-ADDR")?,
+                };
+                (body, timestamp)
+            }
+            Kind::DirectBranchSync => {
+                let timestamp = timestamp(2, 2)?;
+                let body = Body::DirectBranchSync {
+                    sync,
+                    icnt: field(0),
+                    faddr: address(1, "F-ADDR")?,
+                };
+                (body, timestamp)
+            }
+            Kind::IndirectBranchSync => {
+                let timestamp = timestamp(2, 2)?;
+                let body = Body::IndirectBranchSync {
+                    sync,
+                    btype: BranchType::from_bits((fixed >> 4) as u8),
+                    icnt: field(0),
+                    faddr: address(1, "F-ADDR")?,
+                };
+                (body, timestamp)
+            }
+            Kind::ResourceFull => match fixed & 0xf {
+                0 => {
+                    let timestamp = timestamp(1, 1)?;
+                    let icnt = field(0);
+                    (Body::ResourceFull(ResourceFull::IcntOverflow { icnt }), timestamp)
+                }
+                1 => {
+                    let timestamp = timestamp(1, 1)?;
+                    let hist = field(0);
+                    (Body::ResourceFull(ResourceFull::HistOverflow { hist }), timestamp)
+                }
+                2 => {
+                    let timestamp = timestamp(2, 2)?;
+                    let resource = ResourceFull::RepeatedHist {
+                        hist: field(0),
+                        repeat: field(1),
+                    };
+                    (Body::ResourceFull(resource), timestamp)
+                }
                 rcode => {
-                    let present = count.min(defined);
-                    ResourceFull::Other {
+                    // Reserved and vendor RCODEs: one or two RDATA fields, layout unknown.
+                    let timestamp = timestamp(1, 2)?;
+                    let present = count.min(2);
+                    let resource = ResourceFull::Other {
                         rcode: rcode as u8,
                         rdata: [field(0), if present > 1 { field(1) } else { 0 }],
                         count: present as u8,
-                    }
+                    };
+                    (Body::ResourceFull(resource), timestamp)
                 }
-            }),
-            Kind::IndirectBranchHist => Body::IndirectBranchHist {
-                btype: BranchType::from_bits(fixed as u8),
-                icnt: field(0),
-                uaddr: address(1, "U-ADDR")?,
-                hist: field(2),
             },
-            Kind::IndirectBranchHistSync => Body::IndirectBranchHistSync {
-                sync,
-                btype: BranchType::from_bits((fixed >> 4) as u8),
-                icnt: field(0),
-                faddr: address(1, "F-ADDR")?,
-                hist: field(2),
-            },
-            Kind::RepeatBranch => Body::RepeatBranch { bcnt: field(0) },
-            Kind::ProgTraceCorrelation => Body::ProgTraceCorrelation {
-                evcode: (fixed & 0xf) as u8,
-                cdf: ((fixed >> 4) & 3) as u8,
-                icnt: field(0),
-                hist: (count.min(defined) > 1).then(|| field(1)),
-            },
-            Kind::Other => Body::Other { tcode },
+            Kind::IndirectBranchHist => {
+                let timestamp = timestamp(3, 3)?;
+                let body = Body::IndirectBranchHist {
+                    btype: BranchType::from_bits(fixed as u8),
+                    icnt: field(0),
+                    uaddr: address(1, "U-ADDR")?,
+                    hist: field(2),
+                };
+                (body, timestamp)
+            }
+            Kind::IndirectBranchHistSync => {
+                let timestamp = timestamp(3, 3)?;
+                let body = Body::IndirectBranchHistSync {
+                    sync,
+                    btype: BranchType::from_bits((fixed >> 4) as u8),
+                    icnt: field(0),
+                    faddr: address(1, "F-ADDR")?,
+                    hist: field(2),
+                };
+                (body, timestamp)
+            }
+            Kind::RepeatBranch => {
+                let timestamp = timestamp(1, 1)?;
+                (Body::RepeatBranch { bcnt: field(0) }, timestamp)
+            }
+            Kind::ProgTraceCorrelation => {
+                let cdf = ((fixed >> 4) & 3) as u8;
+                // Reserved CDF 2 and 3: HIST when a second field is there.
+                let defined = if cdf == 0 { 1 } else { 2 };
+                let required = if cdf == 1 { 2 } else { 1 };
+                let timestamp = timestamp(required, defined)?;
+                let body = Body::ProgTraceCorrelation {
+                    evcode: (fixed & 0xf) as u8,
+                    cdf,
+                    icnt: field(0),
+                    hist: (count.min(defined) > 1).then(|| field(1)),
+                };
+                (body, timestamp)
+            }
+            Kind::Other => (Body::Other { tcode }, None),
         };
         Ok((
             Message {
@@ -445,17 +599,13 @@ impl<'a> MessageDecoder<'a> {
     /// Turns an F-ADDR/U-ADDR field of `length` bits into an address: MSB extension (spec
     /// 8.2) when enabled, then the shift that restores address bit 0. `None` when the field
     /// has bit 63 set, which would be address bit 64.
-    #[inline]
+    #[inline(always)]
     fn address(&self, field: u64, length: u32) -> Option<u64> {
-        let mut value = field;
-        let top = self.options.address_width.top_field_bit();
-        if self.options.address_msb_extension
-            && length != 0
-            && length <= top
-            && (value >> (length - 1)) & 1 == 1
-        {
-            value |= (u64::MAX << length) & (u64::MAX >> (63 - top));
-        }
+        // Branch-free: whether the extension applies depends on trace data.
+        let msb = field.checked_shr(length.wrapping_sub(1)).unwrap_or(0) & 1;
+        let applies = self.options.address_msb_extension & (length <= self.address_top) & (msb == 1);
+        let fill = u64::MAX.checked_shl(length).unwrap_or(0) & self.address_mask;
+        let value = field | (fill & 0u64.wrapping_sub(u64::from(applies)));
         (value >> 63 == 0).then_some(value << 1)
     }
 
@@ -498,6 +648,20 @@ impl<'a> MessageDecoder<'a> {
             end,
         ))
     }
+}
+
+/// Compacts the MDO bits of 16 bytes (bits 7..2 of each) into a contiguous 96-bit stream,
+/// first byte lowest, by merging neighbouring groups in three doubling steps per word.
+#[inline(always)]
+fn mdo_stream(bytes: u128) -> u128 {
+    #[inline(always)]
+    fn compact(word: u64) -> u64 {
+        let x = (word >> 2) & 0x3F3F_3F3F_3F3F_3F3F;
+        let x = (x & 0x003F_003F_003F_003F) | ((x >> 2) & 0x0FC0_0FC0_0FC0_0FC0);
+        let x = (x & 0x0000_0FFF_0000_0FFF) | ((x >> 4) & 0x00FF_F000_00FF_F000);
+        (x & 0x0000_0000_00FF_FFFF) | ((x >> 8) & 0x0000_FFFF_FF00_0000)
+    }
+    u128::from(compact(bytes as u64)) | u128::from(compact((bytes >> 64) as u64)) << 48
 }
 
 impl Iterator for MessageDecoder<'_> {

@@ -180,7 +180,8 @@ fn missing_fields() {
         "at byte offset 0x0: IndirectBranchHist message (TCODE 28) ended before its HIST field"
     );
     // ProgTraceCorrelation with CDF=1 but no HIST.
-    let bytes = [33 << 2, (0 | 1 << 4) << 2, 0x07];
+    // EVCODE 0, CDF 1, I-CNT 1 and the end.
+    let bytes = [33 << 2, (1 << 4) << 2, 0x07];
     assert_eq!(decode_all(&bytes, options)[0], Err(MessageError::MissingField { offset: 0, tcode: 33, field: "HIST" }));
     // IndirectBranchSync ending inside its header (SYNC+B-TYPE fill byte 1).
     let bytes = [12 << 2, 0x03];

@@ -356,6 +356,7 @@ fn privileged(raw: u32) -> (Mnemonic, ControlFlow) {
         0x0010_0073 => return (Mnemonic::Ebreak, ControlFlow::EnvironmentTrap),
         0x3020_0073 => return (Mnemonic::Mret, ControlFlow::TrapReturn),
         0x1020_0073 => return (Mnemonic::Sret, ControlFlow::TrapReturn),
+        0x0020_0073 => return (Mnemonic::Uret, ControlFlow::TrapReturn),
         0x7020_0073 => return (Mnemonic::Mnret, ControlFlow::TrapReturn),
         0x7b20_0073 => return (Mnemonic::Dret, ControlFlow::TrapReturn),
         0x1050_0073 => return (Mnemonic::Wfi, SEQUENTIAL),

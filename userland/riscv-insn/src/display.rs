@@ -77,6 +77,7 @@ enum Operands {
     TwoSources,
     HypervisorLoad,
     HypervisorStore,
+    CompressedNop,
     CompressedAddi4spn,
     CompressedLoad { float: bool, doubleword: bool },
     CompressedStore { float: bool, doubleword: bool },
@@ -110,13 +111,14 @@ fn operands(mnemonic: Mnemonic) -> Operands {
         | M::Ebreak
         | M::Mret
         | M::Sret
+        | M::Uret
         | M::Mnret
         | M::Dret
         | M::Wfi
         | M::SfenceWInval
         | M::SfenceInvalIr
-        | M::CNop
         | M::CEbreak => O::None,
+        M::CNop => O::CompressedNop,
         M::Lui | M::Auipc => O::Upper,
         M::Jal => O::Jump,
         M::Jalr => O::JumpRegister,
@@ -355,7 +357,10 @@ impl Display for Instruction {
                 _ => {}
             }
         }
-        if !matches!(operands, Operands::None) {
+        // A c.nop with a non-zero immediate is a HINT; it only has an operand then.
+        let nop_without_operand =
+            matches!(operands, Operands::CompressedNop) && c_i_immediate(raw) == 0;
+        if !matches!(operands, Operands::None) && !nop_without_operand {
             formatter.write_char(' ')?;
         }
         match operands {
@@ -443,6 +448,13 @@ impl Display for Instruction {
                 write!(formatter, "{},{},{}", x(rd(raw)), f(rs1(raw)), f(rs2(raw)))
             }
             Operands::TwoSources => write!(formatter, "{},{}", x(rs1(raw)), x(rs2(raw))),
+            Operands::CompressedNop => {
+                if nop_without_operand {
+                    Ok(())
+                } else {
+                    write!(formatter, "{}", c_i_immediate(raw))
+                }
+            }
             Operands::CompressedAddi4spn => {
                 write!(formatter, "{},sp,{}", x(c_rs2_prime(raw)), c_addi4spn_immediate(raw))
             }

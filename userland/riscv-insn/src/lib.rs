@@ -149,7 +149,7 @@ pub enum ControlFlow {
     PopReturn,
     /// ecall, ebreak, c.ebreak
     EnvironmentTrap,
-    /// mret, sret, mnret, dret
+    /// mret, sret, mnret, dret, uret
     TrapReturn,
 }
 

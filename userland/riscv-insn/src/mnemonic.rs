@@ -276,6 +276,8 @@ mnemonics! {
     // Privileged architecture (machine, supervisor, debug, Smrnmi, Svinval, hypervisor)
     Mret => "mret",
     Sret => "sret",
+    /// User-level trap return of the withdrawn N extension, still printed by GNU objdump.
+    Uret => "uret",
     Mnret => "mnret",
     Dret => "dret",
     Wfi => "wfi",

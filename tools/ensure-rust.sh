@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Makes sure a Rust toolchain new enough for the workspace (rust-version in Cargo.toml)
+# is on PATH. Machines with rustup already have one; a bare Debian bookworm machine gets
+# Debian's rustc-web/cargo-web (1.96), since bookworm's plain rustc is too old.
+set -euo pipefail
+
+required=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$(dirname "$0")/../Cargo.toml")
+if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+fi
+
+version_ok() {
+    command -v cargo >/dev/null 2>&1 || return 1
+    local have
+    have=$(cargo --version | awk '{print $2}')
+    [ "$(printf '%s\n%s\n' "$required" "$have" | sort -V | head -n1)" = "$required" ]
+}
+
+if ! version_ok; then
+    echo "ensure-rust: installing Debian's cargo-web and rustc-web (need Rust >= $required)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq cargo-web rustc-web >/dev/null
+    version_ok || { echo "ensure-rust: no Rust >= $required available" >&2; exit 1; }
+fi
