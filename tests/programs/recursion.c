@@ -7,9 +7,9 @@
  *     implicit-return decoder's return stack overflows and must fall back
  *     to explicit return addresses,
  *   - naive tree recursion (fib) with many short call/return sequences,
- *   - Ackermann A(2, n): nested recursion where GCC turns the outer call
- *     into a tail call (a plain jump), mixing calls, returns and
- *     sibling-call jumps,
+ *   - Ackermann A(2, n): nested recursion where GCC turns the outer (tail)
+ *     call into a loop inside ack(), so recursive calls, returns and
+ *     backward jumps are interleaved irregularly,
  *   - mutual recursion (ping/pong, depth 150).
  * Recursive functions use a volatile local and combine the callee's result
  * non-linearly so GCC cannot turn them into loops.

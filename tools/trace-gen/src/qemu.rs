@@ -12,13 +12,13 @@
 //! `Trace <cpu>: <host tb pointer> [<cs_base>/<pc>/<flags>/<cflags>] <symbol>`:
 //!
 //! ```text
-//! 5.x .. 6.0  Trace 0: 0x7f7174000100 [0000000000000000/0000000000010588/0x207600] _start
-//! 6.1 .. 7.2  Trace 0: 0x7f7174000100 [0000000000000000/0000000000010588/00207600/00000201] _start
-//! 8.0 ..      Trace 0: 0x7f7174000100 [00000000/0000000000010588/00207600/00000201] _start
+//! 5.0     Trace 0: 0x7f7174000100 [0000000000000000/0000000000010588/0x207600] _start
+//! 7.2     Trace 0: 0x7f7174000100 [0000000000000000/0000000000010588/00207600/00000201] _start
+//! 8.x ..  Trace 0: 0x7f7174000100 [00000000/0000000000010588/00207600/00000201] _start
 //! ```
 //!
-//! (cs_base became `%08` PRIx64 in 8.0; some 8.1 development snapshots
-//! printed the PC without zero padding, e.g. `[00000000/10588/...]`.)
+//! (cs_base became `%08` PRIx64 in the 8.x series; some 8.1 development
+//! snapshots printed the PC without zero padding, e.g. `[00000000/10588/...]`.)
 //!
 //! The PC is always the field after the first `/` inside the brackets, in
 //! hexadecimal without `0x`, of varying width; the parser takes exactly that
@@ -27,9 +27,11 @@
 //!
 //! Determinism: the guest runs with an empty environment, so the C library's
 //! start-up code (which scans `envp`) retires the same instructions wherever
-//! the test runs. The start-up code still depends slightly (a few hundred
-//! instructions) on the length of the program's path, so compare traces of
-//! the same binary path, not absolute instruction counts across paths.
+//! the test runs, and its stdout is always a pipe (glibc's stdio retires
+//! ~75 more instructions when stdout is a character device such as
+//! `/dev/null` or a tty). The start-up code still depends slightly (up to a
+//! few hundred instructions) on the length of the program's path, so compare
+//! traces of the same binary path, not absolute counts across paths.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
@@ -190,9 +192,9 @@ impl QemuUser {
     }
 
     /// Runs `qemu-riscv64 <one-insn flag> -d nochain,exec -D <log_path>
-    /// <program> <args>` with an empty environment and standard input from
-    /// `/dev/null`, waits for it, and returns the exit status and the
-    /// captured output. The exec log (about 80 bytes per retired instruction)
+    /// <program> <args>` with an empty environment, standard input from
+    /// `/dev/null` and standard output/error captured through pipes, waits
+    /// for it, and returns the exit status and the captured output. The exec log (about 80 bytes per retired instruction)
     /// is left in `log_path` for [`ExecLogReader::open`].
     ///
     /// A non-zero guest exit status is not an error; check

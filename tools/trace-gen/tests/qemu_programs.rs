@@ -63,10 +63,11 @@ fn build_all() -> &'static Path {
 struct TempFile(PathBuf);
 
 impl TempFile {
-    fn new(tag: &str) -> TempFile {
+    /// `CARGO_TARGET_TMPDIR/<name>.<pid>.<ext>`
+    fn new(name: &str, ext: &str) -> TempFile {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
         std::fs::create_dir_all(dir).expect("create CARGO_TARGET_TMPDIR");
-        TempFile(dir.join(format!("{tag}.{}.log", std::process::id())))
+        TempFile(dir.join(format!("{name}.{}.{ext}", std::process::id())))
     }
 }
 
@@ -152,7 +153,7 @@ fn fnptr_exec_log_has_one_pc_per_instruction() {
     let q = qemu();
     let dir = build(&["fnptr"]);
     let program = dir.join("fnptr");
-    let log = TempFile::new("fnptr-exec");
+    let log = TempFile::new("fnptr-exec", "log");
 
     let out = q.run_logged(&program, &[], &log.0).expect("run qemu");
     assert_eq!(
@@ -268,4 +269,77 @@ fn all_programs_print_their_expected_output() {
             "{name}: unexpected stdout"
         );
     }
+}
+
+/// A bare-metal-style program with a known number of retired instructions:
+/// 1 (li) + 2 * 1000 (loop) + 1 (jal) + 2 (sub) + 6 (write, `lla` is
+/// auipc + addi) + 3 (exit) = 2013. No compressed instructions, so every
+/// instruction is 4 bytes.
+const COUNTED_ASM: &str = r#"
+    .option norvc
+    .globl _start
+_start:
+    li   t0, 1000
+1:  addi t0, t0, -1
+    bnez t0, 1b
+    jal  ra, sub
+    li   a0, 1
+    lla  a1, msg
+    li   a2, 3
+    li   a7, 64
+    ecall
+    li   a0, 3
+    li   a7, 93
+    ecall
+sub:
+    addi t1, zero, 5
+    ret
+    .section .rodata
+msg: .ascii "ok\n"
+"#;
+
+#[test]
+fn exec_log_has_exactly_one_line_per_retired_instruction() {
+    let q = qemu();
+    assert!(
+        on_path("riscv64-linux-gnu-gcc"),
+        "riscv64-linux-gnu-gcc not found on PATH: {INSTALL_HINT}"
+    );
+    let src = TempFile::new("counted", "S");
+    std::fs::write(&src.0, COUNTED_ASM).expect("write asm");
+    let bin = TempFile::new("counted", "elf");
+    let status = Command::new("riscv64-linux-gnu-gcc")
+        .args(["-nostdlib", "-static", "-march=rv64gc", "-mabi=lp64d", "-o"])
+        .arg(&bin.0)
+        .arg(&src.0)
+        .status()
+        .expect("run riscv64-linux-gnu-gcc");
+    assert!(status.success(), "assembling the counted program failed");
+
+    let log = TempFile::new("counted-exec", "log");
+    let out = q.run_logged(&bin.0, &[], &log.0).expect("run qemu");
+    assert_eq!(
+        out.status_code,
+        3,
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, b"ok\n");
+
+    let pcs: Vec<u64> = ExecLogReader::open(&log.0)
+        .expect("open exec log")
+        .collect::<Result<_, _>>()
+        .expect("parse exec log");
+    assert_eq!(pcs.len(), 2013, "retired-instruction count");
+    let entry = elf_entry(&bin.0);
+    assert_eq!(pcs[0], entry);
+    // The loop body at entry+4, entry+8, a thousand times.
+    assert!(pcs[1..2001].chunks(2).all(|p| p == [entry + 4, entry + 8]));
+    // jal, sub (2), write sequence, exit sequence. The final exit ecall
+    // (entry+48) is logged although it never returns.
+    let tail: Vec<u64> = [12, 52, 56, 16, 20, 24, 28, 32, 36, 40, 44, 48]
+        .iter()
+        .map(|off| entry + off)
+        .collect();
+    assert_eq!(pcs[2001..], tail[..]);
 }

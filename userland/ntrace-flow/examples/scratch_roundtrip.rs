@@ -20,7 +20,7 @@ fn main() {
         o.mode = mode; o.return_stack_depth = depth; o.repeat_branch = rh; o.icnt_bits = 22; o.periodic_sync = 0;
         let mut enc = TraceEncoder::new(&image, files.clone(), o).unwrap();
         for &pc in &pcs { enc.retire(pc).unwrap(); }
-        let (bytes, stats) = enc.finish().unwrap(); std::fs::write(format!("/tmp/qt/t-{mode:?}-{depth}-{rh}.nt"), &bytes).unwrap();
+        let (bytes, stats) = enc.finish().unwrap(); std::fs::write(format!("/tmp/qt/big-{mode:?}-{depth}-{rh}.nt"), &bytes).unwrap();
         let mut dec = FlowDecoder::new(&bytes, &image, files.clone(), DecoderOptions::default());
         let mut out = Vec::new();
         loop {

@@ -237,30 +237,23 @@ impl<'a> MessageDecoder<'a> {
         }
         let header = (stream as u32) & ((1u32 << header_bits) - 1);
 
-        // Always extract MAX_VAR_FIELDS fields: a fixed trip count avoids a mispredicted loop
-        // exit whenever the message kind changes. Slots past `count` get unused junk.
         let mut fields = [0u64; MAX_VAR_FIELDS];
         let mut lengths = [0u32; MAX_VAR_FIELDS];
         let mut count = 0usize;
         let mut begin = header_bits;
         let mut markers = end_markers;
-        let mut too_long = false;
-        for (field, length) in fields.iter_mut().zip(lengths.iter_mut()) {
-            let present = markers != 0;
-            // No marker left: trailing_zeros is 128, so the field "ends" at bit 102 (junk).
+        while markers != 0 {
             let field_end = 6 * (markers.trailing_zeros() / 8 + 1);
-            markers &= markers.wrapping_sub(1);
-            let bits = field_end.wrapping_sub(begin);
-            too_long |= (bits > 64) & present;
-            count += usize::from(present);
-            *field = (stream >> begin.min(127)) as u64 & (u64::MAX >> (64 - bits.clamp(1, 64)));
-            *length = bits;
+            markers &= markers - 1;
+            let bits = field_end - begin;
+            // Wider than 64 bits, or more fields than slots (ExtraFields): byte path.
+            if bits > 64 {
+                return None;
+            }
+            *fields.get_mut(count)? = (stream >> begin) as u64 & (u64::MAX >> (64 - bits));
+            *lengths.get_mut(count)? = bits;
+            count += 1;
             begin = field_end;
-        }
-        // Fields wider than 64 bits and more fields than slots (ExtraFields) are left to the
-        // byte path.
-        if too_long | (markers != 0) {
-            return None;
         }
         let end = start + last_byte as usize + 1;
         self.build(layout.kind, tcode, header, &fields, &lengths, count, start, end)
