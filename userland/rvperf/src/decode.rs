@@ -10,7 +10,6 @@ use clap::{Args, ValueEnum};
 use code_image::{load_elf, CodeImage, ElfInfo, SymbolTable, Xlen};
 use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
 use ntrace_message::{dump_message, AddressWidth, MessageDecoder, MessageOptions};
-use riscv_insn::DecodeOptions;
 use trace_elements::{ElementKind, RangeEnd, TraceElement};
 
 use crate::output::LineWriter;
@@ -89,17 +88,7 @@ fn load_code(elves: &[String]) -> Result<LoadedCode> {
         let info = load_elf(&mut image, &mut symbols, &name, &bytes, load_address)?;
         infos.push(info);
     }
-    let mut files = vec![FileDecodeInfo { options: DecodeOptions::default(), jvt_base: None }; image.files().len()];
-    for info in &infos {
-        let xlen = match info.xlen {
-            Xlen::Rv32 => riscv_insn::Xlen::Rv32,
-            Xlen::Rv64 => riscv_insn::Xlen::Rv64,
-        };
-        let mut options = DecodeOptions::new(xlen);
-        options.zcmp = info.zcmp;
-        options.zcmt = info.zcmt;
-        files[info.file_index] = FileDecodeInfo { options, jvt_base: info.jvt_base };
-    }
+    let files = FileDecodeInfo::for_image(&image, &infos);
     let address_width = match infos.first().map(|info| info.xlen) {
         Some(Xlen::Rv32) => AddressWidth::Bits32,
         _ => AddressWidth::Bits64,

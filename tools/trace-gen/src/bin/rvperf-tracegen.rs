@@ -1,0 +1,215 @@
+//! `rvperf-tracegen`: runs a riscv64 program under `qemu-riscv64` (or reads a saved exec
+//! log) and encodes its retired-instruction stream as N-Trace with rvperf's encoder
+//! model. A development tool: it makes the bundled fixtures and the benchmark traces.
+//!
+//! The QEMU log is streamed through a FIFO, so tracing a program of tens of millions of
+//! instructions needs neither gigabytes of disk nor of memory.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, ValueEnum};
+use code_image::{load_elf, CodeImage, SymbolTable};
+use ntrace_flow::{BranchMode, EncoderOptions, FileDecodeInfo, TraceEncoder};
+use ntrace_message::{AddressWidth, MessageOptions};
+use trace_gen::qemu::{ExecLogReader, QemuUser};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Mode {
+    Btm,
+    Htm,
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "rvperf-tracegen", about = "Encode a program's retired instructions as N-Trace")]
+struct Arguments {
+    /// The riscv64 ELF that runs (static), also used to classify instructions.
+    #[arg(long)]
+    elf: PathBuf,
+    /// Read retired PCs from a saved `qemu-riscv64 -d nochain,exec` log instead of running.
+    #[arg(long, value_name = "LOG")]
+    qemu_log: Option<PathBuf>,
+    /// Write the N-Trace bytes here (written to a temporary file, then renamed).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Also write every retired PC, one `0x...` per line (the ground truth).
+    #[arg(long, value_name = "FILE")]
+    pcs_output: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Mode::Htm)]
+    mode: Mode,
+    /// Implicit-return stack depth (0 reports every return).
+    #[arg(long, default_value_t = 32)]
+    return_stack: usize,
+    #[arg(long)]
+    no_repeated_history: bool,
+    #[arg(long)]
+    no_repeat_branch: bool,
+    #[arg(long)]
+    sequential_jumps: bool,
+    #[arg(long, default_value_t = 0)]
+    src_bits: u8,
+    #[arg(long, default_value_t = 0)]
+    src_id: u16,
+    #[arg(long)]
+    timestamps: bool,
+    #[arg(long)]
+    addr_ext: bool,
+    /// Periodic synchronisation every N messages (0: never).
+    #[arg(long, default_value_t = 0)]
+    periodic_sync: u32,
+    #[arg(long, default_value_t = 22)]
+    icnt_bits: u8,
+    #[arg(long, default_value_t = 32)]
+    hist_bits: u8,
+    /// Program arguments (when running the program).
+    #[arg(last = true)]
+    program_arguments: Vec<String>,
+}
+
+fn main() {
+    if let Err(error) = run(&Arguments::parse()) {
+        eprintln!("rvperf-tracegen: error: {}", format!("{error:#}").replace('\n', " "));
+        std::process::exit(1);
+    }
+}
+
+struct Sink {
+    encoder_output: BufWriter<File>,
+    pcs: Option<BufWriter<File>>,
+}
+
+fn encode_stream<R: BufRead>(
+    reader: ExecLogReader<R>,
+    encoder: &mut TraceEncoder<'_>,
+    sink: &mut Sink,
+) -> Result<u64> {
+    let mut count = 0u64;
+    for pc in reader {
+        let pc = pc?;
+        encoder.retire(pc)?;
+        if let Some(pcs) = sink.pcs.as_mut() {
+            writeln!(pcs, "{pc:#x}")?;
+        }
+        count += 1;
+        if count % (1 << 16) == 0 {
+            sink.encoder_output.write_all(&encoder.take_output())?;
+        }
+    }
+    Ok(count)
+}
+
+/// Feeds the encoder from a saved log or from QEMU running the program.
+fn produce(arguments: &Arguments, encoder: &mut TraceEncoder<'_>, sink: &mut Sink) -> Result<u64> {
+    if let Some(log) = &arguments.qemu_log {
+        let reader = ExecLogReader::open(log)?;
+        return encode_stream(reader, encoder, sink);
+    }
+    let qemu = QemuUser::detect()?;
+    let directory = std::env::temp_dir().join(format!("rvperf-tracegen-{}", std::process::id()));
+    std::fs::create_dir_all(&directory)?;
+    let fifo = directory.join("exec.log");
+    let status = std::process::Command::new("mkfifo").arg(&fifo).status().context("cannot run mkfifo")?;
+    if !status.success() {
+        bail!("mkfifo {} failed", fifo.display());
+    }
+    let program_arguments: Vec<&str> = arguments.program_arguments.iter().map(String::as_str).collect();
+    let outcome = std::thread::scope(|scope| {
+        let fifo_path = fifo.clone();
+        let reader = scope.spawn(move || -> Result<u64> {
+            let file = File::open(&fifo_path)?;
+            let mut buffered = BufReader::with_capacity(1 << 20, file);
+            let count = encode_stream(ExecLogReader::new(&mut buffered), encoder, sink);
+            // Keep draining so QEMU never blocks on a full pipe after an error.
+            std::io::copy(&mut buffered, &mut std::io::sink())?;
+            count
+        });
+        let run = qemu.run_logged(&arguments.elf, &program_arguments, &fifo);
+        let encoded = reader.join().map_err(|_| anyhow::anyhow!("encoder thread panicked"))?;
+        let run = run?;
+        if !run.success() {
+            bail!("the program exited with status {}", run.status_code);
+        }
+        encoded
+    });
+    let _ = std::fs::remove_dir_all(&directory);
+    outcome
+}
+
+fn temporary(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+fn run(arguments: &Arguments) -> Result<()> {
+    let elf_bytes = std::fs::read(&arguments.elf).with_context(|| format!("cannot read {}", arguments.elf.display()))?;
+    let mut image = CodeImage::new();
+    let mut symbols = SymbolTable::default();
+    let info = load_elf(&mut image, &mut symbols, &arguments.elf.display().to_string(), &elf_bytes, None)?;
+    let files = FileDecodeInfo::for_image(&image, std::slice::from_ref(&info));
+    let width = match info.xlen {
+        code_image::Xlen::Rv32 => AddressWidth::Bits32,
+        code_image::Xlen::Rv64 => AddressWidth::Bits64,
+    };
+    let mut options = EncoderOptions::default();
+    options.mode = match arguments.mode {
+        Mode::Btm => BranchMode::Btm,
+        Mode::Htm => BranchMode::Htm,
+    };
+    options.message = MessageOptions::default()
+        .with_src_bits(arguments.src_bits)
+        .with_timestamps(arguments.timestamps)
+        .with_address_msb_extension(arguments.addr_ext)
+        .with_address_width(width);
+    options.src = arguments.src_id;
+    options.return_stack_depth = arguments.return_stack;
+    options.repeated_history = !arguments.no_repeated_history;
+    options.repeat_branch = !arguments.no_repeat_branch;
+    options.sequential_jumps = arguments.sequential_jumps;
+    options.periodic_sync = arguments.periodic_sync;
+    options.icnt_bits = arguments.icnt_bits;
+    options.hist_bits = arguments.hist_bits;
+    let mut encoder = TraceEncoder::new(&image, files, options)?;
+
+    let output_tmp = temporary(&arguments.output);
+    let pcs_tmp = arguments.pcs_output.as_deref().map(temporary);
+    let mut sink = Sink {
+        encoder_output: BufWriter::new(File::create(&output_tmp).with_context(|| format!("cannot create {}", output_tmp.display()))?),
+        pcs: match &pcs_tmp {
+            Some(path) => Some(BufWriter::new(File::create(path).with_context(|| format!("cannot create {}", path.display()))?)),
+            None => None,
+        },
+    };
+    let result = produce(arguments, &mut encoder, &mut sink);
+    let count = match result {
+        Ok(count) => count,
+        Err(error) => {
+            let _ = std::fs::remove_file(&output_tmp);
+            if let Some(path) = &pcs_tmp {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(error);
+        }
+    };
+    let (rest, statistics) = encoder.finish()?;
+    sink.encoder_output.write_all(&rest)?;
+    sink.encoder_output.flush()?;
+    if let Some(pcs) = sink.pcs.as_mut() {
+        pcs.flush()?;
+    }
+    drop(sink);
+    std::fs::rename(&output_tmp, &arguments.output)?;
+    if let (Some(tmp), Some(path)) = (&pcs_tmp, &arguments.pcs_output) {
+        std::fs::rename(tmp, path)?;
+    }
+    eprintln!(
+        "rvperf-tracegen: {count} instructions -> {} messages, {} bytes ({:.3} bits/instruction), {} implicit returns",
+        statistics.messages,
+        statistics.bytes,
+        statistics.bytes as f64 * 8.0 / count.max(1) as f64,
+        statistics.implicit_returns
+    );
+    Ok(())
+}
