@@ -16,6 +16,16 @@ const MAX_DECODE_SRC_BITS: u8 = 16;
 /// IndirectBranchHistSync) define three, plus TSTAMP. Further fields are only counted.
 const MAX_VAR_FIELDS: usize = 4;
 
+/// Per-TCODE header shape for the configured SRC width, looked up once per message.
+#[derive(Clone, Copy, Debug)]
+struct HeaderShape {
+    kind: Kind,
+    /// TCODE + SRC + fixed-length fields.
+    bits: u8,
+    /// Bytes holding nothing but header bits.
+    full_bytes: u8,
+}
+
 /// A failed parse: the error, and where decoding resumes.
 type Failure = (MessageError, usize);
 
@@ -30,6 +40,7 @@ pub struct MessageDecoder<'a> {
     options: MessageOptions,
     src_bits: u32,
     src_mask: u32,
+    headers: [HeaderShape; 64],
     /// Highest address-field bit that MSB extension fills, and the mask up to it.
     address_top: u32,
     address_mask: u64,
@@ -55,6 +66,21 @@ impl<'a> MessageDecoder<'a> {
     /// A decoder over `data`, which is assumed to start at a message boundary.
     pub fn new(data: &'a [u8], options: MessageOptions) -> Self {
         let src_bits = u32::from(options.src_bits.min(MAX_DECODE_SRC_BITS));
+        let mut headers = [HeaderShape {
+            kind: Kind::Other,
+            bits: 0,
+            full_bytes: 0,
+        }; 64];
+        for (tcode, shape) in (0u8..).zip(headers.iter_mut()) {
+            let layout = layout::layout(tcode);
+            // At most 6 + 16 + 6 = 28 bits.
+            let bits = 6 + src_bits as u8 + layout.fixed_bits;
+            *shape = HeaderShape {
+                kind: layout.kind,
+                bits,
+                full_bytes: bits / 6,
+            };
+        }
         MessageDecoder {
             data,
             pos: 0,
@@ -62,6 +88,7 @@ impl<'a> MessageDecoder<'a> {
             options,
             src_bits,
             src_mask: (1u32 << src_bits) - 1,
+            headers,
             address_top: options.address_width.top_field_bit(),
             address_mask: u64::MAX >> (63 - options.address_width.top_field_bit()),
             idle_bytes: 0,
@@ -202,49 +229,107 @@ impl<'a> MessageDecoder<'a> {
         }
     }
 
-    /// Fast path for a well-formed message of at most 16 bytes with at least 16 bytes of
-    /// input from its start: the MSEO bits of two 8-byte words locate the field ends at
-    /// once and the MDO bits are compacted into one 96-bit stream, so fields are extracted
-    /// with shifts instead of a data-dependent branch per byte. Returns `None` for anything
-    /// unusual (errors included), which the byte-wise [`Self::parse_bytes`] then handles, so
-    /// both paths give identical results.
+    /// Fast path for well-formed messages of at most 16 bytes: the MSEO bits of whole 8-byte
+    /// words locate every field end at once, and the MDO bits are compacted into one
+    /// contiguous bit stream, so fields are cut out with shifts instead of a data-dependent
+    /// branch per byte. Returns `None` for anything unusual (errors included), which the
+    /// byte-wise [`Self::parse_bytes`] then handles, so both paths give identical results.
     #[inline(always)]
     fn parse_short(&self, start: usize) -> Option<(Message, usize)> {
-        const LOW_BITS: u128 = 0x0101_0101_0101_0101_0101_0101_0101_0101;
-        let words: &[u8; 16] = self.data.get(start..)?.first_chunk()?;
-        let w = u128::from_le_bytes(*words);
-        let low = w & LOW_BITS;
-        let high = (w >> 1) & LOW_BITS;
+        const LOW_BITS: u64 = 0x0101_0101_0101_0101;
+        let rest = self.data.get(start..)?;
+        let word = u64::from_le_bytes(*rest.first_chunk::<8>()?);
+        let low = word & LOW_BITS;
+        let high = (word >> 1) & LOW_BITS;
+        // Byte 0 with MSEO 01 or 10 is left to the byte path.
+        if (low | high) & 1 != 0 {
+            return None;
+        }
         let stop = high.trailing_zeros();
-        // A reserved MSEO (10) at or before the first message end, or no end at all within
-        // 16 bytes, goes to the byte path. Byte 0 with MSEO 01 or 10 is also left to it.
-        if stop == 128 || low >> stop & 1 == 0 || (low | high) & 1 != 0 {
+        if stop == 64 {
+            return self.parse_16(start, rest);
+        }
+        // MSEO 10 (reserved) at or before the message end.
+        if (low >> stop) & 1 == 0 {
             return None;
         }
-        let last_byte = stop / 8;
-        let end_markers = (low | high) & (u128::MAX >> (127 - stop));
+        let tcode = (word as u8) >> 2;
+        let header = self.headers[usize::from(tcode & 0x3f)];
+        if header.kind == Kind::Other {
+            return None;
+        }
+        // Bit 0 of the MSEO marks both 01 and 11 once 10 is excluded.
+        let markers = low & (u64::MAX >> (63 - stop));
+        let stream = compact_mdo(word);
+        let header_bits = u32::from(header.bits);
+        // The first field end must lie past the bytes that hold only header bits.
+        if markers.trailing_zeros() / 8 < u32::from(header.full_bytes) {
+            return None;
+        }
+        let kind = header.kind;
+        let header = (stream as u32) & ((1u32 << header_bits) - 1);
 
-        let tcode = words[0] >> 2;
-        let layout = layout::layout(tcode);
-        if layout.kind == Kind::Other {
+        // A fixed trip count (every slot filled, junk past `count`) costs less than the
+        // mispredicted loop exit that a per-field loop pays whenever the message kind changes.
+        // Fields here are at most 48 bits, so no width check is needed.
+        let mut fields = [0u64; MAX_VAR_FIELDS];
+        let mut lengths = [0u32; MAX_VAR_FIELDS];
+        let mut count = 0usize;
+        let mut begin = header_bits;
+        let mut remaining = markers;
+        for (field, length) in fields.iter_mut().zip(lengths.iter_mut()) {
+            count += usize::from(remaining != 0);
+            let field_end = 6 * (remaining.trailing_zeros() / 8 + 1);
+            remaining &= remaining.wrapping_sub(1);
+            let bits = field_end.wrapping_sub(begin);
+            let mask = u64::MAX.checked_shr(64u32.wrapping_sub(bits)).unwrap_or(0);
+            *field = stream.checked_shr(begin).unwrap_or(0) & mask;
+            *length = bits;
+            begin = field_end;
+        }
+        // More fields than slots (ExtraFields): byte path.
+        if remaining != 0 {
             return None;
         }
-        let stream = mdo_stream(w);
-        let header_bits = 6 + self.src_bits + u32::from(layout.fixed_bits);
-        // The first field end must lie past the bytes that only hold header bits.
-        if end_markers.trailing_zeros() / 8 < header_bits / 6 {
+        let end = start + stop as usize / 8 + 1;
+        self.build(kind, tcode, header, &fields, &lengths, count, start, end)
+            .ok()
+    }
+
+    /// [`Self::parse_short`] for messages of 9 to 16 bytes, with 128-bit words.
+    #[inline(always)]
+    fn parse_16(&self, start: usize, rest: &[u8]) -> Option<(Message, usize)> {
+        const LOW_BITS: u128 = 0x0101_0101_0101_0101_0101_0101_0101_0101;
+        let word = u128::from_le_bytes(*rest.first_chunk::<16>()?);
+        let low = word & LOW_BITS;
+        let high = (word >> 1) & LOW_BITS;
+        let stop = high.trailing_zeros();
+        if stop == 128 || (low >> stop) & 1 == 0 {
             return None;
         }
+        let tcode = (word as u8) >> 2;
+        let header = self.headers[usize::from(tcode & 0x3f)];
+        if header.kind == Kind::Other {
+            return None;
+        }
+        let markers = low & (u128::MAX >> (127 - stop));
+        let stream =
+            u128::from(compact_mdo(word as u64)) | u128::from(compact_mdo((word >> 64) as u64)) << 48;
+        let header_bits = u32::from(header.bits);
+        if markers.trailing_zeros() / 8 < u32::from(header.full_bytes) {
+            return None;
+        }
+        let kind = header.kind;
         let header = (stream as u32) & ((1u32 << header_bits) - 1);
 
         let mut fields = [0u64; MAX_VAR_FIELDS];
         let mut lengths = [0u32; MAX_VAR_FIELDS];
         let mut count = 0usize;
         let mut begin = header_bits;
-        let mut markers = end_markers;
-        while markers != 0 {
-            let field_end = 6 * (markers.trailing_zeros() / 8 + 1);
-            markers &= markers - 1;
+        let mut remaining = markers;
+        while remaining != 0 {
+            let field_end = 6 * (remaining.trailing_zeros() / 8 + 1);
+            remaining &= remaining - 1;
             let bits = field_end - begin;
             // Wider than 64 bits, or more fields than slots (ExtraFields): byte path.
             if bits > 64 {
@@ -255,8 +340,8 @@ impl<'a> MessageDecoder<'a> {
             count += 1;
             begin = field_end;
         }
-        let end = start + last_byte as usize + 1;
-        self.build(layout.kind, tcode, header, &fields, &lengths, count, start, end)
+        let end = start + stop as usize / 8 + 1;
+        self.build(kind, tcode, header, &fields, &lengths, count, start, end)
             .ok()
     }
 
@@ -643,18 +728,14 @@ impl<'a> MessageDecoder<'a> {
     }
 }
 
-/// Compacts the MDO bits of 16 bytes (bits 7..2 of each) into a contiguous 96-bit stream,
-/// first byte lowest, by merging neighbouring groups in three doubling steps per word.
+/// Compacts the MDO bits (7..2) of 8 bytes into a contiguous 48-bit stream, first byte
+/// lowest, by merging neighbouring groups in three doubling steps.
 #[inline(always)]
-fn mdo_stream(bytes: u128) -> u128 {
-    #[inline(always)]
-    fn compact(word: u64) -> u64 {
-        let x = (word >> 2) & 0x3F3F_3F3F_3F3F_3F3F;
-        let x = (x & 0x003F_003F_003F_003F) | ((x >> 2) & 0x0FC0_0FC0_0FC0_0FC0);
-        let x = (x & 0x0000_0FFF_0000_0FFF) | ((x >> 4) & 0x00FF_F000_00FF_F000);
-        (x & 0x0000_0000_00FF_FFFF) | ((x >> 8) & 0x0000_FFFF_FF00_0000)
-    }
-    u128::from(compact(bytes as u64)) | u128::from(compact((bytes >> 64) as u64)) << 48
+fn compact_mdo(word: u64) -> u64 {
+    let x = (word >> 2) & 0x3F3F_3F3F_3F3F_3F3F;
+    let x = (x & 0x003F_003F_003F_003F) | ((x >> 2) & 0x0FC0_0FC0_0FC0_0FC0);
+    let x = (x & 0x0000_0FFF_0000_0FFF) | ((x >> 4) & 0x00FF_F000_00FF_F000);
+    (x & 0x0000_0000_00FF_FFFF) | ((x >> 8) & 0x0000_FFFF_FF00_0000)
 }
 
 impl Iterator for MessageDecoder<'_> {

@@ -9,7 +9,13 @@ use crate::{ControlFlow, DecodeOptions, Instruction, Mnemonic, Xlen};
 pub(crate) fn decode_compressed(halfword: u16, options: DecodeOptions) -> Instruction {
     let raw = u32::from(halfword);
     let (mnemonic, control_flow) = classify(raw, options);
-    Instruction { raw, length: 2, control_flow, mnemonic, xlen: options.xlen }
+    Instruction {
+        raw,
+        length: 2,
+        control_flow,
+        mnemonic,
+        xlen: options.xlen,
+    }
 }
 
 const SEQUENTIAL: ControlFlow = ControlFlow::Sequential;
@@ -51,7 +57,13 @@ fn classify(raw: u32, options: DecodeOptions) -> (Mnemonic, ControlFlow) {
             if rv64 {
                 known_if(c_rd(raw) != 0, Mnemonic::CAddiw)
             } else {
-                return (Mnemonic::CJal, ControlFlow::Jump { rd: 1, offset: c_j_offset(raw) });
+                return (
+                    Mnemonic::CJal,
+                    ControlFlow::Jump {
+                        rd: 1,
+                        offset: c_j_offset(raw),
+                    },
+                );
             }
         }
         0o12 => Mnemonic::CLi,
@@ -64,9 +76,31 @@ fn classify(raw: u32, options: DecodeOptions) -> (Mnemonic, ControlFlow) {
             }
         }
         0o14 => arithmetic(raw, rv64),
-        0o15 => return (Mnemonic::CJ, ControlFlow::Jump { rd: 0, offset: c_j_offset(raw) }),
-        0o16 => return (Mnemonic::CBeqz, ControlFlow::Branch { offset: c_b_offset(raw) }),
-        0o17 => return (Mnemonic::CBnez, ControlFlow::Branch { offset: c_b_offset(raw) }),
+        0o15 => {
+            return (
+                Mnemonic::CJ,
+                ControlFlow::Jump {
+                    rd: 0,
+                    offset: c_j_offset(raw),
+                },
+            )
+        }
+        0o16 => {
+            return (
+                Mnemonic::CBeqz,
+                ControlFlow::Branch {
+                    offset: c_b_offset(raw),
+                },
+            )
+        }
+        0o17 => {
+            return (
+                Mnemonic::CBnez,
+                ControlFlow::Branch {
+                    offset: c_b_offset(raw),
+                },
+            )
+        }
 
         // Quadrant 2
         // On RV32, shift amounts with bit 5 set are reserved for custom use.
@@ -143,11 +177,25 @@ fn register_jump_or_move(raw: u32) -> (Mnemonic, ControlFlow) {
     match (bits(raw, 12, 1), rs1, rs2) {
         // c.jr with rs1 = 0 is reserved.
         (0, 0, 0) => (Mnemonic::Unknown, SEQUENTIAL),
-        (0, _, 0) => (Mnemonic::CJr, ControlFlow::JumpRegister { rd: 0, rs1, offset: 0 }),
+        (0, _, 0) => (
+            Mnemonic::CJr,
+            ControlFlow::JumpRegister {
+                rd: 0,
+                rs1,
+                offset: 0,
+            },
+        ),
         (0, _, _) => (Mnemonic::CMv, SEQUENTIAL),
         // What would be c.jalr through x0 is c.ebreak.
         (_, 0, 0) => (Mnemonic::CEbreak, ControlFlow::EnvironmentTrap),
-        (_, _, 0) => (Mnemonic::CJalr, ControlFlow::JumpRegister { rd: 1, rs1, offset: 0 }),
+        (_, _, 0) => (
+            Mnemonic::CJalr,
+            ControlFlow::JumpRegister {
+                rd: 1,
+                rs1,
+                offset: 0,
+            },
+        ),
         _ => (Mnemonic::CAdd, SEQUENTIAL),
     }
 }
@@ -158,7 +206,11 @@ fn push_pop_or_table_jump(raw: u32, options: DecodeOptions) -> (Mnemonic, Contro
     match bits(raw, 10, 3) {
         0b000 if options.zcmt => {
             let index = bits(raw, 2, 8) as u8;
-            let mnemonic = if index < 32 { Mnemonic::CmJt } else { Mnemonic::CmJalt };
+            let mnemonic = if index < 32 {
+                Mnemonic::CmJt
+            } else {
+                Mnemonic::CmJalt
+            };
             (mnemonic, ControlFlow::TableJump { index })
         }
         0b011 if options.zcmp => {
@@ -181,4 +233,3 @@ fn push_pop_or_table_jump(raw: u32, options: DecodeOptions) -> (Mnemonic, Contro
         _ => (Mnemonic::Unknown, SEQUENTIAL),
     }
 }
-

@@ -6,7 +6,13 @@ use crate::{ControlFlow, Instruction, Mnemonic, Xlen};
 #[inline]
 pub(crate) fn decode_standard(raw: u32, xlen: Xlen) -> Instruction {
     let (mnemonic, control_flow) = classify(raw, xlen == Xlen::Rv64);
-    Instruction { raw, length: 4, control_flow, mnemonic, xlen }
+    Instruction {
+        raw,
+        length: 4,
+        control_flow,
+        mnemonic,
+        xlen,
+    }
 }
 
 const SEQUENTIAL: ControlFlow = ControlFlow::Sequential;
@@ -52,7 +58,13 @@ fn classify(raw: u32, rv64: bool) -> (Mnemonic, ControlFlow) {
             return (Mnemonic::Jalr, control_flow);
         }
         0b11011 => {
-            return (Mnemonic::Jal, ControlFlow::Jump { rd: rd(raw), offset: j_immediate(raw) })
+            return (
+                Mnemonic::Jal,
+                ControlFlow::Jump {
+                    rd: rd(raw),
+                    offset: j_immediate(raw),
+                },
+            )
         }
         0b11100 => return system(raw, rv64),
         _ => Mnemonic::Unknown,
@@ -80,7 +92,12 @@ fn branch(raw: u32) -> (Mnemonic, ControlFlow) {
         0b111 => Mnemonic::Bgeu,
         _ => return (Mnemonic::Unknown, SEQUENTIAL),
     };
-    (mnemonic, ControlFlow::Branch { offset: b_immediate(raw) })
+    (
+        mnemonic,
+        ControlFlow::Branch {
+            offset: b_immediate(raw),
+        },
+    )
 }
 
 #[inline]

@@ -9,10 +9,10 @@ use core::fmt::{self, Display, Formatter, Write};
 
 use crate::fields::{
     self, b_immediate, bits, c_addi16sp_immediate, c_addi4spn_immediate, c_b_offset,
-    c_doubleword_offset, c_i_immediate, c_j_offset, c_ldsp_offset, c_lui_immediate,
-    c_lwsp_offset, c_rd, c_rs1_prime, c_rs2, c_rs2_prime, c_sdsp_offset, c_shift_amount,
-    c_swsp_offset, c_word_offset, i_immediate, j_immediate, rd, rs1, rs2, rs3, s_immediate,
-    u_immediate, zcmp_register_list, zcmp_saved_register, zcmp_stack_adjustment,
+    c_doubleword_offset, c_i_immediate, c_j_offset, c_ldsp_offset, c_lui_immediate, c_lwsp_offset,
+    c_rd, c_rs1_prime, c_rs2, c_rs2_prime, c_sdsp_offset, c_shift_amount, c_swsp_offset,
+    c_word_offset, i_immediate, j_immediate, rd, rs1, rs2, rs3, s_immediate, u_immediate,
+    zcmp_register_list, zcmp_saved_register, zcmp_stack_adjustment,
 };
 use crate::{Instruction, Mnemonic};
 
@@ -189,14 +189,9 @@ fn operands(mnemonic: Mnemonic) -> Operands {
         | M::FmsubD
         | M::FnmsubD
         | M::FnmaddD => O::FloatTernary,
-        M::FaddS
-        | M::FsubS
-        | M::FmulS
-        | M::FdivS
-        | M::FaddD
-        | M::FsubD
-        | M::FmulD
-        | M::FdivD => O::FloatBinary(Rounding::DefaultDynamic),
+        M::FaddS | M::FsubS | M::FmulS | M::FdivS | M::FaddD | M::FsubD | M::FmulD | M::FdivD => {
+            O::FloatBinary(Rounding::DefaultDynamic)
+        }
         M::FsgnjS
         | M::FsgnjnS
         | M::FsgnjxS
@@ -241,14 +236,38 @@ fn operands(mnemonic: Mnemonic) -> Operands {
         | M::HlvD => O::HypervisorLoad,
         M::HsvB | M::HsvH | M::HsvW | M::HsvD => O::HypervisorStore,
         M::CAddi4spn => O::CompressedAddi4spn,
-        M::CLw => O::CompressedLoad { float: false, doubleword: false },
-        M::CLd => O::CompressedLoad { float: false, doubleword: true },
-        M::CFlw => O::CompressedLoad { float: true, doubleword: false },
-        M::CFld => O::CompressedLoad { float: true, doubleword: true },
-        M::CSw => O::CompressedStore { float: false, doubleword: false },
-        M::CSd => O::CompressedStore { float: false, doubleword: true },
-        M::CFsw => O::CompressedStore { float: true, doubleword: false },
-        M::CFsd => O::CompressedStore { float: true, doubleword: true },
+        M::CLw => O::CompressedLoad {
+            float: false,
+            doubleword: false,
+        },
+        M::CLd => O::CompressedLoad {
+            float: false,
+            doubleword: true,
+        },
+        M::CFlw => O::CompressedLoad {
+            float: true,
+            doubleword: false,
+        },
+        M::CFld => O::CompressedLoad {
+            float: true,
+            doubleword: true,
+        },
+        M::CSw => O::CompressedStore {
+            float: false,
+            doubleword: false,
+        },
+        M::CSd => O::CompressedStore {
+            float: false,
+            doubleword: true,
+        },
+        M::CFsw => O::CompressedStore {
+            float: true,
+            doubleword: false,
+        },
+        M::CFsd => O::CompressedStore {
+            float: true,
+            doubleword: true,
+        },
         M::CAddi | M::CAddiw | M::CLi => O::CompressedImmediate,
         M::CAddi16sp => O::CompressedAddi16sp,
         M::CLui => O::CompressedLui,
@@ -258,14 +277,38 @@ fn operands(mnemonic: Mnemonic) -> Operands {
         M::CSub | M::CXor | M::COr | M::CAnd | M::CSubw | M::CAddw => O::CompressedRegister,
         M::CJ | M::CJal => O::CompressedJump,
         M::CBeqz | M::CBnez => O::CompressedBranch,
-        M::CLwsp => O::CompressedStackLoad { float: false, doubleword: false },
-        M::CLdsp => O::CompressedStackLoad { float: false, doubleword: true },
-        M::CFlwsp => O::CompressedStackLoad { float: true, doubleword: false },
-        M::CFldsp => O::CompressedStackLoad { float: true, doubleword: true },
-        M::CSwsp => O::CompressedStackStore { float: false, doubleword: false },
-        M::CSdsp => O::CompressedStackStore { float: false, doubleword: true },
-        M::CFswsp => O::CompressedStackStore { float: true, doubleword: false },
-        M::CFsdsp => O::CompressedStackStore { float: true, doubleword: true },
+        M::CLwsp => O::CompressedStackLoad {
+            float: false,
+            doubleword: false,
+        },
+        M::CLdsp => O::CompressedStackLoad {
+            float: false,
+            doubleword: true,
+        },
+        M::CFlwsp => O::CompressedStackLoad {
+            float: true,
+            doubleword: false,
+        },
+        M::CFldsp => O::CompressedStackLoad {
+            float: true,
+            doubleword: true,
+        },
+        M::CSwsp => O::CompressedStackStore {
+            float: false,
+            doubleword: false,
+        },
+        M::CSdsp => O::CompressedStackStore {
+            float: false,
+            doubleword: true,
+        },
+        M::CFswsp => O::CompressedStackStore {
+            float: true,
+            doubleword: false,
+        },
+        M::CFsdsp => O::CompressedStackStore {
+            float: true,
+            doubleword: true,
+        },
         M::CJr | M::CJalr => O::CompressedJumpRegister,
         M::CMv | M::CAdd => O::CompressedMove,
         M::CmPush => O::PushPop { push: true },
@@ -366,13 +409,24 @@ impl Display for Instruction {
         match operands {
             Operands::None => Ok(()),
             Operands::Upper => {
-                write!(formatter, "{},0x{:x}", x(rd(raw)), (u_immediate(raw) as u32) >> 12)
+                write!(
+                    formatter,
+                    "{},0x{:x}",
+                    x(rd(raw)),
+                    (u_immediate(raw) as u32) >> 12
+                )
             }
             Operands::Jump => {
                 write!(formatter, "{},{}", x(rd(raw)), Relative(j_immediate(raw)))
             }
             Operands::JumpRegister | Operands::Load => {
-                write!(formatter, "{},{}({})", x(rd(raw)), i_immediate(raw), x(rs1(raw)))
+                write!(
+                    formatter,
+                    "{},{}({})",
+                    x(rd(raw)),
+                    i_immediate(raw),
+                    x(rs1(raw))
+                )
             }
             Operands::Branch => write!(
                 formatter,
@@ -382,19 +436,49 @@ impl Display for Instruction {
                 Relative(b_immediate(raw))
             ),
             Operands::FloatLoad => {
-                write!(formatter, "{},{}({})", f(rd(raw)), i_immediate(raw), x(rs1(raw)))
+                write!(
+                    formatter,
+                    "{},{}({})",
+                    f(rd(raw)),
+                    i_immediate(raw),
+                    x(rs1(raw))
+                )
             }
             Operands::Store => {
-                write!(formatter, "{},{}({})", x(rs2(raw)), s_immediate(raw), x(rs1(raw)))
+                write!(
+                    formatter,
+                    "{},{}({})",
+                    x(rs2(raw)),
+                    s_immediate(raw),
+                    x(rs1(raw))
+                )
             }
             Operands::FloatStore => {
-                write!(formatter, "{},{}({})", f(rs2(raw)), s_immediate(raw), x(rs1(raw)))
+                write!(
+                    formatter,
+                    "{},{}({})",
+                    f(rs2(raw)),
+                    s_immediate(raw),
+                    x(rs1(raw))
+                )
             }
             Operands::Immediate => {
-                write!(formatter, "{},{},{}", x(rd(raw)), x(rs1(raw)), i_immediate(raw))
+                write!(
+                    formatter,
+                    "{},{},{}",
+                    x(rd(raw)),
+                    x(rs1(raw)),
+                    i_immediate(raw)
+                )
             }
             Operands::Shift => {
-                write!(formatter, "{},{},0x{:x}", x(rd(raw)), x(rs1(raw)), bits(raw, 20, 6))
+                write!(
+                    formatter,
+                    "{},{},0x{:x}",
+                    x(rd(raw)),
+                    x(rs1(raw)),
+                    bits(raw, 20, 6)
+                )
             }
             Operands::Register => {
                 write!(formatter, "{},{},{}", x(rd(raw)), x(rs1(raw)), x(rs2(raw)))
@@ -405,17 +489,35 @@ impl Display for Instruction {
                 write_fence_set(formatter, bits(raw, 20, 4))
             }
             Operands::Csr => {
-                write!(formatter, "{},{},{}", x(rd(raw)), CsrName(raw >> 20), x(rs1(raw)))
+                write!(
+                    formatter,
+                    "{},{},{}",
+                    x(rd(raw)),
+                    CsrName(raw >> 20),
+                    x(rs1(raw))
+                )
             }
             Operands::CsrImmediate => {
-                write!(formatter, "{},{},{}", x(rd(raw)), CsrName(raw >> 20), rs1(raw))
+                write!(
+                    formatter,
+                    "{},{},{}",
+                    x(rd(raw)),
+                    CsrName(raw >> 20),
+                    rs1(raw)
+                )
             }
             Operands::LoadReserved | Operands::HypervisorLoad => {
                 write!(formatter, "{},({})", x(rd(raw)), x(rs1(raw)))
             }
             Operands::HypervisorStore => write!(formatter, "{},({})", x(rs2(raw)), x(rs1(raw))),
             Operands::Atomic => {
-                write!(formatter, "{},{},({})", x(rd(raw)), x(rs2(raw)), x(rs1(raw)))
+                write!(
+                    formatter,
+                    "{},{},({})",
+                    x(rd(raw)),
+                    x(rs2(raw)),
+                    x(rs1(raw))
+                )
             }
             Operands::FloatTernary => {
                 write!(
@@ -456,15 +558,29 @@ impl Display for Instruction {
                 }
             }
             Operands::CompressedAddi4spn => {
-                write!(formatter, "{},sp,{}", x(c_rs2_prime(raw)), c_addi4spn_immediate(raw))
+                write!(
+                    formatter,
+                    "{},sp,{}",
+                    x(c_rs2_prime(raw)),
+                    c_addi4spn_immediate(raw)
+                )
             }
             Operands::CompressedLoad { float, doubleword }
             | Operands::CompressedStore { float, doubleword } => {
-                let offset =
-                    if doubleword { c_doubleword_offset(raw) } else { c_word_offset(raw) };
+                let offset = if doubleword {
+                    c_doubleword_offset(raw)
+                } else {
+                    c_word_offset(raw)
+                };
                 let data = c_rs2_prime(raw);
                 let data_name = if float { f(data) } else { x(data) };
-                write!(formatter, "{},{}({})", data_name, offset, x(c_rs1_prime(raw)))
+                write!(
+                    formatter,
+                    "{},{}({})",
+                    data_name,
+                    offset,
+                    x(c_rs1_prime(raw))
+                )
             }
             Operands::CompressedImmediate => {
                 write!(formatter, "{},{}", x(c_rd(raw)), c_i_immediate(raw))
@@ -478,7 +594,12 @@ impl Display for Instruction {
                 write!(formatter, "{},0x{:x}", x(c_rd(raw)), c_shift_amount(raw))
             }
             Operands::CompressedRightShift => {
-                write!(formatter, "{},0x{:x}", x(c_rs1_prime(raw)), c_shift_amount(raw))
+                write!(
+                    formatter,
+                    "{},0x{:x}",
+                    x(c_rs1_prime(raw)),
+                    c_shift_amount(raw)
+                )
             }
             Operands::CompressedAndi => {
                 write!(formatter, "{},{}", x(c_rs1_prime(raw)), c_i_immediate(raw))
@@ -488,15 +609,28 @@ impl Display for Instruction {
             }
             Operands::CompressedJump => write!(formatter, "{}", Relative(c_j_offset(raw))),
             Operands::CompressedBranch => {
-                write!(formatter, "{},{}", x(c_rs1_prime(raw)), Relative(c_b_offset(raw)))
+                write!(
+                    formatter,
+                    "{},{}",
+                    x(c_rs1_prime(raw)),
+                    Relative(c_b_offset(raw))
+                )
             }
             Operands::CompressedStackLoad { float, doubleword } => {
-                let offset = if doubleword { c_ldsp_offset(raw) } else { c_lwsp_offset(raw) };
+                let offset = if doubleword {
+                    c_ldsp_offset(raw)
+                } else {
+                    c_lwsp_offset(raw)
+                };
                 let name = if float { f(c_rd(raw)) } else { x(c_rd(raw)) };
                 write!(formatter, "{name},{offset}(sp)")
             }
             Operands::CompressedStackStore { float, doubleword } => {
-                let offset = if doubleword { c_sdsp_offset(raw) } else { c_swsp_offset(raw) };
+                let offset = if doubleword {
+                    c_sdsp_offset(raw)
+                } else {
+                    c_swsp_offset(raw)
+                };
                 let name = if float { f(c_rs2(raw)) } else { x(c_rs2(raw)) };
                 write!(formatter, "{name},{offset}(sp)")
             }

@@ -136,7 +136,10 @@ pub(crate) const fn c_addi16sp_immediate(raw: u32) -> i32 {
 
 #[inline]
 pub(crate) const fn c_addi4spn_immediate(raw: u32) -> u32 {
-    (bits(raw, 7, 4) << 6) | (bits(raw, 11, 2) << 4) | (bits(raw, 5, 1) << 3) | (bits(raw, 6, 1) << 2)
+    (bits(raw, 7, 4) << 6)
+        | (bits(raw, 11, 2) << 4)
+        | (bits(raw, 5, 1) << 3)
+        | (bits(raw, 6, 1) << 2)
 }
 
 /// Offset of c.j / c.jal.
@@ -216,7 +219,11 @@ pub(crate) const fn zcmp_register_list(raw: u32) -> u32 {
 pub(crate) const fn zcmp_stack_adjustment(raw: u32, xlen: crate::Xlen) -> u32 {
     let register_list = zcmp_register_list(raw);
     // rlist 15 saves s10 and s11 together, i.e. 13 registers; otherwise rlist - 3 registers.
-    let register_count = if register_list == 15 { 13 } else { register_list.saturating_sub(3) };
+    let register_count = if register_list == 15 {
+        13
+    } else {
+        register_list.saturating_sub(3)
+    };
     let register_bytes = match xlen {
         crate::Xlen::Rv32 => 4,
         crate::Xlen::Rv64 => 8,
@@ -260,8 +267,14 @@ mod tests {
         for (register_list, rv32_base, rv64_base) in bases {
             for spimm in 0..4 {
                 let raw = 0xb802 | (register_list << 4) | (spimm << 2);
-                assert_eq!(zcmp_stack_adjustment(raw, Xlen::Rv32), rv32_base + spimm * 16);
-                assert_eq!(zcmp_stack_adjustment(raw, Xlen::Rv64), rv64_base + spimm * 16);
+                assert_eq!(
+                    zcmp_stack_adjustment(raw, Xlen::Rv32),
+                    rv32_base + spimm * 16
+                );
+                assert_eq!(
+                    zcmp_stack_adjustment(raw, Xlen::Rv64),
+                    rv64_base + spimm * 16
+                );
             }
         }
     }

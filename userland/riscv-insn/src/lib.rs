@@ -73,7 +73,11 @@ pub struct DecodeOptions {
 impl Default for DecodeOptions {
     /// RV64 with the standard C extension (Zcd), i.e. what `rv64gc` code needs.
     fn default() -> Self {
-        DecodeOptions { xlen: Xlen::Rv64, zcmp: false, zcmt: false }
+        DecodeOptions {
+            xlen: Xlen::Rv64,
+            zcmp: false,
+            zcmt: false,
+        }
     }
 }
 
@@ -81,7 +85,11 @@ impl DecodeOptions {
     /// Options for the given XLEN without Zcmp/Zcmt.
     #[must_use]
     pub const fn new(xlen: Xlen) -> Self {
-        DecodeOptions { xlen, zcmp: false, zcmt: false }
+        DecodeOptions {
+            xlen,
+            zcmp: false,
+            zcmt: false,
+        }
     }
 }
 
@@ -138,13 +146,24 @@ pub const fn instruction_length(first_halfword: u16) -> InstructionLength {
 pub enum ControlFlow {
     Sequential,
     /// beq..bgeu, c.beqz, c.bnez (conditional, PC-relative)
-    Branch { offset: i32 },
+    Branch {
+        offset: i32,
+    },
     /// jal, c.j (rd=0), c.jal (RV32 only, rd=1)
-    Jump { rd: u8, offset: i32 },
+    Jump {
+        rd: u8,
+        offset: i32,
+    },
     /// jalr, c.jr (rd=0), c.jalr (rd=1)
-    JumpRegister { rd: u8, rs1: u8, offset: i32 },
+    JumpRegister {
+        rd: u8,
+        rs1: u8,
+        offset: i32,
+    },
     /// Zcmt cm.jt (index<32) / cm.jalt (index>=32, links ra)
-    TableJump { index: u8 },
+    TableJump {
+        index: u8,
+    },
     /// Zcmp cm.popret / cm.popretz: return through ra
     PopReturn,
     /// ecall, ebreak, c.ebreak
@@ -238,9 +257,8 @@ pub enum DecodeError {
 impl core::fmt::Display for DecodeError {
     fn fmt(&self, formatter: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            DecodeError::ReservedLength => {
-                formatter.write_str("instruction uses a reserved (80-bit or longer) length encoding")
-            }
+            DecodeError::ReservedLength => formatter
+                .write_str("instruction uses a reserved (80-bit or longer) length encoding"),
         }
     }
 }
@@ -372,14 +390,18 @@ impl Instruction {
     #[must_use]
     pub fn constant_load(&self, pc: u64, xlen: Xlen) -> Option<(u8, u64)> {
         let (destination, value) = match self.mnemonic {
-            Mnemonic::Lui => (fields::rd(self.raw), fields::u_immediate(self.raw) as i64 as u64),
+            Mnemonic::Lui => (
+                fields::rd(self.raw),
+                fields::u_immediate(self.raw) as i64 as u64,
+            ),
             Mnemonic::Auipc => (
                 fields::rd(self.raw),
                 pc.wrapping_add(fields::u_immediate(self.raw) as i64 as u64),
             ),
-            Mnemonic::CLui => {
-                (fields::rd(self.raw), fields::c_lui_immediate(self.raw) as i64 as u64)
-            }
+            Mnemonic::CLui => (
+                fields::rd(self.raw),
+                fields::c_lui_immediate(self.raw) as i64 as u64,
+            ),
             _ => return None,
         };
         if destination == 0 {

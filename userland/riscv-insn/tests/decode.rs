@@ -7,10 +7,26 @@ use riscv_insn::{
     Instruction, InstructionLength, Itype, Mnemonic, Xlen,
 };
 
-const RV64: DecodeOptions = DecodeOptions { xlen: Xlen::Rv64, zcmp: false, zcmt: false };
-const RV32: DecodeOptions = DecodeOptions { xlen: Xlen::Rv32, zcmp: false, zcmt: false };
-const RV32_ZCMP_ZCMT: DecodeOptions = DecodeOptions { xlen: Xlen::Rv32, zcmp: true, zcmt: true };
-const RV64_ZCMP_ZCMT: DecodeOptions = DecodeOptions { xlen: Xlen::Rv64, zcmp: true, zcmt: true };
+const RV64: DecodeOptions = DecodeOptions {
+    xlen: Xlen::Rv64,
+    zcmp: false,
+    zcmt: false,
+};
+const RV32: DecodeOptions = DecodeOptions {
+    xlen: Xlen::Rv32,
+    zcmp: false,
+    zcmt: false,
+};
+const RV32_ZCMP_ZCMT: DecodeOptions = DecodeOptions {
+    xlen: Xlen::Rv32,
+    zcmp: true,
+    zcmt: true,
+};
+const RV64_ZCMP_ZCMT: DecodeOptions = DecodeOptions {
+    xlen: Xlen::Rv64,
+    zcmp: true,
+    zcmt: true,
+};
 
 fn decoded(raw: u32, options: DecodeOptions) -> Instruction {
     decode(raw, options).unwrap_or_else(|error| panic!("{raw:#x}: {error}"))
@@ -25,14 +41,22 @@ fn itype(raw: u32, options: DecodeOptions) -> Itype {
 #[test]
 fn length_encoding_16_bit_for_every_quadrant_below_3() {
     for halfword in [0x0000, 0x0001, 0x0002, 0x8082, 0xfffd, 0xfffe, 0x4001] {
-        assert_eq!(instruction_length(halfword), InstructionLength::Bits16, "{halfword:#x}");
+        assert_eq!(
+            instruction_length(halfword),
+            InstructionLength::Bits16,
+            "{halfword:#x}"
+        );
     }
 }
 
 #[test]
 fn length_encoding_32_bit_unless_bits_4_to_2_are_all_set() {
     for halfword in [0x0003, 0x0013, 0x8067, 0x006f, 0x0073, 0x001b, 0xfffb] {
-        assert_eq!(instruction_length(halfword), InstructionLength::Bits32, "{halfword:#x}");
+        assert_eq!(
+            instruction_length(halfword),
+            InstructionLength::Bits32,
+            "{halfword:#x}"
+        );
     }
 }
 
@@ -44,7 +68,10 @@ fn length_encoding_48_64_and_reserved() {
     assert_eq!(instruction_length(0xffbf), InstructionLength::Bits64);
     // 80-bit (nnn = 000) up to 176-bit (nnn = 110) and the >= 192-bit escape (nnn = 111).
     for nnn in 0..8u16 {
-        assert_eq!(instruction_length(0x007f | (nnn << 12)), InstructionLength::Reserved);
+        assert_eq!(
+            instruction_length(0x007f | (nnn << 12)),
+            InstructionLength::Reserved
+        );
     }
     assert_eq!(instruction_length(0xffff), InstructionLength::Reserved);
 }
@@ -94,7 +121,11 @@ fn unknown_encodings_are_sequential() {
     for raw in [0x0000_000b, 0x6005_1513, 0x8000, 0x8002] {
         let instruction = decoded(raw, RV64);
         assert_eq!(instruction.mnemonic, Mnemonic::Unknown, "{raw:#x}");
-        assert_eq!(instruction.control_flow, ControlFlow::Sequential, "{raw:#x}");
+        assert_eq!(
+            instruction.control_flow,
+            ControlFlow::Sequential,
+            "{raw:#x}"
+        );
         assert_eq!(instruction.itype(true), Itype::None);
     }
 }
@@ -119,7 +150,10 @@ fn itype_mret_sret_are_trap_returns() {
 
 #[test]
 fn itype_conditional_branch_not_taken() {
-    assert_eq!(decoded(0xfab5_06e3, RV64).itype(false), Itype::NotTakenBranch); // beq a0,a1
+    assert_eq!(
+        decoded(0xfab5_06e3, RV64).itype(false),
+        Itype::NotTakenBranch
+    ); // beq a0,a1
     assert_eq!(decoded(0xd569, RV64).itype(false), Itype::NotTakenBranch); // c.beqz
 }
 
@@ -131,7 +165,13 @@ fn itype_conditional_branch_taken() {
 
 #[test]
 fn itype_any_other_instruction_is_none() {
-    for raw in [0xffb5_8513, 0x0808, 0x1050_0073, 0x1234_5537, 0x30200073 ^ 0x1000_0000] {
+    for raw in [
+        0xffb5_8513,
+        0x0808,
+        0x1050_0073,
+        0x1234_5537,
+        0x30200073 ^ 0x1000_0000,
+    ] {
         // addi, c.addi4spn, wfi, lui, and 0x2020_0073 (not a trap return)
         assert_eq!(decoded(raw, RV64).itype(true), Itype::None, "{raw:#x}");
     }
@@ -244,17 +284,50 @@ fn itype_3bit_rows() {
         assert_eq!(decoded(raw, RV64).itype_3bit(true), Itype::None, "{raw:#x}");
     }
     assert_eq!(decoded(0x3f61, RV32).itype_3bit(true), Itype::None); // c.jal
-    assert_eq!(decoded(0xa006, RV32_ZCMP_ZCMT).itype_3bit(true), Itype::None); // cm.jt
-    assert_eq!(decoded(0xa082, RV32_ZCMP_ZCMT).itype_3bit(true), Itype::None); // cm.jalt
-    let indirect = [0x0000_8067, 0xff87_80e7, 0x0002_80e7, 0x0045_8567, 0x8082, 0x8782, 0x9282];
+    assert_eq!(
+        decoded(0xa006, RV32_ZCMP_ZCMT).itype_3bit(true),
+        Itype::None
+    ); // cm.jt
+    assert_eq!(
+        decoded(0xa082, RV32_ZCMP_ZCMT).itype_3bit(true),
+        Itype::None
+    ); // cm.jalt
+    let indirect = [
+        0x0000_8067,
+        0xff87_80e7,
+        0x0002_80e7,
+        0x0045_8567,
+        0x8082,
+        0x8782,
+        0x9282,
+    ];
     for raw in indirect {
-        assert_eq!(decoded(raw, RV64).itype_3bit(false), Itype::UninferableJump, "{raw:#x}");
+        assert_eq!(
+            decoded(raw, RV64).itype_3bit(false),
+            Itype::UninferableJump,
+            "{raw:#x}"
+        );
     }
-    assert_eq!(decoded(0xbe42, RV32_ZCMP_ZCMT).itype_3bit(false), Itype::UninferableJump);
-    assert_eq!(decoded(0xfab5_06e3, RV64).itype_3bit(true), Itype::TakenBranch);
-    assert_eq!(decoded(0xfab5_06e3, RV64).itype_3bit(false), Itype::NotTakenBranch);
-    assert_eq!(decoded(0x0000_0073, RV64).itype_3bit(false), Itype::Exception);
-    assert_eq!(decoded(0x3020_0073, RV64).itype_3bit(false), Itype::TrapReturn);
+    assert_eq!(
+        decoded(0xbe42, RV32_ZCMP_ZCMT).itype_3bit(false),
+        Itype::UninferableJump
+    );
+    assert_eq!(
+        decoded(0xfab5_06e3, RV64).itype_3bit(true),
+        Itype::TakenBranch
+    );
+    assert_eq!(
+        decoded(0xfab5_06e3, RV64).itype_3bit(false),
+        Itype::NotTakenBranch
+    );
+    assert_eq!(
+        decoded(0x0000_0073, RV64).itype_3bit(false),
+        Itype::Exception
+    );
+    assert_eq!(
+        decoded(0x3020_0073, RV64).itype_3bit(false),
+        Itype::TrapReturn
+    );
 }
 
 #[test]
@@ -295,13 +368,28 @@ fn link_registers() {
 
 #[test]
 fn links_is_true_only_for_calls() {
-    let calls = [0xfedf_f0ef, 0xfe5f_f2ef, 0xff87_80e7, 0x0002_80e7, 0x9082, 0x9282];
+    let calls = [
+        0xfedf_f0ef,
+        0xfe5f_f2ef,
+        0xff87_80e7,
+        0x0002_80e7,
+        0x9082,
+        0x9282,
+    ];
     for raw in calls {
         assert!(decoded(raw, RV64).links(), "{raw:#x}");
     }
     assert!(decoded(0x3f61, RV32).links()); // c.jal
     assert!(decoded(0xa082, RV32_ZCMP_ZCMT).links()); // cm.jalt
-    let not_calls = [0x31c0_006f, 0x3140_066f, 0x0000_8067, 0x0045_8567, 0x8082, 0xb969, 0xfab5_06e3];
+    let not_calls = [
+        0x31c0_006f,
+        0x3140_066f,
+        0x0000_8067,
+        0x0045_8567,
+        0x8082,
+        0xb969,
+        0xfab5_06e3,
+    ];
     for raw in not_calls {
         assert!(!decoded(raw, RV64).links(), "{raw:#x}");
     }
@@ -315,60 +403,146 @@ fn links_is_true_only_for_calls() {
 fn jump_register_fields() {
     assert_eq!(
         decoded(0xff87_80e7, RV64).control_flow,
-        ControlFlow::JumpRegister { rd: 1, rs1: 15, offset: -8 }
+        ControlFlow::JumpRegister {
+            rd: 1,
+            rs1: 15,
+            offset: -8
+        }
     );
-    assert_eq!(decoded(0x8782, RV64).control_flow, ControlFlow::JumpRegister { rd: 0, rs1: 15, offset: 0 });
-    assert_eq!(decoded(0x9282, RV64).control_flow, ControlFlow::JumpRegister { rd: 1, rs1: 5, offset: 0 });
+    assert_eq!(
+        decoded(0x8782, RV64).control_flow,
+        ControlFlow::JumpRegister {
+            rd: 0,
+            rs1: 15,
+            offset: 0
+        }
+    );
+    assert_eq!(
+        decoded(0x9282, RV64).control_flow,
+        ControlFlow::JumpRegister {
+            rd: 1,
+            rs1: 5,
+            offset: 0
+        }
+    );
 }
 
 #[test]
 fn direct_targets_forward_and_backward() {
     // From encodings-rv64.txt: `54: beq a0,a1,0`, `58: bne a0,zero,334`, `366: c.j 0`,
     // `36a: c.beqz a0,334`, `18: jal zero,334`.
-    let cases = [(0xfab5_06e3, 0x54, 0x0), (0x2c05_1e63, 0x58, 0x334), (0xb969, 0x366, 0x0), (0xd569, 0x36a, 0x334), (0x31c0_006f, 0x18, 0x334)];
+    let cases = [
+        (0xfab5_06e3, 0x54, 0x0),
+        (0x2c05_1e63, 0x58, 0x334),
+        (0xb969, 0x366, 0x0),
+        (0xd569, 0x36a, 0x334),
+        (0x31c0_006f, 0x18, 0x334),
+    ];
     for (raw, pc, target) in cases {
-        assert_eq!(decoded(raw, RV64).direct_target(pc, Xlen::Rv64), Some(target), "{raw:#x}");
+        assert_eq!(
+            decoded(raw, RV64).direct_target(pc, Xlen::Rv64),
+            Some(target),
+            "{raw:#x}"
+        );
     }
-    assert_eq!(decoded(0xfab5_06e3, RV64).control_flow, ControlFlow::Branch { offset: -0x54 });
+    assert_eq!(
+        decoded(0xfab5_06e3, RV64).control_flow,
+        ControlFlow::Branch { offset: -0x54 }
+    );
 }
 
 #[test]
 fn direct_target_extremes() {
     // jal zero,-1 MiB and jal zero,+1 MiB - 2; beq with -4096 and +4094.
-    assert_eq!(decoded(0x8000_006f, RV64).control_flow, ControlFlow::Jump { rd: 0, offset: -(1 << 20) });
-    assert_eq!(decoded(0x7fff_f06f, RV64).control_flow, ControlFlow::Jump { rd: 0, offset: (1 << 20) - 2 });
-    assert_eq!(decoded(0x8000_0063, RV64).control_flow, ControlFlow::Branch { offset: -4096 });
-    assert_eq!(decoded(0x7e00_0fe3, RV64).control_flow, ControlFlow::Branch { offset: 4094 });
+    assert_eq!(
+        decoded(0x8000_006f, RV64).control_flow,
+        ControlFlow::Jump {
+            rd: 0,
+            offset: -(1 << 20)
+        }
+    );
+    assert_eq!(
+        decoded(0x7fff_f06f, RV64).control_flow,
+        ControlFlow::Jump {
+            rd: 0,
+            offset: (1 << 20) - 2
+        }
+    );
+    assert_eq!(
+        decoded(0x8000_0063, RV64).control_flow,
+        ControlFlow::Branch { offset: -4096 }
+    );
+    assert_eq!(
+        decoded(0x7e00_0fe3, RV64).control_flow,
+        ControlFlow::Branch { offset: 4094 }
+    );
     // c.j -2048 and +2046, c.beqz -256 and +254.
-    assert_eq!(decoded(0xb001, RV64).control_flow, ControlFlow::Jump { rd: 0, offset: -2048 });
-    assert_eq!(decoded(0xaffd, RV64).control_flow, ControlFlow::Jump { rd: 0, offset: 2046 });
-    assert_eq!(decoded(0xd001, RV64).control_flow, ControlFlow::Branch { offset: -256 });
-    assert_eq!(decoded(0xcc7d, RV64).control_flow, ControlFlow::Branch { offset: 254 });
+    assert_eq!(
+        decoded(0xb001, RV64).control_flow,
+        ControlFlow::Jump {
+            rd: 0,
+            offset: -2048
+        }
+    );
+    assert_eq!(
+        decoded(0xaffd, RV64).control_flow,
+        ControlFlow::Jump {
+            rd: 0,
+            offset: 2046
+        }
+    );
+    assert_eq!(
+        decoded(0xd001, RV64).control_flow,
+        ControlFlow::Branch { offset: -256 }
+    );
+    assert_eq!(
+        decoded(0xcc7d, RV64).control_flow,
+        ControlFlow::Branch { offset: 254 }
+    );
 }
 
 #[test]
 fn direct_target_wraps_and_truncates_on_rv32() {
     let jump_back = decoded(0xfedf_f0ef, RV32); // jal ra,.-20
     assert_eq!(jump_back.direct_target(0x10, Xlen::Rv32), Some(0xffff_fffc));
-    assert_eq!(jump_back.direct_target(0x10, Xlen::Rv64), Some(0xffff_ffff_ffff_fffc));
+    assert_eq!(
+        jump_back.direct_target(0x10, Xlen::Rv64),
+        Some(0xffff_ffff_ffff_fffc)
+    );
     let jump_forward = decoded(0x31c0_006f, RV32); // jal zero,.+796
-    assert_eq!(jump_forward.direct_target(0xffff_fff0, Xlen::Rv32), Some(0x30c));
-    assert_eq!(jump_forward.direct_target(0xffff_fff0, Xlen::Rv64), Some(0x1_0000_030c));
+    assert_eq!(
+        jump_forward.direct_target(0xffff_fff0, Xlen::Rv32),
+        Some(0x30c)
+    );
+    assert_eq!(
+        jump_forward.direct_target(0xffff_fff0, Xlen::Rv64),
+        Some(0x1_0000_030c)
+    );
     assert_eq!(jump_forward.next_pc(0xffff_fffc, Xlen::Rv32), 0);
 }
 
 #[test]
 fn no_direct_target_for_indirect_or_sequential() {
     for raw in [0x0000_8067, 0x8082, 0xffb5_8513, 0x0000_0073] {
-        assert_eq!(decoded(raw, RV64).direct_target(0x1000, Xlen::Rv64), None, "{raw:#x}");
+        assert_eq!(
+            decoded(raw, RV64).direct_target(0x1000, Xlen::Rv64),
+            None,
+            "{raw:#x}"
+        );
     }
-    assert_eq!(decoded(0xa006, RV32_ZCMP_ZCMT).direct_target(0x1000, Xlen::Rv32), None);
+    assert_eq!(
+        decoded(0xa006, RV32_ZCMP_ZCMT).direct_target(0x1000, Xlen::Rv32),
+        None
+    );
 }
 
 #[test]
 fn jalr_with_nonzero_funct3_is_unknown() {
     assert_eq!(decoded(0x0000_9067, RV64).mnemonic, Mnemonic::Unknown);
-    assert_eq!(decoded(0x0000_9067, RV64).control_flow, ControlFlow::Sequential);
+    assert_eq!(
+        decoded(0x0000_9067, RV64).control_flow,
+        ControlFlow::Sequential
+    );
 }
 
 // constant_load
@@ -376,36 +550,72 @@ fn jalr_with_nonzero_funct3_is_unknown() {
 #[test]
 fn constant_load_lui_sign_extends_on_rv64_only() {
     let lui = decoded(0x8000_04b7, RV64); // lui s1,0x80000
-    assert_eq!(lui.constant_load(0, Xlen::Rv64), Some((9, 0xffff_ffff_8000_0000)));
+    assert_eq!(
+        lui.constant_load(0, Xlen::Rv64),
+        Some((9, 0xffff_ffff_8000_0000))
+    );
     assert_eq!(lui.constant_load(0, Xlen::Rv32), Some((9, 0x8000_0000)));
     let positive = decoded(0x1234_5537, RV64); // lui a0,0x12345
-    assert_eq!(positive.constant_load(0x4000, Xlen::Rv64), Some((10, 0x1234_5000)));
+    assert_eq!(
+        positive.constant_load(0x4000, Xlen::Rv64),
+        Some((10, 0x1234_5000))
+    );
 }
 
 #[test]
 fn constant_load_auipc_adds_the_pc() {
     let auipc = decoded(0x0000_1597, RV64); // auipc a1,0x1
-    assert_eq!(auipc.constant_load(0x1_0000, Xlen::Rv64), Some((11, 0x1_1000)));
+    assert_eq!(
+        auipc.constant_load(0x1_0000, Xlen::Rv64),
+        Some((11, 0x1_1000))
+    );
     let negative = decoded(0xffff_f097, RV64); // auipc ra,0xfffff
-    assert_eq!(negative.constant_load(0x1_0010, Xlen::Rv64), Some((1, 0x0_f010)));
-    assert_eq!(negative.constant_load(0x10, Xlen::Rv32), Some((1, 0xffff_f010)));
-    assert_eq!(negative.constant_load(0x10, Xlen::Rv64), Some((1, 0xffff_ffff_ffff_f010)));
+    assert_eq!(
+        negative.constant_load(0x1_0010, Xlen::Rv64),
+        Some((1, 0x0_f010))
+    );
+    assert_eq!(
+        negative.constant_load(0x10, Xlen::Rv32),
+        Some((1, 0xffff_f010))
+    );
+    assert_eq!(
+        negative.constant_load(0x10, Xlen::Rv64),
+        Some((1, 0xffff_ffff_ffff_f010))
+    );
 }
 
 #[test]
 fn constant_load_c_lui() {
-    assert_eq!(decoded(0x66fd, RV64).constant_load(0, Xlen::Rv64), Some((13, 0x1f000))); // c.lui a3,0x1f
-    assert_eq!(decoded(0x7701, RV64).constant_load(0, Xlen::Rv64), Some((14, 0xffff_ffff_fffe_0000))); // c.lui a4,0xfffe0
-    assert_eq!(decoded(0x7701, RV32).constant_load(0, Xlen::Rv32), Some((14, 0xfffe_0000)));
+    assert_eq!(
+        decoded(0x66fd, RV64).constant_load(0, Xlen::Rv64),
+        Some((13, 0x1f000))
+    ); // c.lui a3,0x1f
+    assert_eq!(
+        decoded(0x7701, RV64).constant_load(0, Xlen::Rv64),
+        Some((14, 0xffff_ffff_fffe_0000))
+    ); // c.lui a4,0xfffe0
+    assert_eq!(
+        decoded(0x7701, RV32).constant_load(0, Xlen::Rv32),
+        Some((14, 0xfffe_0000))
+    );
 }
 
 #[test]
 fn constant_load_ignores_x0_and_other_instructions() {
-    assert_eq!(decoded(0x0000_1017, RV64).constant_load(0, Xlen::Rv64), None); // auipc zero,0x1
-    assert_eq!(decoded(0x0000_1037, RV64).constant_load(0, Xlen::Rv64), None); // lui zero,0x1
+    assert_eq!(
+        decoded(0x0000_1017, RV64).constant_load(0, Xlen::Rv64),
+        None
+    ); // auipc zero,0x1
+    assert_eq!(
+        decoded(0x0000_1037, RV64).constant_load(0, Xlen::Rv64),
+        None
+    ); // lui zero,0x1
     assert_eq!(decoded(0x6005, RV64).constant_load(0, Xlen::Rv64), None); // c.lui zero,1 (hint)
     assert_eq!(decoded(0x7139, RV64).constant_load(0, Xlen::Rv64), None); // c.addi16sp
-    assert_eq!(decoded(0xffb5_8513, RV64).constant_load(0, Xlen::Rv64), None); // addi
+    assert_eq!(
+        decoded(0xffb5_8513, RV64).constant_load(0, Xlen::Rv64),
+        None
+    ); // addi
 }
 
 // RV32 / RV64 differences.
@@ -428,7 +638,13 @@ fn compressed_encodings_that_depend_on_xlen() {
         assert_eq!(decoded(raw, RV32).mnemonic, rv32, "{raw:#x} on RV32");
         assert_eq!(decoded(raw, RV64).mnemonic, rv64, "{raw:#x} on RV64");
     }
-    assert_eq!(decoded(0x2595, RV32).control_flow, ControlFlow::Jump { rd: 1, offset: 0x664 });
+    assert_eq!(
+        decoded(0x2595, RV32).control_flow,
+        ControlFlow::Jump {
+            rd: 1,
+            offset: 0x664
+        }
+    );
     assert_eq!(decoded(0x2595, RV64).control_flow, ControlFlow::Sequential);
 }
 
@@ -482,10 +698,22 @@ fn zcmp_and_zcmt_replace_zcd_only_when_enabled() {
     }
     // With Zcmp or Zcmt the other Zcd encodings do not exist either.
     for raw in [0x2588, 0xa58c, 0x2562, 0xa42a] {
-        assert_eq!(decoded(raw, RV32_ZCMP_ZCMT).mnemonic, Mnemonic::Unknown, "{raw:#x}");
+        assert_eq!(
+            decoded(raw, RV32_ZCMP_ZCMT).mnemonic,
+            Mnemonic::Unknown,
+            "{raw:#x}"
+        );
     }
-    let zcmt_only = DecodeOptions { xlen: Xlen::Rv32, zcmp: false, zcmt: true };
-    let zcmp_only = DecodeOptions { xlen: Xlen::Rv32, zcmp: true, zcmt: false };
+    let zcmt_only = DecodeOptions {
+        xlen: Xlen::Rv32,
+        zcmp: false,
+        zcmt: true,
+    };
+    let zcmp_only = DecodeOptions {
+        xlen: Xlen::Rv32,
+        zcmp: true,
+        zcmt: false,
+    };
     assert_eq!(decoded(0xa006, zcmt_only).mnemonic, Mnemonic::CmJt);
     assert_eq!(decoded(0xa006, zcmp_only).mnemonic, Mnemonic::Unknown);
     assert_eq!(decoded(0xbe42, zcmp_only).mnemonic, Mnemonic::CmPopret);
@@ -494,44 +722,121 @@ fn zcmp_and_zcmt_replace_zcd_only_when_enabled() {
 
 #[test]
 fn zcmt_table_jumps() {
-    assert_eq!(decoded(0xa006, RV32_ZCMP_ZCMT).control_flow, ControlFlow::TableJump { index: 1 });
+    assert_eq!(
+        decoded(0xa006, RV32_ZCMP_ZCMT).control_flow,
+        ControlFlow::TableJump { index: 1 }
+    );
     let highest_jt = decoded(0xa07e, RV32_ZCMP_ZCMT);
-    assert_eq!((highest_jt.mnemonic, highest_jt.control_flow), (Mnemonic::CmJt, ControlFlow::TableJump { index: 31 }));
+    assert_eq!(
+        (highest_jt.mnemonic, highest_jt.control_flow),
+        (Mnemonic::CmJt, ControlFlow::TableJump { index: 31 })
+    );
     let first_jalt = decoded(0xa082, RV64_ZCMP_ZCMT);
-    assert_eq!((first_jalt.mnemonic, first_jalt.control_flow), (Mnemonic::CmJalt, ControlFlow::TableJump { index: 32 }));
-    assert_eq!(decoded(0xa3fe, RV32_ZCMP_ZCMT).control_flow, ControlFlow::TableJump { index: 255 });
+    assert_eq!(
+        (first_jalt.mnemonic, first_jalt.control_flow),
+        (Mnemonic::CmJalt, ControlFlow::TableJump { index: 32 })
+    );
+    assert_eq!(
+        decoded(0xa3fe, RV32_ZCMP_ZCMT).control_flow,
+        ControlFlow::TableJump { index: 255 }
+    );
 }
 
 #[test]
 fn zcmp_push_pop_and_moves() {
     let cases = [
-        (0xb842, Mnemonic::CmPush, ControlFlow::Sequential, "cm.push {ra},-16"),
-        (0xba66, Mnemonic::CmPop, ControlFlow::Sequential, "cm.pop {ra,s0-s1},32"),
-        (0xbcfe, Mnemonic::CmPopretz, ControlFlow::PopReturn, "cm.popretz {ra,s0-s11},112"),
-        (0xbc82, Mnemonic::CmPopretz, ControlFlow::PopReturn, "cm.popretz {ra,s0-s3},32"),
-        (0xbe42, Mnemonic::CmPopret, ControlFlow::PopReturn, "cm.popret {ra},16"),
-        (0xaca2, Mnemonic::CmMvsa01, ControlFlow::Sequential, "cm.mvsa01 s1,s0"),
-        (0xac66, Mnemonic::CmMva01s, ControlFlow::Sequential, "cm.mva01s s0,s1"),
-        (0xaffe, Mnemonic::CmMva01s, ControlFlow::Sequential, "cm.mva01s s7,s7"),
-        (0xa006, Mnemonic::CmJt, ControlFlow::TableJump { index: 1 }, "cm.jt 1"),
+        (
+            0xb842,
+            Mnemonic::CmPush,
+            ControlFlow::Sequential,
+            "cm.push {ra},-16",
+        ),
+        (
+            0xba66,
+            Mnemonic::CmPop,
+            ControlFlow::Sequential,
+            "cm.pop {ra,s0-s1},32",
+        ),
+        (
+            0xbcfe,
+            Mnemonic::CmPopretz,
+            ControlFlow::PopReturn,
+            "cm.popretz {ra,s0-s11},112",
+        ),
+        (
+            0xbc82,
+            Mnemonic::CmPopretz,
+            ControlFlow::PopReturn,
+            "cm.popretz {ra,s0-s3},32",
+        ),
+        (
+            0xbe42,
+            Mnemonic::CmPopret,
+            ControlFlow::PopReturn,
+            "cm.popret {ra},16",
+        ),
+        (
+            0xaca2,
+            Mnemonic::CmMvsa01,
+            ControlFlow::Sequential,
+            "cm.mvsa01 s1,s0",
+        ),
+        (
+            0xac66,
+            Mnemonic::CmMva01s,
+            ControlFlow::Sequential,
+            "cm.mva01s s0,s1",
+        ),
+        (
+            0xaffe,
+            Mnemonic::CmMva01s,
+            ControlFlow::Sequential,
+            "cm.mva01s s7,s7",
+        ),
+        (
+            0xa006,
+            Mnemonic::CmJt,
+            ControlFlow::TableJump { index: 1 },
+            "cm.jt 1",
+        ),
     ];
     for (raw, mnemonic, control_flow, text) in cases {
         let instruction = decoded(raw, RV32_ZCMP_ZCMT);
-        assert_eq!((instruction.mnemonic, instruction.control_flow), (mnemonic, control_flow), "{raw:#x}");
+        assert_eq!(
+            (instruction.mnemonic, instruction.control_flow),
+            (mnemonic, control_flow),
+            "{raw:#x}"
+        );
         assert_eq!(instruction.to_string(), text);
     }
     // RV64 stack adjustments are larger for the same register list.
-    assert_eq!(decoded(0xbcf2, RV64_ZCMP_ZCMT).to_string(), "cm.popretz {ra,s0-s11},112");
-    assert_eq!(decoded(0xba62, RV64_ZCMP_ZCMT).to_string(), "cm.pop {ra,s0-s1},32");
+    assert_eq!(
+        decoded(0xbcf2, RV64_ZCMP_ZCMT).to_string(),
+        "cm.popretz {ra,s0-s11},112"
+    );
+    assert_eq!(
+        decoded(0xba62, RV64_ZCMP_ZCMT).to_string(),
+        "cm.pop {ra,s0-s1},32"
+    );
 }
 
 #[test]
 fn zcmp_reserved_encodings() {
     // Register lists 0-3, cm.mvsa01 with equal registers, unassigned move and push/pop
     // encodings, and the other funct3 = 101 sub-spaces.
-    for raw in [0xb802, 0xb832, 0xac22, 0xac82, 0xbb42, 0xbd42, 0xa402, 0xa802, 0xb002, 0xb402] {
-        assert_eq!(decoded(raw, RV32_ZCMP_ZCMT).mnemonic, Mnemonic::Unknown, "{raw:#x}");
-        assert_eq!(decoded(raw, RV32_ZCMP_ZCMT).control_flow, ControlFlow::Sequential, "{raw:#x}");
+    for raw in [
+        0xb802, 0xb832, 0xac22, 0xac82, 0xbb42, 0xbd42, 0xa402, 0xa802, 0xb002, 0xb402,
+    ] {
+        assert_eq!(
+            decoded(raw, RV32_ZCMP_ZCMT).mnemonic,
+            Mnemonic::Unknown,
+            "{raw:#x}"
+        );
+        assert_eq!(
+            decoded(raw, RV32_ZCMP_ZCMT).control_flow,
+            ControlFlow::Sequential,
+            "{raw:#x}"
+        );
     }
 }
 

@@ -7,8 +7,7 @@
 //! absolute targets objdump computes for branches and direct jumps.
 
 use riscv_insn::{
-    decode, integer_register_name, ControlFlow, DecodeOptions, Instruction, InstructionLength,
-    Xlen,
+    decode, integer_register_name, ControlFlow, DecodeOptions, Instruction, InstructionLength, Xlen,
 };
 
 struct ObjdumpLine<'a> {
@@ -28,7 +27,13 @@ fn parse_line(line_number: usize, line: &str) -> Option<ObjdumpLine<'_>> {
     let mnemonic = columns.next()?.trim();
     let operands = columns.next().unwrap_or("");
     let operands = operands.split('#').next().unwrap_or("").trim();
-    Some(ObjdumpLine { line_number, address, encoding, mnemonic, operands })
+    Some(ObjdumpLine {
+        line_number,
+        address,
+        encoding,
+        mnemonic,
+        operands,
+    })
 }
 
 fn register_number(name: &str) -> u8 {
@@ -40,7 +45,10 @@ fn register_number(name: &str) -> u8 {
 /// `-8(a5)` -> (-8, 15)
 fn offset_and_base(operand: &str) -> (i32, u8) {
     let (offset, base) = operand.split_once('(').expect("offset(base) operand");
-    (offset.parse().expect("decimal offset"), register_number(base.trim_end_matches(')')))
+    (
+        offset.parse().expect("decimal offset"),
+        register_number(base.trim_end_matches(')')),
+    )
 }
 
 /// `334 <forward>` -> 0x334
@@ -56,17 +64,29 @@ fn expected_control_flow(line: &ObjdumpLine<'_>, xlen: Xlen) -> ExpectedFlow {
     let offset_to = |target: u64| xlen.truncate(target.wrapping_sub(line.address));
     match line.mnemonic {
         "beq" | "bne" | "blt" | "bge" | "bltu" | "bgeu" | "c.beqz" | "c.bnez" => {
-            ExpectedFlow::Branch { relative_target: offset_to(target_address(operands[operands.len() - 1])) }
+            ExpectedFlow::Branch {
+                relative_target: offset_to(target_address(operands[operands.len() - 1])),
+            }
         }
         "jal" => ExpectedFlow::Jump {
             rd: register_number(operands[0]),
             relative_target: offset_to(target_address(operands[1])),
         },
-        "c.j" => ExpectedFlow::Jump { rd: 0, relative_target: offset_to(target_address(operands[0])) },
-        "c.jal" => ExpectedFlow::Jump { rd: 1, relative_target: offset_to(target_address(operands[0])) },
+        "c.j" => ExpectedFlow::Jump {
+            rd: 0,
+            relative_target: offset_to(target_address(operands[0])),
+        },
+        "c.jal" => ExpectedFlow::Jump {
+            rd: 1,
+            relative_target: offset_to(target_address(operands[0])),
+        },
         "jalr" => {
             let (offset, rs1) = offset_and_base(operands[1]);
-            ExpectedFlow::Exact(ControlFlow::JumpRegister { rd: register_number(operands[0]), rs1, offset })
+            ExpectedFlow::Exact(ControlFlow::JumpRegister {
+                rd: register_number(operands[0]),
+                rs1,
+                offset,
+            })
         }
         "c.jr" => ExpectedFlow::Exact(ControlFlow::JumpRegister {
             rd: 0,
@@ -87,30 +107,51 @@ fn expected_control_flow(line: &ObjdumpLine<'_>, xlen: Xlen) -> ExpectedFlow {
 enum ExpectedFlow {
     Exact(ControlFlow),
     /// Offsets are compared through the target objdump computed, truncated like `xlen`.
-    Branch { relative_target: u64 },
-    Jump { rd: u8, relative_target: u64 },
+    Branch {
+        relative_target: u64,
+    },
+    Jump {
+        rd: u8,
+        relative_target: u64,
+    },
 }
 
-fn check_control_flow(line: &ObjdumpLine<'_>, instruction: &Instruction, xlen: Xlen) -> Result<(), String> {
+fn check_control_flow(
+    line: &ObjdumpLine<'_>,
+    instruction: &Instruction,
+    xlen: Xlen,
+) -> Result<(), String> {
     let pc_relative = |offset: i32| xlen.truncate(offset as i64 as u64);
     let consistent = match (expected_control_flow(line, xlen), instruction.control_flow) {
         (ExpectedFlow::Exact(expected), actual) => expected == actual,
         (ExpectedFlow::Branch { relative_target }, ControlFlow::Branch { offset }) => {
             pc_relative(offset) == relative_target
         }
-        (ExpectedFlow::Jump { rd, relative_target }, ControlFlow::Jump { rd: actual_rd, offset }) => {
-            rd == actual_rd && pc_relative(offset) == relative_target
-        }
+        (
+            ExpectedFlow::Jump {
+                rd,
+                relative_target,
+            },
+            ControlFlow::Jump {
+                rd: actual_rd,
+                offset,
+            },
+        ) => rd == actual_rd && pc_relative(offset) == relative_target,
         _ => false,
     };
     if !consistent {
-        return Err(format!("control flow {:?} disagrees with objdump", instruction.control_flow));
+        return Err(format!(
+            "control flow {:?} disagrees with objdump",
+            instruction.control_flow
+        ));
     }
     // The targets the trace decoder will use must be objdump's absolute addresses.
     if let Some(target) = instruction.direct_target(line.address, xlen) {
         let printed = line.operands.rsplit(',').next().unwrap_or_default();
         if target != target_address(printed) {
-            return Err(format!("direct target {target:#x} differs from objdump's {printed}"));
+            return Err(format!(
+                "direct target {target:#x} differs from objdump's {printed}"
+            ));
         }
     }
     Ok(())
@@ -127,11 +168,15 @@ fn objdump_mnemonic<'a>(line: &ObjdumpLine<'a>) -> &'a str {
 }
 
 fn check_line(line: &ObjdumpLine<'_>, options: DecodeOptions) -> Result<(), String> {
-    let raw = u32::from_str_radix(line.encoding, 16).map_err(|error| format!("bad encoding: {error}"))?;
+    let raw =
+        u32::from_str_radix(line.encoding, 16).map_err(|error| format!("bad encoding: {error}"))?;
     let length = (line.encoding.len() / 2) as u8;
     let instruction = decode(raw, options).map_err(|error| format!("decode failed: {error}"))?;
     if instruction.length != length {
-        return Err(format!("length {} but objdump says {length}", instruction.length));
+        return Err(format!(
+            "length {} but objdump says {length}",
+            instruction.length
+        ));
     }
     let expected_length = match length {
         2 => InstructionLength::Bits16,
@@ -145,10 +190,20 @@ fn check_line(line: &ObjdumpLine<'_>, options: DecodeOptions) -> Result<(), Stri
     let (mnemonic, operands) = text.split_once(' ').unwrap_or((&text, ""));
     let expected_mnemonic = objdump_mnemonic(line);
     if mnemonic != expected_mnemonic {
-        return Err(format!("mnemonic {mnemonic:?} (text {text:?}), objdump {expected_mnemonic:?}"));
+        return Err(format!(
+            "mnemonic {mnemonic:?} (text {text:?}), objdump {expected_mnemonic:?}"
+        ));
     }
-    if instruction.mnemonic.as_str() != mnemonic.trim_end_matches(".aqrl").trim_end_matches(".aq").trim_end_matches(".rl") {
-        return Err(format!("Mnemonic::{:?} does not match its text {mnemonic:?}", instruction.mnemonic));
+    if instruction.mnemonic.as_str()
+        != mnemonic
+            .trim_end_matches(".aqrl")
+            .trim_end_matches(".aq")
+            .trim_end_matches(".rl")
+    {
+        return Err(format!(
+            "Mnemonic::{:?} does not match its text {mnemonic:?}",
+            instruction.mnemonic
+        ));
     }
 
     check_control_flow(line, &instruction, options.xlen)?;
@@ -156,20 +211,24 @@ fn check_line(line: &ObjdumpLine<'_>, options: DecodeOptions) -> Result<(), Stri
     // Operands: identical text, except that targets are relative in ours and absolute in
     // objdump's (already compared above), and c.nop's implicit `zero` register.
     let expected_operands = if expected_mnemonic == "c.nop" {
-        line.operands.trim_start_matches("zero,").trim_start_matches('0')
+        line.operands
+            .trim_start_matches("zero,")
+            .trim_start_matches('0')
     } else {
         line.operands
     };
     let comparable = |operands: &str| -> String {
         match instruction.control_flow {
-            ControlFlow::Branch { .. } | ControlFlow::Jump { .. } => {
-                operands.rsplit_once(',').map_or(String::new(), |(rest, _)| rest.to_string())
-            }
+            ControlFlow::Branch { .. } | ControlFlow::Jump { .. } => operands
+                .rsplit_once(',')
+                .map_or(String::new(), |(rest, _)| rest.to_string()),
             _ => operands.to_string(),
         }
     };
     if comparable(operands) != comparable(expected_operands) {
-        return Err(format!("operands {operands:?}, objdump {expected_operands:?}"));
+        return Err(format!(
+            "operands {operands:?}, objdump {expected_operands:?}"
+        ));
     }
     Ok(())
 }
@@ -181,21 +240,31 @@ fn check_file(file: &str, options: DecodeOptions) -> usize {
     let mut checked = 0;
     let mut failures = Vec::new();
     for (index, text) in contents.lines().enumerate() {
-        let Some(line) = parse_line(index + 1, text) else { continue };
+        let Some(line) = parse_line(index + 1, text) else {
+            continue;
+        };
         // Data objdump could not (or was told not to) disassemble.
         if line.mnemonic.starts_with('.') {
             continue;
         }
         checked += 1;
         if let Err(message) = check_line(&line, options) {
-            failures.push(format!("{file}:{}: {text}\n    {message}", line.line_number));
+            failures.push(format!(
+                "{file}:{}: {text}\n    {message}",
+                line.line_number
+            ));
         }
     }
     assert!(
         failures.is_empty(),
         "{} of {checked} instructions disagree with objdump:\n{}",
         failures.len(),
-        failures.iter().take(40).cloned().collect::<Vec<_>>().join("\n")
+        failures
+            .iter()
+            .take(40)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     checked
 }
@@ -221,13 +290,22 @@ fn hand_written_rv32_encodings_match_objdump() {
 
 #[test]
 fn golden_sample_covers_every_control_flow_class_objdump_can_show() {
-    let path = format!("{}/tests/data/objdump-sample.txt", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/data/objdump-sample.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let contents = std::fs::read_to_string(path).expect("sample");
     let mut seen = [false; 5];
     for text in contents.lines() {
-        let Some(line) = parse_line(0, text) else { continue };
-        let Ok(raw) = u32::from_str_radix(line.encoding, 16) else { continue };
-        let Ok(instruction) = decode(raw, DecodeOptions::default()) else { continue };
+        let Some(line) = parse_line(0, text) else {
+            continue;
+        };
+        let Ok(raw) = u32::from_str_radix(line.encoding, 16) else {
+            continue;
+        };
+        let Ok(instruction) = decode(raw, DecodeOptions::default()) else {
+            continue;
+        };
         let class = match instruction.control_flow {
             ControlFlow::Sequential => 0,
             ControlFlow::Branch { .. } => 1,

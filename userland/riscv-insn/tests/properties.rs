@@ -3,12 +3,16 @@
 
 use proptest::prelude::*;
 use riscv_insn::{
-    decode, instruction_length, ControlFlow, DecodeError, DecodeOptions, InstructionLength,
-    Itype, Mnemonic, Xlen,
+    decode, instruction_length, ControlFlow, DecodeError, DecodeOptions, InstructionLength, Itype,
+    Mnemonic, Xlen,
 };
 
 fn any_options() -> impl Strategy<Value = DecodeOptions> {
-    (prop_oneof![Just(Xlen::Rv32), Just(Xlen::Rv64)], any::<bool>(), any::<bool>())
+    (
+        prop_oneof![Just(Xlen::Rv32), Just(Xlen::Rv64)],
+        any::<bool>(),
+        any::<bool>(),
+    )
         .prop_map(|(xlen, zcmp, zcmt)| DecodeOptions { xlen, zcmp, zcmt })
 }
 
@@ -83,7 +87,8 @@ fn every_compressed_encoding_decodes_for_every_option_combination() {
         for (zcmp, zcmt) in [(false, false), (true, false), (false, true), (true, true)] {
             let options = DecodeOptions { xlen, zcmp, zcmt };
             for halfword in (0..=u16::MAX).filter(|halfword| halfword & 0b11 != 0b11) {
-                let instruction = decode(u32::from(halfword), options).expect("16-bit always decodes");
+                let instruction =
+                    decode(u32::from(halfword), options).expect("16-bit always decodes");
                 assert_eq!(instruction.length, 2);
                 let is_unknown = instruction.mnemonic == Mnemonic::Unknown;
                 assert!(!instruction.to_string().is_empty());

@@ -1,0 +1,1 @@
+//! rvperf's end-to-end tests live in `tests/`; this crate has no library code.

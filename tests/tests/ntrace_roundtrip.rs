@@ -1,0 +1,232 @@
+//! Real programs, real traces: every test program runs under `qemu-riscv64` with one
+//! instruction per translation block, its exact retired-PC sequence is encoded with
+//! rvperf's encoder model under many option combinations (BTM/HTM, return stack
+//! 0/8/32, repeated history, repeat branch, timestamps, SRC, MSB extension, periodic
+//! sync, sequential jumps, small I-CNT/HIST counters, ownership) and decoded again:
+//! the decoded sequence must be identical.
+
+mod common;
+
+use common::{assert_same_pcs, decode_elements, decode_pcs, load, retired_pcs};
+use ntrace_flow::{BranchMode, DecoderOptions, EncoderOptions, EncoderStatistics, TraceEncoder};
+use ntrace_message::{AddressWidth, MessageDecoder, MessageOptions};
+use trace_elements::ElementKind;
+
+/// One encoder configuration of the matrix, with the decoder options that match it.
+fn configuration(index: usize) -> (EncoderOptions, DecoderOptions) {
+    let mut options = EncoderOptions::default();
+    options.mode = if index % 2 == 0 { BranchMode::Htm } else { BranchMode::Btm };
+    options.return_stack_depth = [32, 32, 8, 8, 0, 0][index];
+    options.repeated_history = index != 4;
+    options.repeat_branch = index != 5;
+    options.sequential_jumps = matches!(index, 0 | 3);
+    options.periodic_sync = [0, 64, 0, 16, 200, 0][index];
+    options.icnt_bits = [22, 10, 16, 8, 22, 12][index];
+    options.hist_bits = [32, 32, 8, 32, 16, 5][index];
+    options.context = (index == 4).then_some(42);
+    let src_bits = if matches!(index, 2 | 3) { 5 } else { 0 };
+    options.src = if src_bits > 0 { 17 } else { 0 };
+    options.message = MessageOptions::default()
+        .with_src_bits(src_bits)
+        .with_timestamps(matches!(index, 1 | 2))
+        .with_address_msb_extension(matches!(index, 0 | 3 | 5))
+        .with_address_width(AddressWidth::Bits64);
+    // Half the decoders assume the spec's maximum depth, half the encoder's own.
+    let depth = if index % 2 == 0 { 32 } else { options.return_stack_depth };
+    let decoder = DecoderOptions::default().with_message(options.message).with_return_stack_depth(depth);
+    (options, decoder)
+}
+
+fn encode(code: &common::Code, pcs: &[u64], options: EncoderOptions) -> (Vec<u8>, EncoderStatistics) {
+    let mut encoder = TraceEncoder::new(&code.image, code.files.clone(), options).expect("encoder options");
+    let mut bytes = Vec::new();
+    for (index, &pc) in pcs.iter().enumerate() {
+        encoder.retire(pc).unwrap_or_else(|error| panic!("encoding #{index}: {error}"));
+        if index % 65536 == 0 {
+            bytes.extend(encoder.take_output());
+        }
+    }
+    let (rest, statistics) = encoder.finish().expect("finish");
+    bytes.extend(rest);
+    (bytes, statistics)
+}
+
+fn roundtrip(name: &str) {
+    let pcs = retired_pcs(name);
+    let code = load(name);
+    let mut total = EncoderStatistics::default();
+    for index in 0..6 {
+        let (options, decoder) = configuration(index);
+        let (trace, statistics) = encode(&code, &pcs, options);
+        let context = format!("{name} configuration {index} ({options:?})");
+        let decoded = decode_pcs(&trace, &code, decoder).unwrap_or_else(|error| panic!("{context}: {error}"));
+        assert_same_pcs(&context, &pcs, &decoded);
+        assert_eq!(statistics.instructions, pcs.len() as u64);
+        total.implicit_returns += statistics.implicit_returns;
+        total.repeated_branches += statistics.repeated_branches;
+        total.repeated_histories += statistics.repeated_histories;
+        total.sync_messages += statistics.sync_messages;
+    }
+    // The matrix must really exercise the optimisations it claims to test.
+    assert!(total.implicit_returns > 0, "{name}: no implicit return in any configuration");
+    assert!(total.sync_messages > 6, "{name}: no periodic or overflow synchronisation");
+    eprintln!("{name}: {} instructions, matrix totals {total:?}", pcs.len());
+}
+
+#[test]
+fn function_pointers() {
+    roundtrip("fnptr");
+}
+
+#[test]
+fn deep_recursion() {
+    roundtrip("recursion");
+}
+
+#[test]
+fn switch_jump_table() {
+    roundtrip("switch");
+}
+
+#[test]
+fn setjmp_longjmp() {
+    roundtrip("longjmp");
+}
+
+#[test]
+fn tight_loops_with_repeated_history() {
+    roundtrip("loops");
+    let pcs = retired_pcs("loops");
+    let code = load("loops");
+    let (options, _) = configuration(0);
+    let (_, statistics) = encode(&code, &pcs, options);
+    assert!(statistics.repeated_histories > 0, "loops produced no ResourceFull RCODE 2: {statistics:?}");
+}
+
+#[test]
+fn system_calls() {
+    roundtrip("syscalls");
+}
+
+#[test]
+fn bytecode_interpreter() {
+    roundtrip("interp");
+}
+
+#[test]
+fn qsort_and_strings() {
+    roundtrip("mixed");
+}
+
+#[test]
+fn return_stack_overflow_falls_back_to_explicit_returns() {
+    // Depth-200 recursion overflows a stack of 8: returns beyond it must be reported.
+    let pcs = retired_pcs("recursion");
+    let code = load("recursion");
+    let mut shallow = EncoderOptions::default();
+    shallow.return_stack_depth = 8;
+    let mut deep = shallow;
+    deep.return_stack_depth = 32;
+    let (shallow_trace, shallow_statistics) = encode(&code, &pcs, shallow);
+    let (_, deep_statistics) = encode(&code, &pcs, deep);
+    assert!(shallow_statistics.implicit_returns < deep_statistics.implicit_returns);
+    for depth in [8, 32] {
+        let decoded = decode_pcs(&shallow_trace, &code, DecoderOptions::default().with_return_stack_depth(depth)).unwrap();
+        assert_same_pcs(&format!("encoder depth 8, decoder depth {depth}"), &pcs, &decoded);
+    }
+    // A decoder without a stack cannot follow implicit returns and must say so.
+    let error = decode_pcs(&shallow_trace, &code, DecoderOptions::default().with_return_stack_depth(0)).unwrap_err();
+    assert!(error.to_string().contains("return stack"), "{error}");
+}
+
+#[test]
+fn wrapped_buffer_decodes_from_its_first_sync() {
+    let pcs = retired_pcs("switch");
+    let code = load("switch");
+    let mut options = EncoderOptions::default();
+    options.periodic_sync = 16;
+    let (trace, _) = encode(&code, &pcs, options);
+    for cut in [1, 7, 1000, trace.len() / 3, trace.len() / 2 + 5] {
+        let tail = &trace[cut..];
+        let mut decoder = ntrace_flow::FlowDecoder::new(tail, &code.image, code.files.clone(), DecoderOptions::default());
+        decoder.sync_forward();
+        let mut decoded = Vec::new();
+        while let Some(element) = decoder.next_element().unwrap_or_else(|error| panic!("cut {cut}: {error}")) {
+            if let ElementKind::InstructionRange { start, instructions, .. } = element.kind {
+                decoder.for_each_instruction(start, instructions, |pc| decoded.push(pc));
+            }
+        }
+        assert!(decoded.len() > pcs.len() / 3, "cut {cut}: only {} PCs", decoded.len());
+        assert_same_pcs(&format!("buffer cut at byte {cut}"), &pcs[pcs.len() - decoded.len()..], &decoded);
+    }
+}
+
+#[test]
+fn multi_hart_stream_splits_by_src() {
+    // Two harts run the same static program (so one image serves both) from different
+    // points: hart 2's trace starts a third of the way into the run.
+    let code = load("fnptr");
+    let full = retired_pcs("fnptr");
+    let runs = [full.clone(), full[full.len() / 3..].to_vec()];
+    let message_options = MessageOptions::default().with_src_bits(3);
+    // Encode each hart separately, then interleave whole messages as a funnel would.
+    let mut streams = Vec::new();
+    for (hart, pcs) in runs.iter().enumerate() {
+        let mut options = EncoderOptions::default();
+        options.message = message_options;
+        options.src = hart as u16 + 2;
+        let (trace, _) = encode(&code, pcs, options);
+        let mut messages = Vec::new();
+        let mut decoder = MessageDecoder::new(&trace, message_options);
+        while let Some(message) = decoder.next_message().unwrap() {
+            messages.push(message.bytes(&trace).to_vec());
+        }
+        streams.push(messages.into_iter());
+    }
+    let mut merged = Vec::new();
+    let mut turn = 0usize;
+    loop {
+        let mut any = false;
+        for (hart, stream) in streams.iter_mut().enumerate() {
+            for _ in 0..(1 + (turn + hart) % 3) {
+                if let Some(message) = stream.next() {
+                    merged.extend(message);
+                    any = true;
+                }
+            }
+        }
+        turn += 1;
+        if !any {
+            break;
+        }
+    }
+    let elements = decode_elements(&merged, &code, DecoderOptions::default().with_message(message_options))
+        .expect("decode merged stream");
+    for (hart, pcs) in runs.iter().enumerate() {
+        let src = hart as u16 + 2;
+        let decoded: Vec<u64> =
+            elements.iter().filter(|(element, _)| element.hart == src).flat_map(|(_, pcs)| pcs.clone()).collect();
+        assert_same_pcs(&format!("hart {src}"), pcs, &decoded);
+    }
+}
+
+#[test]
+fn timestamps_are_reconstructed() {
+    let pcs = retired_pcs("syscalls");
+    let code = load("syscalls");
+    let mut options = EncoderOptions::default();
+    options.message = MessageOptions::default().with_timestamps(true);
+    let (trace, _) = encode(&code, &pcs, options);
+    let elements = decode_elements(&trace, &code, DecoderOptions::default().with_message(options.message)).unwrap();
+    let times: Vec<u64> = elements
+        .iter()
+        .filter_map(|(element, _)| match element.kind {
+            ElementKind::Timestamp { time } => Some(time),
+            _ => None,
+        })
+        .collect();
+    assert!(times.len() > 100);
+    assert!(times.windows(2).all(|pair| pair[0] <= pair[1]), "timestamps go backwards");
+    // The encoder stamps messages with the number of instructions retired so far.
+    assert_eq!(*times.last().unwrap(), pcs.len() as u64);
+}
