@@ -4,7 +4,7 @@
 # Debian's rustc-web/cargo-web (1.96), since bookworm's plain rustc is too old.
 set -euo pipefail
 
-required=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$(dirname "$0")/../Cargo.toml")
+required=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$(dirname "${BASH_SOURCE[0]}")/../Cargo.toml")
 if [ -x "$HOME/.cargo/bin/cargo" ]; then
     export PATH="$HOME/.cargo/bin:$PATH"
 fi

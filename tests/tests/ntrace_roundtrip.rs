@@ -2,7 +2,8 @@
 //! instruction per translation block, its exact retired-PC sequence is encoded with
 //! rvperf's encoder model under many option combinations (BTM/HTM, return stack
 //! 0/8/32, repeated history, repeat branch, timestamps, SRC, MSB extension, periodic
-//! sync, sequential jumps, small I-CNT/HIST counters, ownership) and decoded again:
+//! sync, sequential jumps, small I-CNT/HIST counters, ownership, ecall reported the
+//! reference encoder's way) and decoded again:
 //! the decoded sequence must be identical.
 
 mod common;
@@ -24,6 +25,8 @@ fn configuration(index: usize) -> (EncoderOptions, DecoderOptions) {
     options.icnt_bits = [22, 10, 16, 8, 22, 12][index];
     options.hist_bits = [32, 32, 8, 32, 16, 5][index];
     options.context = (index == 4).then_some(42);
+    // The reference encoder's way of reporting ecall (an uninferable call).
+    options.environment_call_as_jump = matches!(index, 1 | 2);
     let src_bits = if matches!(index, 2 | 3) { 5 } else { 0 };
     options.src = if src_bits > 0 { 17 } else { 0 };
     options.message = MessageOptions::default()

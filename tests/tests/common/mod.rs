@@ -130,11 +130,26 @@ pub fn assert_same_pcs(context: &str, expected: &[u64], decoded: &[u64]) {
     );
 }
 
-/// The rvperf binary cargo built next to this test executable.
+/// The rvperf binary of this build: the one `cargo test --workspace` built next to this
+/// test executable, or built now (`cargo test -p rvperf-tests` does not build it).
 pub fn rvperf_binary() -> PathBuf {
-    let executable = std::env::current_exe().expect("current_exe");
-    let profile_directory = executable.parent().and_then(Path::parent).expect("target profile directory");
-    let binary = profile_directory.join("rvperf");
-    assert!(binary.is_file(), "{} not built: run `cargo test --workspace`", binary.display());
-    binary
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY
+        .get_or_init(|| {
+            let executable = std::env::current_exe().expect("current_exe");
+            let profile_directory = executable.parent().and_then(Path::parent).expect("target profile directory");
+            let binary = profile_directory.join("rvperf");
+            if !binary.is_file() {
+                let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+                let status = Command::new(cargo)
+                    .current_dir(repository())
+                    .args(["build", "--locked", "-p", "rvperf", "--bin", "rvperf"])
+                    .status()
+                    .expect("run cargo build -p rvperf");
+                assert!(status.success(), "cargo build -p rvperf failed");
+            }
+            assert!(binary.is_file(), "{} was not built", binary.display());
+            binary
+        })
+        .clone()
 }

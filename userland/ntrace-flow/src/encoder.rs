@@ -51,6 +51,9 @@ pub struct EncoderOptions {
     pub periodic_sync: u32,
     /// When set, Ownership messages (U-mode, this scontext) follow every synchronisation.
     pub context: Option<u64>,
+    /// Report `ecall`/`ebreak` as an uninferable call (B-TYPE 0, return address pushed)
+    /// instead of an exception (B-TYPE 2), as the N-Trace reference encoder does.
+    pub environment_call_as_jump: bool,
 }
 
 impl Default for EncoderOptions {
@@ -67,6 +70,7 @@ impl Default for EncoderOptions {
             icnt_bits: 22,
             periodic_sync: 0,
             context: None,
+            environment_call_as_jump: false,
         }
     }
 }
@@ -315,7 +319,12 @@ impl<'a> TraceEncoder<'a> {
                 // ecall/ebreak retire and trap (spec Table 2: "ecall is reported after
                 // retirement"), so they are counted and the handler follows.
                 expected = None;
-                self.indirect(BranchType::Exception, next)?;
+                if self.options.environment_call_as_jump {
+                    self.stack.push(fallthrough);
+                    self.indirect(BranchType::Indirect, next)?;
+                } else {
+                    self.indirect(BranchType::Exception, next)?;
+                }
             }
             ControlFlow::TrapReturn => {
                 expected = None;

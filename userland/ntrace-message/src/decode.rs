@@ -247,7 +247,7 @@ impl<'a> MessageDecoder<'a> {
         }
         let stop = high.trailing_zeros();
         if stop == 64 {
-            return self.parse_16(start, rest);
+            return self.parse_16(start, rest, word);
         }
         // MSEO 10 (reserved) at or before the message end.
         if (low >> stop) & 1 == 0 {
@@ -279,11 +279,13 @@ impl<'a> MessageDecoder<'a> {
         let mut remaining = markers;
         for (field, length) in fields.iter_mut().zip(lengths.iter_mut()) {
             count += usize::from(remaining != 0);
+            // At most 6 * (64 / 8 + 1) = 54 (no marker left), and `begin` starts at no more
+            // than 28, so `bits` stays within 0..=54 and the shifts below are all < 64.
             let field_end = 6 * (remaining.trailing_zeros() / 8 + 1);
             remaining &= remaining.wrapping_sub(1);
             let bits = field_end.wrapping_sub(begin);
-            let mask = u64::MAX.checked_shr(64u32.wrapping_sub(bits)).unwrap_or(0);
-            *field = stream.checked_shr(begin).unwrap_or(0) & mask;
+            let mask = 1u64.wrapping_shl(bits).wrapping_sub(1);
+            *field = stream.wrapping_shr(begin) & mask;
             *length = bits;
             begin = field_end;
         }
@@ -296,51 +298,63 @@ impl<'a> MessageDecoder<'a> {
             .ok()
     }
 
-    /// [`Self::parse_short`] for messages of 9 to 16 bytes, with 128-bit words.
+    /// [`Self::parse_short`] for messages of 9 to 16 bytes, whose first 8 bytes (`first`)
+    /// hold no MSEO=1x byte. The MDO stream is kept as two 48-bit halves, and the field ends
+    /// are gathered to one bit per byte.
     #[inline(always)]
-    fn parse_16(&self, start: usize, rest: &[u8]) -> Option<(Message, usize)> {
-        const LOW_BITS: u128 = 0x0101_0101_0101_0101_0101_0101_0101_0101;
-        let word = u128::from_le_bytes(*rest.first_chunk::<16>()?);
-        let low = word & LOW_BITS;
-        let high = (word >> 1) & LOW_BITS;
+    fn parse_16(&self, start: usize, rest: &[u8], first: u64) -> Option<(Message, usize)> {
+        const LOW_BITS: u64 = 0x0101_0101_0101_0101;
+        let second = u64::from_le_bytes(*rest.get(8..)?.first_chunk::<8>()?);
+        let high = (second >> 1) & LOW_BITS;
         let stop = high.trailing_zeros();
-        if stop == 128 || (low >> stop) & 1 == 0 {
+        if stop == 64 || (second >> stop) & 1 == 0 {
             return None;
         }
-        let tcode = (word as u8) >> 2;
+        let tcode = (first as u8) >> 2;
         let header = self.headers[usize::from(tcode & 0x3f)];
         if header.kind == Kind::Other {
             return None;
         }
-        let markers = low & (u128::MAX >> (127 - stop));
-        let stream =
-            u128::from(compact_mdo(word as u64)) | u128::from(compact_mdo((word >> 64) as u64)) << 48;
+        let last_byte = 8 + stop / 8;
+        let markers = (gather_lsb(first) | gather_lsb(second) << 8) & (u32::MAX >> (31 - last_byte));
         let header_bits = u32::from(header.bits);
-        if markers.trailing_zeros() / 8 < u32::from(header.full_bytes) {
+        if markers.trailing_zeros() < u32::from(header.full_bytes) {
             return None;
         }
+        let low_half = compact_mdo(first);
+        let high_half = compact_mdo(second);
         let kind = header.kind;
-        let header = (stream as u32) & ((1u32 << header_bits) - 1);
+        let header = (low_half as u32) & ((1u32 << header_bits) - 1);
 
         let mut fields = [0u64; MAX_VAR_FIELDS];
         let mut lengths = [0u32; MAX_VAR_FIELDS];
         let mut count = 0usize;
         let mut begin = header_bits;
         let mut remaining = markers;
-        while remaining != 0 {
-            let field_end = 6 * (remaining.trailing_zeros() / 8 + 1);
-            remaining &= remaining - 1;
-            let bits = field_end - begin;
-            // Wider than 64 bits, or more fields than slots (ExtraFields): byte path.
-            if bits > 64 {
-                return None;
-            }
-            *fields.get_mut(count)? = (stream >> begin) as u64 & (u64::MAX >> (64 - bits));
-            *lengths.get_mut(count)? = bits;
-            count += 1;
+        let mut too_long = false;
+        for (field, length) in fields.iter_mut().zip(lengths.iter_mut()) {
+            let present = remaining != 0;
+            count += usize::from(present);
+            // No marker left: the field "ends" at bit 198; its junk value is never read and
+            // the wrapping shifts keep it harmless.
+            let field_end = 6 * (remaining.trailing_zeros() + 1);
+            remaining &= remaining.wrapping_sub(1);
+            let bits = field_end.wrapping_sub(begin);
+            too_long |= present & (bits > 64);
+            // Bits from `begin` on, from whichever half holds them (64 bits are enough).
+            let spliced = low_half.wrapping_shr(begin) | high_half.wrapping_shl(48u32.wrapping_sub(begin));
+            let upper = high_half.wrapping_shr(begin.wrapping_sub(48));
+            let value = if begin < 48 { spliced } else { upper };
+            let mask = 1u64.wrapping_shl(bits).wrapping_sub(1) | u64::from(bits >= 64).wrapping_neg();
+            *field = value & mask;
+            *length = bits;
             begin = field_end;
         }
-        let end = start + stop as usize / 8 + 1;
+        // Wider than 64 bits, or more fields than slots (ExtraFields): byte path.
+        if too_long | (remaining != 0) {
+            return None;
+        }
+        let end = start + last_byte as usize + 1;
         self.build(kind, tcode, header, &fields, &lengths, count, start, end)
             .ok()
     }
@@ -726,6 +740,12 @@ impl<'a> MessageDecoder<'a> {
             end,
         ))
     }
+}
+
+/// Gathers bit 0 of each of the 8 bytes of `word` into bits 0..8 (byte k to bit k).
+#[inline(always)]
+fn gather_lsb(word: u64) -> u32 {
+    ((word & 0x0101_0101_0101_0101).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32
 }
 
 /// Compacts the MDO bits (7..2) of 8 bytes into a contiguous 48-bit stream, first byte

@@ -8,21 +8,75 @@ use crate::{ControlFlow, DecodeOptions, Instruction, Mnemonic, Xlen};
 #[inline]
 pub(crate) fn decode_compressed(halfword: u16, options: DecodeOptions) -> Instruction {
     let raw = u32::from(halfword);
-    let (mnemonic, control_flow) = classify(raw, options);
-    Instruction {
-        raw,
-        length: 2,
-        control_flow,
-        mnemonic,
-        xlen: options.xlen,
+    let rv64 = matches!(options.xlen, Xlen::Rv64);
+    // Zcmp and Zcmt take over the Zcd encoding space, so no Zcd instruction exists then.
+    let zcd = !(options.zcmp || options.zcmt);
+    let table = &FAST_TABLES[usize::from(rv64) << 1 | usize::from(zcd)];
+    // Most compressed instructions are settled by one table load; the rest (control flow,
+    // immediates that make an encoding reserved, Zcmp/Zcmt) take the full decoder.
+    let (mnemonic, control_flow) = match table[fast_index(raw)] {
+        Some(mnemonic) => (mnemonic, SEQUENTIAL),
+        None => classify(raw, options),
+    };
+    Instruction { raw, length: 2, control_flow, mnemonic, xlen: options.xlen }
+}
+
+/// Sequential mnemonics by quadrant, funct3, bit 12 and whether the rd/rs1 and rs2 fields are
+/// zero; `None` where [`classify`] has to look at more. One table per (RV64, Zcd) pair.
+type FastTable = [Option<Mnemonic>; 256];
+
+static FAST_TABLES: [FastTable; 4] =
+    [fast_table(false, false), fast_table(false, true), fast_table(true, false), fast_table(true, true)];
+
+#[inline]
+const fn fast_index(raw: u32) -> usize {
+    let rd_is_zero = (raw >> 7) & 0x1f == 0;
+    let rs2_is_zero = (raw >> 2) & 0x1f == 0;
+    ((raw & 0b11) << 6 | (raw >> 13) << 3 | bits(raw, 12, 1) << 2) as usize
+        | (rd_is_zero as usize) << 1
+        | rs2_is_zero as usize
+}
+
+const fn fast_table(rv64: bool, zcd: bool) -> FastTable {
+    let mut table = [None; 256];
+    let mut index = 0;
+    while index < 256 {
+        let quadrant_and_funct3 = index >> 3;
+        let bit12 = index & 0b100 != 0;
+        let rd_is_zero = index & 0b10 != 0;
+        let rs2_is_zero = index & 0b1 != 0;
+        table[index] = match quadrant_and_funct3 {
+            0o01 => Some(known_if(zcd, Mnemonic::CFld)),
+            0o02 => Some(Mnemonic::CLw),
+            0o03 => Some(rv32_or_rv64(rv64, Mnemonic::CFlw, Mnemonic::CLd)),
+            0o04 => Some(Mnemonic::Unknown),
+            0o05 => Some(known_if(zcd, Mnemonic::CFsd)),
+            0o06 => Some(Mnemonic::CSw),
+            0o07 => Some(rv32_or_rv64(rv64, Mnemonic::CFsw, Mnemonic::CSd)),
+            0o10 => Some(if rd_is_zero { Mnemonic::CNop } else { Mnemonic::CAddi }),
+            0o11 if rv64 => Some(known_if(!rd_is_zero, Mnemonic::CAddiw)),
+            0o12 => Some(Mnemonic::CLi),
+            0o20 => Some(known_if(rv64 || !bit12, Mnemonic::CSlli)),
+            0o21 => Some(known_if(zcd, Mnemonic::CFldsp)),
+            0o22 => Some(known_if(!rd_is_zero, Mnemonic::CLwsp)),
+            0o23 if rv64 => Some(known_if(!rd_is_zero, Mnemonic::CLdsp)),
+            0o23 => Some(Mnemonic::CFlwsp),
+            0o24 if !rs2_is_zero => Some(if bit12 { Mnemonic::CAdd } else { Mnemonic::CMv }),
+            0o25 if zcd => Some(Mnemonic::CFsdsp),
+            0o26 => Some(Mnemonic::CSwsp),
+            0o27 => Some(rv32_or_rv64(rv64, Mnemonic::CFswsp, Mnemonic::CSdsp)),
+            _ => None,
+        };
+        index += 1;
     }
+    table
 }
 
 const SEQUENTIAL: ControlFlow = ControlFlow::Sequential;
 
-#[inline]
+/// The complete decoder; the fast table must agree with it (checked exhaustively in the tests).
 fn classify(raw: u32, options: DecodeOptions) -> (Mnemonic, ControlFlow) {
-    let rv64 = options.xlen == Xlen::Rv64;
+    let rv64 = matches!(options.xlen, Xlen::Rv64);
     // Zcmp and Zcmt take over the Zcd encoding space, so no Zcd instruction exists then.
     let zcd = !(options.zcmp || options.zcmt);
     let quadrant_and_funct3 = ((raw & 0b11) << 3) | (raw >> 13);
@@ -231,5 +285,24 @@ fn push_pop_or_table_jump(raw: u32, options: DecodeOptions) -> (Mnemonic, Contro
             _ => (Mnemonic::Unknown, SEQUENTIAL),
         },
         _ => (Mnemonic::Unknown, SEQUENTIAL),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_table_agrees_with_the_full_decoder_for_every_encoding() {
+        for xlen in [Xlen::Rv32, Xlen::Rv64] {
+            for (zcmp, zcmt) in [(false, false), (true, false), (false, true), (true, true)] {
+                let options = DecodeOptions { xlen, zcmp, zcmt };
+                for halfword in (0..=u16::MAX).filter(|halfword| halfword & 0b11 != 0b11) {
+                    let fast = decode_compressed(halfword, options);
+                    let full = classify(u32::from(halfword), options);
+                    assert_eq!((fast.mnemonic, fast.control_flow), full, "{halfword:#06x} {options:?}");
+                }
+            }
+        }
     }
 }
