@@ -6,6 +6,7 @@
 //! block looks at single instructions, and then from the lengths stored here.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use code_image::CodeImage;
 use riscv_insn::{decode, ControlFlow, DecodeOptions, Itype, Xlen};
@@ -14,6 +15,29 @@ use riscv_insn::{decode, ControlFlow, DecodeOptions, Itype, Xlen};
 pub(crate) const MAX_BLOCK_INSTRUCTIONS: u32 = 64;
 const PAGE_SHIFT: u32 = 12;
 const PAGE_SLOTS: usize = 1 << (PAGE_SHIFT - 1);
+/// Entries of the direct-mapped page cache in front of the page map: code jumps between
+/// a handful of pages far more often than it touches new ones.
+const TLB_ENTRIES: usize = 64;
+
+/// Page numbers are already well spread; a multiply is all the hashing they need.
+#[derive(Default)]
+struct PageHasher(u64);
+
+impl Hasher for PageHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
 
 /// How to decode the code of one image file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,15 +147,28 @@ pub(crate) enum BlockError {
     Misaligned,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct BlockCache {
     pub(crate) blocks: Vec<Block>,
     /// Instructions executed from each block's start, for profiles.
     pub(crate) executed: Vec<u64>,
     /// Page number -> index into `tables`; each table maps a half-word slot to block + 1.
-    pages: HashMap<u64, u32>,
+    pages: HashMap<u64, u32, BuildHasherDefault<PageHasher>>,
     tables: Vec<Box<[u32; PAGE_SLOTS]>>,
-    last_page: Option<(u64, u32)>,
+    /// (page number + 1, table) by page number modulo TLB_ENTRIES; 0 marks an empty entry.
+    tlb: [(u64, u32); TLB_ENTRIES],
+}
+
+impl Default for BlockCache {
+    fn default() -> Self {
+        Self {
+            blocks: Vec::new(),
+            executed: Vec::new(),
+            pages: HashMap::default(),
+            tables: Vec::new(),
+            tlb: [(0, 0); TLB_ENTRIES],
+        }
+    }
 }
 
 impl BlockCache {
@@ -155,17 +192,17 @@ impl BlockCache {
 
     #[inline]
     fn table_for(&mut self, page: u64) -> u32 {
-        if let Some((cached, table)) = self.last_page {
-            if cached == page {
-                return table;
-            }
+        let slot = (page as usize) % TLB_ENTRIES;
+        let (key, table) = self.tlb[slot];
+        if key == page.wrapping_add(1) {
+            return table;
         }
         let tables = &mut self.tables;
         let table = *self.pages.entry(page).or_insert_with(|| {
             tables.push(Box::new([0; PAGE_SLOTS]));
             (tables.len() - 1) as u32
         });
-        self.last_page = Some((page, table));
+        self.tlb[slot] = (page.wrapping_add(1), table);
         table
     }
 
@@ -197,7 +234,9 @@ impl BlockCache {
     /// The already built block at `address`, if any (no decoding).
     #[inline]
     pub(crate) fn cached(&self, address: u64) -> Option<&Block> {
-        let table = *self.pages.get(&(address >> PAGE_SHIFT))?;
+        let page = address >> PAGE_SHIFT;
+        let (key, table) = self.tlb[(page as usize) % TLB_ENTRIES];
+        let table = if key == page.wrapping_add(1) { table } else { *self.pages.get(&page)? };
         let slot = ((address & ((1 << PAGE_SHIFT) - 1)) >> 1) as usize;
         let entry = self.tables[table as usize][slot];
         (entry != 0).then(|| &self.blocks[(entry - 1) as usize])

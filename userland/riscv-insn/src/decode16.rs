@@ -18,15 +18,25 @@ pub(crate) fn decode_compressed(halfword: u16, options: DecodeOptions) -> Instru
         Some(mnemonic) => (mnemonic, SEQUENTIAL),
         None => classify(raw, options),
     };
-    Instruction { raw, length: 2, control_flow, mnemonic, xlen: options.xlen }
+    Instruction {
+        raw,
+        length: 2,
+        control_flow,
+        mnemonic,
+        xlen: options.xlen,
+    }
 }
 
 /// Sequential mnemonics by quadrant, funct3, bit 12 and whether the rd/rs1 and rs2 fields are
 /// zero; `None` where [`classify`] has to look at more. One table per (RV64, Zcd) pair.
 type FastTable = [Option<Mnemonic>; 256];
 
-static FAST_TABLES: [FastTable; 4] =
-    [fast_table(false, false), fast_table(false, true), fast_table(true, false), fast_table(true, true)];
+static FAST_TABLES: [FastTable; 4] = [
+    fast_table(false, false),
+    fast_table(false, true),
+    fast_table(true, false),
+    fast_table(true, true),
+];
 
 #[inline]
 const fn fast_index(raw: u32) -> usize {
@@ -53,7 +63,11 @@ const fn fast_table(rv64: bool, zcd: bool) -> FastTable {
             0o05 => Some(known_if(zcd, Mnemonic::CFsd)),
             0o06 => Some(Mnemonic::CSw),
             0o07 => Some(rv32_or_rv64(rv64, Mnemonic::CFsw, Mnemonic::CSd)),
-            0o10 => Some(if rd_is_zero { Mnemonic::CNop } else { Mnemonic::CAddi }),
+            0o10 => Some(if rd_is_zero {
+                Mnemonic::CNop
+            } else {
+                Mnemonic::CAddi
+            }),
             0o11 if rv64 => Some(known_if(!rd_is_zero, Mnemonic::CAddiw)),
             0o12 => Some(Mnemonic::CLi),
             0o20 => Some(known_if(rv64 || !bit12, Mnemonic::CSlli)),
@@ -300,7 +314,11 @@ mod tests {
                 for halfword in (0..=u16::MAX).filter(|halfword| halfword & 0b11 != 0b11) {
                     let fast = decode_compressed(halfword, options);
                     let full = classify(u32::from(halfword), options);
-                    assert_eq!((fast.mnemonic, fast.control_flow), full, "{halfword:#06x} {options:?}");
+                    assert_eq!(
+                        (fast.mnemonic, fast.control_flow),
+                        full,
+                        "{halfword:#06x} {options:?}"
+                    );
                 }
             }
         }

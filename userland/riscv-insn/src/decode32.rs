@@ -13,7 +13,13 @@ pub(crate) fn decode_standard(raw: u32, xlen: Xlen) -> Instruction {
         Some(mnemonic) => (mnemonic, SEQUENTIAL),
         None => classify(raw, rv64),
     };
-    Instruction { raw, length: 4, control_flow, mnemonic, xlen }
+    Instruction {
+        raw,
+        length: 4,
+        control_flow,
+        mnemonic,
+        xlen,
+    }
 }
 
 /// Sequential mnemonics by `opcode[6:2] << 3 | funct3`, `None` where [`classify`] has to look
@@ -491,7 +497,11 @@ mod tests {
                 for xlen in [Xlen::Rv32, Xlen::Rv64] {
                     let fast = decode_standard(raw, xlen);
                     let full = classify(raw, matches!(xlen, Xlen::Rv64));
-                    assert_eq!((fast.mnemonic, fast.control_flow), full, "{raw:#010x} {xlen:?}");
+                    assert_eq!(
+                        (fast.mnemonic, fast.control_flow),
+                        full,
+                        "{raw:#010x} {xlen:?}"
+                    );
                 }
             }
         }

@@ -35,6 +35,11 @@ mod fields;
 mod mnemonic;
 
 pub use display::{float_register_name, integer_register_name};
+
+/// Compiles and runs the README's example as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctest;
 pub use mnemonic::Mnemonic;
 
 /// Base integer register width, which changes the meaning of several compressed encodings
