@@ -92,7 +92,8 @@ pub(crate) fn var_fields(kind: Kind, fixed: u32) -> &'static [&'static str] {
         }
         Kind::ResourceFull => match fixed & 0xf {
             0 | 1 => &["RDATA"],
-            _ => &["RDATA", "HREPEAT"],
+            2 => &["RDATA", "HREPEAT"],
+            _ => &["RDATA", "RDATA"],
         },
         Kind::IndirectBranchHist => &["I-CNT", "U-ADDR", "HIST"],
         Kind::IndirectBranchHistSync => &["I-CNT", "F-ADDR", "HIST"],

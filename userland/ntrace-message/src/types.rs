@@ -51,25 +51,25 @@ impl Default for MessageOptions {
 }
 
 impl MessageOptions {
-    /// Options with the given SRC width and everything else at its default.
+    /// These options with the SRC width set to `src_bits`.
     pub fn with_src_bits(mut self, src_bits: u8) -> Self {
         self.src_bits = src_bits;
         self
     }
 
-    /// Options with timestamps marked as enabled.
+    /// These options with timestamps marked as enabled or not.
     pub fn with_timestamps(mut self, timestamps: bool) -> Self {
         self.timestamps = timestamps;
         self
     }
 
-    /// Options with the address MSB extension switched on or off.
+    /// These options with the address MSB extension switched on or off.
     pub fn with_address_msb_extension(mut self, extension: bool) -> Self {
         self.address_msb_extension = extension;
         self
     }
 
-    /// Options with the given address width.
+    /// These options with the given address width.
     pub fn with_address_width(mut self, width: AddressWidth) -> Self {
         self.address_width = width;
         self

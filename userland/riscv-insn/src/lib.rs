@@ -318,11 +318,12 @@ impl Instruction {
         match self.control_flow {
             ControlFlow::Sequential => Itype::None,
             ControlFlow::Branch { .. } => branch_itype(taken),
+            // N-Trace rc7 Table 2 (the spec rvperf follows) gives `jal x0`/`c.j` 15 and
+            // `jr`/`c.jr` through a non-link register 14: a hart cannot tell tail calls
+            // (E-Trace's 10/11) from other jumps. See docs/ntrace-errata.md.
             ControlFlow::Jump { rd, .. } => {
                 if is_link_register(rd) {
                     Itype::InferableCall
-                } else if rd == 0 {
-                    Itype::InferableTailCall
                 } else {
                     Itype::OtherInferableJump
                 }
@@ -335,16 +336,16 @@ impl Instruction {
                     (true, true) if rd == rs1 => Itype::UninferableCall,
                     (true, true) => Itype::CoroutineSwap,
                     (false, true) => Itype::Return,
-                    (false, false) if rd == 0 => Itype::UninferableTailCall,
                     (false, false) => Itype::OtherUninferableJump,
                 }
             }
-            // The jump table is static and known to the decoder, so table jumps are inferable.
+            // Table 2: cm.jalt is an inferable call, cm.jt has no special type (the
+            // decoder reads the jump table, so both are inferable).
             ControlFlow::TableJump { index } => {
                 if index >= 32 {
                     Itype::InferableCall
                 } else {
-                    Itype::InferableTailCall
+                    Itype::None
                 }
             }
             ControlFlow::PopReturn => Itype::Return,

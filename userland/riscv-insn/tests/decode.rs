@@ -184,8 +184,8 @@ fn itype_jal_rd_link_is_direct_call() {
 }
 
 #[test]
-fn itype_jal_rd_x0_is_direct_jump_without_linkage() {
-    assert_eq!(itype(0x31c0_006f, RV64), Itype::InferableTailCall); // jal zero
+fn itype_jal_rd_x0_is_other_inferable_jump() {
+    assert_eq!(itype(0x31c0_006f, RV64), Itype::OtherInferableJump); // jal zero (Table 2: rd!=link)
 }
 
 #[test]
@@ -220,8 +220,8 @@ fn itype_jalr_rd_not_link_rs_link_is_return() {
 }
 
 #[test]
-fn itype_jalr_rd_x0_rs_not_link_is_indirect_jump_without_linkage() {
-    assert_eq!(itype(0x0107_8067, RV64), Itype::UninferableTailCall); // jalr zero,16(a5)
+fn itype_jalr_rd_x0_rs_not_link_is_other_uninferable_jump() {
+    assert_eq!(itype(0x0107_8067, RV64), Itype::OtherUninferableJump); // jalr zero,16(a5)
 }
 
 #[test]
@@ -252,18 +252,18 @@ fn itype_c_jr_link_is_return() {
 }
 
 #[test]
-fn itype_c_jr_other_is_indirect_jump_without_linkage() {
-    assert_eq!(itype(0x8782, RV64), Itype::UninferableTailCall); // c.jr a5
+fn itype_c_jr_other_is_other_uninferable_jump() {
+    assert_eq!(itype(0x8782, RV64), Itype::OtherUninferableJump); // c.jr a5
 }
 
 #[test]
-fn itype_c_j_is_direct_jump_without_linkage() {
-    assert_eq!(itype(0xb969, RV64), Itype::InferableTailCall);
+fn itype_c_j_is_other_inferable_jump() {
+    assert_eq!(itype(0xb969, RV64), Itype::OtherInferableJump);
 }
 
 #[test]
-fn itype_cm_jt_is_direct_jump_without_linkage() {
-    assert_eq!(itype(0xa006, RV32_ZCMP_ZCMT), Itype::InferableTailCall); // cm.jt 1
+fn itype_cm_jt_has_no_special_type() {
+    assert_eq!(itype(0xa006, RV32_ZCMP_ZCMT), Itype::None); // cm.jt 1 (Table 2: 0)
 }
 
 #[test]
