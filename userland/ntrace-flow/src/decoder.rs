@@ -7,8 +7,6 @@
 //! Nothing is buffered beyond one message's side elements, so memory does not grow with
 //! the trace, and the caller pulls at its own pace.
 
-use std::collections::VecDeque;
-
 use code_image::CodeImage;
 use ntrace_message::{Body, BranchType, Message, MessageDecoder, ResourceFull, SyncReason};
 use trace_elements::{
@@ -129,10 +127,21 @@ pub struct FlowDecoder<'a> {
     cache: BlockCache,
     harts: Vec<Hart>,
     active: Option<usize>,
-    queued: VecDeque<TraceElement>,
+    /// Elements produced but not yet returned, with the block each range came from
+    /// (`NO_BLOCK` otherwise). Producing a batch per refill keeps the walk in a tight loop.
+    ready: Vec<(TraceElement, u32)>,
+    ready_index: usize,
+    /// Block of the element returned last, for `for_each_instruction`.
+    last_block: u32,
+    /// An error met while producing the current batch, returned after its elements.
+    pending_error: Option<FlowError>,
     statistics: FlowStatistics,
     finished: bool,
 }
+
+/// Elements produced per refill.
+const BATCH: usize = 64;
+const NO_BLOCK: u32 = u32::MAX;
 
 fn is_restart(sync: SyncReason) -> bool {
     !matches!(sync.0, 0 | 2 | 4 | 6)
@@ -154,7 +163,10 @@ impl<'a> FlowDecoder<'a> {
             cache: BlockCache::default(),
             harts: Vec::new(),
             active: None,
-            queued: VecDeque::new(),
+            ready: Vec::with_capacity(BATCH),
+            ready_index: 0,
+            last_block: NO_BLOCK,
+            pending_error: None,
             statistics: FlowStatistics::default(),
             finished: false,
         }
@@ -199,7 +211,13 @@ impl<'a> FlowDecoder<'a> {
     /// produced. Returns false if `start` is not such an address.
     #[inline]
     pub fn for_each_instruction(&self, start: u64, instructions: u32, mut visit: impl FnMut(u64)) -> bool {
-        let Some(block) = self.cache.cached(start) else { return false };
+        let block = match self.cache.blocks.get(self.last_block as usize) {
+            Some(block) if block.start == start => block,
+            _ => match self.cache.cached(start) {
+                Some(block) => block,
+                None => return false,
+            },
+        };
         if instructions > block.instructions {
             return false;
         }
@@ -213,24 +231,35 @@ impl<'a> FlowDecoder<'a> {
 
     /// The next trace element; `Ok(None)` at the end of the trace. After an error the
     /// affected hart waits for its next synchronisation message, so calling again resumes.
+    #[inline]
     pub fn next_element(&mut self) -> Result<Option<TraceElement>, FlowError> {
-        loop {
-            if let Some(element) = self.queued.pop_front() {
-                return Ok(Some(element));
-            }
+        if let Some(&(element, block)) = self.ready.get(self.ready_index) {
+            self.ready_index += 1;
+            self.last_block = block;
+            return Ok(Some(element));
+        }
+        self.refill()
+    }
+
+    /// Produces the next batch of elements and returns its first.
+    fn refill(&mut self) -> Result<Option<TraceElement>, FlowError> {
+        self.ready.clear();
+        self.ready_index = 0;
+        if let Some(error) = self.pending_error.take() {
+            return Err(error);
+        }
+        while self.ready.len() < BATCH {
             if let Some(hart) = self.active {
-                match self.step(hart) {
-                    Ok(Some(element)) => return Ok(Some(element)),
-                    Ok(None) => continue,
-                    Err(error) => {
-                        self.active = None;
-                        self.harts[hart].unsync();
-                        return Err(error);
-                    }
+                if let Err(error) = self.step(hart) {
+                    self.active = None;
+                    self.harts[hart].unsync();
+                    self.pending_error = Some(error);
+                    break;
                 }
+                continue;
             }
             if self.finished {
-                return Ok(None);
+                break;
             }
             match self.messages.next_message() {
                 Ok(Some(message)) => {
@@ -239,7 +268,8 @@ impl<'a> FlowDecoder<'a> {
                         if let Some(hart) = self.harts.iter_mut().find(|hart| hart.src == message.src) {
                             hart.unsync();
                         }
-                        return Err(error);
+                        self.pending_error = Some(error);
+                        break;
                     }
                 }
                 Ok(None) => {
@@ -251,9 +281,18 @@ impl<'a> FlowDecoder<'a> {
                     // The lost message may have belonged to any hart.
                     self.harts.iter_mut().for_each(Hart::unsync);
                     self.active = None;
-                    return Err(FlowError::Message(error));
+                    self.pending_error = Some(FlowError::Message(error));
+                    break;
                 }
             }
+        }
+        match self.ready.first() {
+            Some(&(element, block)) => {
+                self.ready_index = 1;
+                self.last_block = block;
+                Ok(Some(element))
+            }
+            None => self.pending_error.take().map_or(Ok(None), Err),
         }
     }
 
@@ -267,7 +306,7 @@ impl<'a> FlowDecoder<'a> {
 
     fn queue(&mut self, hart: usize, offset: u64, kind: ElementKind) {
         let hart = self.harts[hart].src;
-        self.queued.push_back(TraceElement { hart, offset, kind });
+        self.ready.push((TraceElement { hart, offset, kind }, NO_BLOCK));
     }
 
     fn apply(&mut self, message: Message) -> Result<(), FlowError> {
@@ -451,21 +490,16 @@ impl<'a> FlowDecoder<'a> {
 
     /// Advances the active walk by one block.
     #[inline]
-    fn step(&mut self, h: usize) -> Result<Option<TraceElement>, FlowError> {
+    fn step(&mut self, h: usize) -> Result<(), FlowError> {
         match self.walk_block(h)? {
-            Stepped::Element(element) => Ok(Some(element)),
-            Stepped::Pause => {
-                self.stop_walk(h);
-                Ok(None)
-            }
-            Stepped::Done => {
-                match self.harts[h].end.take() {
-                    Some(end) => self.finish(h, end)?,
-                    None => self.stop_walk(h),
-                }
-                Ok(None)
-            }
+            Stepped::Element(element, block) => self.ready.push((element, block)),
+            Stepped::Pause => self.stop_walk(h),
+            Stepped::Done => match self.harts[h].end.take() {
+                Some(end) => self.finish(h, end)?,
+                None => self.stop_walk(h),
+            },
         }
+        Ok(())
     }
 
     /// The hot path: one cached block per call, borrowing the cache and the hart apart.
@@ -497,17 +531,20 @@ impl<'a> FlowDecoder<'a> {
             hart.pc = Some(next);
             cache.executed[index] += u64::from(count);
             hart.last = LastInstruction { address: last, end: Some(RangeEnd::Sequential) };
-            return Ok(Stepped::Element(TraceElement {
-                hart: hart.src,
-                offset,
-                kind: ElementKind::InstructionRange {
-                    start: pc,
-                    last,
-                    instructions: count,
-                    end: RangeEnd::Sequential,
-                    next: Some(next),
+            return Ok(Stepped::Element(
+                TraceElement {
+                    hart: hart.src,
+                    offset,
+                    kind: ElementKind::InstructionRange {
+                        start: pc,
+                        last,
+                        instructions: count,
+                        end: RangeEnd::Sequential,
+                        next: Some(next),
+                    },
                 },
-            }));
+                index as u32,
+            ));
         }
 
         let remaining = hart.pending_units - u64::from(block.units);
@@ -559,17 +596,20 @@ impl<'a> FlowDecoder<'a> {
         hart.pc = next;
         hart.last = LastInstruction { address: block.last, end: Some(end) };
         cache.executed[index] += u64::from(block.instructions);
-        Ok(Stepped::Element(TraceElement {
-            hart: hart.src,
-            offset,
-            kind: ElementKind::InstructionRange {
-                start: block.start,
-                last: block.last,
-                instructions: block.instructions,
-                end,
-                next,
+        Ok(Stepped::Element(
+            TraceElement {
+                hart: hart.src,
+                offset,
+                kind: ElementKind::InstructionRange {
+                    start: block.start,
+                    last: block.last,
+                    instructions: block.instructions,
+                    end,
+                    next,
+                },
             },
-        }))
+            index as u32,
+        ))
     }
 
     fn finish(&mut self, h: usize, end: WalkEnd) -> Result<(), FlowError> {
@@ -655,7 +695,8 @@ impl<'a> FlowDecoder<'a> {
 
 /// What one call of the walk achieved.
 enum Stepped {
-    Element(TraceElement),
+    /// An instruction range and the block it came from.
+    Element(TraceElement, u32),
     /// Waiting for the next message before this block's last instruction can be placed.
     Pause,
     /// The armed I-CNT is used up.
