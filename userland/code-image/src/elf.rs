@@ -41,6 +41,17 @@ pub fn load_elf(
     load_address: Option<u64>,
 ) -> Result<ElfInfo, ImageError> {
     let not_elf = |reason: String| ImageError::NotElf { file: name.to_owned(), reason };
+    // `object` reads headers in place and needs them aligned; bytes from include_bytes!
+    // or from inside another buffer may not be.
+    let mut aligned_copy = Vec::new();
+    let bytes = if bytes.as_ptr().align_offset(8) == 0 {
+        bytes
+    } else {
+        aligned_copy.resize(bytes.len() + 8, 0u8);
+        let shift = aligned_copy.as_ptr().align_offset(8);
+        aligned_copy[shift..shift + bytes.len()].copy_from_slice(bytes);
+        &aligned_copy[shift..shift + bytes.len()]
+    };
     let file = object::File::parse(bytes).map_err(|error| not_elf(error.to_string()))?;
     if file.format() != object::BinaryFormat::Elf {
         return Err(not_elf(format!("{:?} file", file.format())));
@@ -139,6 +150,20 @@ mod tests {
         let section = b"A\x3c\0\0\0riscv\0\x01\x32\0\0\0\x05rv64i2p1_m2p0_zca1p0_zcmp1p0\0\x06\x00";
         let arch = arch_string(section).unwrap();
         assert_eq!(arch, "rv64i2p1_m2p0_zca1p0_zcmp1p0");
+    }
+
+    #[test]
+    fn loads_an_elf_at_any_alignment() {
+        let program = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/ntrace/tiny-htm/program")).unwrap();
+        for shift in 0..8 {
+            let mut buffer = vec![0u8; shift];
+            buffer.extend_from_slice(&program);
+            let mut image = CodeImage::new();
+            let mut symbols = SymbolTable::default();
+            let info = load_elf(&mut image, &mut symbols, "tiny", &buffer[shift..], None).unwrap();
+            assert_eq!(info.xlen, Xlen::Rv64);
+            assert!(symbols.lookup(info.entry).is_some_and(|(symbol, _)| symbol.name == "_start"));
+        }
     }
 
     #[test]
