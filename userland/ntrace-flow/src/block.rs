@@ -104,7 +104,15 @@ pub(crate) struct Block {
     /// Two bits per instruction, first instruction lowest: length / 2 - 1.
     pub(crate) lengths: u128,
     pub(crate) terminator: Terminator,
+    /// Blocks that follow this one without the trace's help, once seen: index 0 for the
+    /// next instruction (fall-through, branch not taken, ecall), 1 for the branch or
+    /// jump target; `NO_BLOCK` until first used. Following these links skips the
+    /// address lookup on most block-to-block steps (QEMU chains its blocks the same way).
+    pub(crate) successors: [u32; 2],
 }
+
+/// No block.
+pub(crate) const NO_BLOCK: u32 = u32::MAX;
 
 impl Block {
     /// Length in bytes of instruction `index` of the block.
@@ -288,6 +296,7 @@ fn build_block(image: &CodeImage, files: &[FileDecodeInfo], start: u64) -> Resul
         instructions: 0,
         lengths: 0,
         terminator: Terminator::Fallthrough,
+        successors: [NO_BLOCK; 2],
     };
     // The register and value the previous instruction loaded with lui/auipc/c.lui, for
     // sequential jump inference (spec 9.1): only an immediately preceding load counts.

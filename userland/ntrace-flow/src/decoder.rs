@@ -13,7 +13,7 @@ use trace_elements::{
     ElementKind, GapReason, RangeEnd, TraceElement, TraceOffReason, TraceOnReason, TrapKind,
 };
 
-use crate::block::{BlockCache, BlockError, FileDecodeInfo, IndirectKind, Terminator};
+use crate::block::{BlockCache, BlockError, FileDecodeInfo, IndirectKind, Terminator, NO_BLOCK};
 use crate::history::HistoryQueue;
 use crate::return_stack::ReturnStack;
 use crate::{DecoderOptions, FlowError};
@@ -52,6 +52,10 @@ struct Hart {
     synced: bool,
     ever_synced: bool,
     pc: Option<u64>,
+    /// The cached block starting at `pc`, when the previous block's link gave it.
+    pc_block: u32,
+    /// The (block, successor slot) whose link should point at the block found at `pc`.
+    link_from: (u32, u8),
     /// Reference for U-ADDR (spec 8.1): the last address sent or computed from a message.
     last_address: u64,
     stack: ReturnStack,
@@ -75,6 +79,8 @@ impl Hart {
             synced: false,
             ever_synced: false,
             pc: None,
+            pc_block: NO_BLOCK,
+            link_from: (NO_BLOCK, 0),
             last_address: 0,
             stack: ReturnStack::new(stack_depth),
             history: HistoryQueue::default(),
@@ -89,9 +95,16 @@ impl Hart {
         }
     }
 
+    /// Moves to an address the code alone does not give (trace address, return stack).
+    fn jump_to(&mut self, pc: Option<u64>) {
+        self.pc = pc;
+        self.pc_block = NO_BLOCK;
+        self.link_from = (NO_BLOCK, 0);
+    }
+
     fn unsync(&mut self) {
         self.synced = false;
-        self.pc = None;
+        self.jump_to(None);
         self.pending_units = 0;
         self.end = None;
         self.history.clear();
@@ -141,7 +154,6 @@ pub struct FlowDecoder<'a> {
 
 /// Elements produced per refill.
 const BATCH: usize = 64;
-const NO_BLOCK: u32 = u32::MAX;
 
 fn is_restart(sync: SyncReason) -> bool {
     !matches!(sync.0, 0 | 2 | 4 | 6)
@@ -347,7 +359,7 @@ impl<'a> FlowDecoder<'a> {
             };
             hart.unsync();
             hart.synced = true;
-            hart.pc = Some(faddr);
+            hart.jump_to(Some(faddr));
             hart.last_address = faddr;
             let reason = if hart.ever_synced { TraceOnReason::Restart } else { TraceOnReason::Start };
             hart.ever_synced = true;
@@ -514,11 +526,22 @@ impl<'a> FlowDecoder<'a> {
         let Some(pc) = hart.pc else {
             return Err(FlowError::UnknownAddress { offset });
         };
-        let index = cache.lookup(self.image, &self.files, pc).map_err(|error| match error {
-            BlockError::Unmapped => FlowError::Unmapped { offset, address: pc },
-            BlockError::Undecodable => FlowError::Undecodable { offset, address: pc },
-            BlockError::Misaligned => FlowError::Misaligned { offset, address: pc },
-        })? as usize;
+        let index = if hart.pc_block != NO_BLOCK {
+            hart.pc_block as usize
+        } else {
+            let index = cache.lookup(self.image, &self.files, pc).map_err(|error| match error {
+                BlockError::Unmapped => FlowError::Unmapped { offset, address: pc },
+                BlockError::Undecodable => FlowError::Undecodable { offset, address: pc },
+                BlockError::Misaligned => FlowError::Misaligned { offset, address: pc },
+            })?;
+            let (from, slot) = hart.link_from;
+            if from != NO_BLOCK {
+                cache.blocks[from as usize].successors[usize::from(slot)] = index;
+            }
+            index as usize
+        };
+        hart.pc_block = NO_BLOCK;
+        hart.link_from = (NO_BLOCK, 0);
         let block = &cache.blocks[index];
         let final_walk = hart.end.is_some();
 
@@ -528,7 +551,7 @@ impl<'a> FlowDecoder<'a> {
                 return Err(FlowError::IcntInsideInstruction { offset, block_start: pc });
             };
             hart.pending_units = 0;
-            hart.pc = Some(next);
+            hart.jump_to(Some(next));
             cache.executed[index] += u64::from(count);
             hart.last = LastInstruction { address: last, end: Some(RangeEnd::Sequential) };
             return Ok(Stepped::Element(
@@ -548,8 +571,13 @@ impl<'a> FlowDecoder<'a> {
         }
 
         let remaining = hart.pending_units - u64::from(block.units);
+        // Which static successor (0: next instruction, 1: target) the step takes, if any.
+        let mut slot = None;
         let (next, end) = match block.terminator {
-            Terminator::Fallthrough => (Some(block.next), RangeEnd::Sequential),
+            Terminator::Fallthrough => {
+                slot = Some(0);
+                (Some(block.next), RangeEnd::Sequential)
+            }
             Terminator::Branch { target } => {
                 let taken = if let Some(taken) = hart.history.next() {
                     taken
@@ -560,6 +588,7 @@ impl<'a> FlowDecoder<'a> {
                 } else {
                     remaining == 0 && matches!(hart.end, Some(WalkEnd::TakenBranch { .. }))
                 };
+                slot = Some(usize::from(taken));
                 if taken {
                     (Some(target), RangeEnd::BranchTaken)
                 } else {
@@ -570,6 +599,7 @@ impl<'a> FlowDecoder<'a> {
                 if links {
                     hart.stack.push(block.next);
                 }
+                slot = Some(1);
                 (Some(target), if links { RangeEnd::Call } else { RangeEnd::Jump })
             }
             Terminator::EnvironmentCall => {
@@ -580,6 +610,7 @@ impl<'a> FlowDecoder<'a> {
                 {
                     hart.stack.push(block.next);
                 }
+                slot = Some(0);
                 (Some(block.next), RangeEnd::EnvironmentCall)
             }
             Terminator::Indirect { kind, inferred_target, links } => {
@@ -594,6 +625,14 @@ impl<'a> FlowDecoder<'a> {
         };
         hart.pending_units = remaining;
         hart.pc = next;
+        if let Some(slot) = slot {
+            let successor = block.successors[slot];
+            if successor != NO_BLOCK {
+                hart.pc_block = successor;
+            } else {
+                hart.link_from = (index as u32, slot as u8);
+            }
+        }
         hart.last = LastInstruction { address: block.last, end: Some(end) };
         cache.executed[index] += u64::from(block.instructions);
         Ok(Stepped::Element(
@@ -650,7 +689,7 @@ impl<'a> FlowDecoder<'a> {
                     };
                     self.queue(h, offset, ElementKind::Trap { from, handler: target, kind });
                 }
-                self.harts[h].pc = Some(target);
+                self.harts[h].jump_to(Some(target));
                 if let Some(sync) = sync {
                     self.after_sync(h, sync, target);
                 }

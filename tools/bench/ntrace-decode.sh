@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Decode-speed and memory benchmark of `rvperf decode` on the N-Trace of a real program
+# (tests/programs/interp.c, a bytecode interpreter, 250 iterations: 33 million retired
+# instructions). Prints a markdown table for the README. Not a test: figures depend on
+# the machine; compare them within one run.
+#
+# usage: tools/bench/ntrace-decode.sh [ITERATIONS]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+iterations=${1:-250}
+tools/install-deps.sh
+. tools/ensure-rust.sh
+if ! command -v /usr/bin/time >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null
+fi
+target=${CARGO_TARGET_DIR:-target}
+cargo build --release --locked --quiet -p rvperf -p rvperf-trace-gen
+rvperf=$target/release/rvperf
+work=$target/bench-ntrace
+mkdir -p "$work"
+tools/testprogs/build.sh "$work" interp >/dev/null
+program=$work/interp
+
+for mode in htm btm; do
+    trace=$work/interp-$iterations-$mode.nt
+    if [ ! -s "$trace" ]; then
+        echo "generating $trace (QEMU single-step log of $iterations iterations; a minute or two)" >&2
+        "$target/release/rvperf-tracegen" --elf "$program" --mode "$mode" -o "$trace" -- "$iterations" >&2
+    fi
+done
+
+# best of N: the smallest wall time, and the largest peak RSS seen
+measure() { # measure RUNS OUTPUT_MODE TRACE -> "seconds peak_kib"
+    local runs=$1 mode=$2 trace=$3 best="" peak=0 line seconds kib
+    for _ in $(seq "$runs"); do
+        line=$( { /usr/bin/time -f "%e %M" "$rvperf" decode --elf "$program" --trace "$trace" --output "$mode" >/dev/null; } 2>&1 | tail -n1)
+        seconds=${line% *}; kib=${line#* }
+        if [ -z "$best" ] || awk "BEGIN{exit !($seconds < $best)}"; then best=$seconds; fi
+        [ "$kib" -gt "$peak" ] && peak=$kib
+    done
+    echo "$best $peak"
+}
+
+echo "| trace | instructions | trace MB | output | best decode speed (rvperf's own timer) | wall time (best of 5) | instructions/s (wall) | peak RSS |"
+echo "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"
+for mode in htm btm; do
+    trace=$work/interp-$iterations-$mode.nt
+    summary=$("$rvperf" decode --elf "$program" --trace "$trace" --output summary)
+    instructions=$(awk '/^instructions:/ {print $2}' <<<"$summary")
+    megabytes=$(awk "BEGIN{printf \"%.1f\", $(stat -c %s "$trace")/1e6}")
+    best_speed=0
+    for _ in 1 2 3 4 5; do
+        speed=$("$rvperf" decode --elf "$program" --trace "$trace" --output summary | sed -n 's/^decode time: *[0-9.]* s (\([0-9.]*\) M instructions\/s, \([0-9.]*\) MB.*/\1 M instr\/s, \2 MB\/s/p')
+        value=${speed%% *}
+        if awk "BEGIN{exit !($value > ${best_speed%% *})}"; then best_speed=$speed; fi
+    done
+    for output in summary pcs; do
+        read -r seconds peak < <(measure 5 "$output" "$trace")
+        rate=$(awk "BEGIN{printf \"%.1f M\", $instructions/$seconds/1e6}")
+        shown_speed=$([ "$output" = summary ] && echo "$best_speed" || echo "-")
+        echo "| interp $iterations ${mode^^} | $instructions | $megabytes | $output | $shown_speed | ${seconds} s | $rate | $((peak / 1024)) MiB |"
+    done
+done
+
+# Memory must not grow with the trace: decode the same trace 1x and 4x back to back
+# (each copy ends with ProgTraceCorrelation and starts with a sync, so 4x is one valid
+# stream four times as long).
+trace=$work/interp-$iterations-htm.nt
+cat "$trace" "$trace" "$trace" "$trace" > "$work/interp-$iterations-htm-x4.nt"
+read -r _ peak1 < <(measure 1 summary "$trace")
+read -r _ peak4 < <(measure 1 summary "$work/interp-$iterations-htm-x4.nt")
+echo
+echo "Peak RSS, summary mode: 1x trace $((peak1 / 1024)) MiB, 4x trace $((peak4 / 1024)) MiB."
