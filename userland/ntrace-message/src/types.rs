@@ -178,9 +178,9 @@ impl SyncReason {
 /// PROCESS field of the Ownership message: `{CONTEXT, V, PRV[1:0], FORMAT[1:0]}` (spec 7.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Process {
-    /// FORMAT[1:0]: 0 = V/PRV change, 1 = reserved, 2 = scontext, 3 = hcontext.
+    /// FORMAT\[1:0\]: 0 = V/PRV change, 1 = reserved, 2 = scontext, 3 = hcontext.
     pub format: u8,
-    /// PRV[1:0] privilege level (0 = U, 1 = S, 3 = M).
+    /// PRV\[1:0\] privilege level (0 = U, 1 = S, 3 = M).
     pub privilege: u8,
     /// V bit (virtualisation mode).
     pub virtualized: bool,
@@ -258,7 +258,7 @@ impl ResourceFull {
 }
 
 /// Message-specific fields (spec chapter 7). Address fields are full addresses: the wire
-/// field (address bits [63:1]) shifted left by one, after MSB extension.
+/// field (address bits \[63:1\]) shifted left by one, after MSB extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Body {

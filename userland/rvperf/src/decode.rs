@@ -229,7 +229,10 @@ fn decode_flow(
     let mut pcs: Vec<u64> = Vec::with_capacity(64);
     let mut line = String::new();
     loop {
-        let element = match decoder.next_element() {
+        // Matching on a reference keeps the element where the decoder wrote it: copying it
+        // out costs a store-forwarding stall per element on x86.
+        let result = decoder.next_element();
+        let element = match &result {
             Ok(Some(element)) => element,
             Ok(None) => break,
             Err(error) => {
@@ -316,7 +319,7 @@ fn decode_flow(
             }
             _ => {
                 if matches!(mode, Output::Blocks | Output::Insns) {
-                    if let Some(text) = event_text(&element) {
+                    if let Some(text) = event_text(element) {
                         out.text(&text);
                         out.text("\n");
                     }
