@@ -130,8 +130,9 @@ pub fn assert_same_pcs(context: &str, expected: &[u64], decoded: &[u64]) {
     );
 }
 
-/// The rvperf binary of this build: the one `cargo test --workspace` built next to this
-/// test executable, or built now (`cargo test -p rvperf-tests` does not build it).
+/// The rvperf binary of this source tree, next to this test executable. `cargo test`
+/// does not build other packages' binaries, so it is built (or found up to date) here:
+/// testing a stale binary would test old code.
 pub fn rvperf_binary() -> PathBuf {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY
@@ -139,7 +140,7 @@ pub fn rvperf_binary() -> PathBuf {
             let executable = std::env::current_exe().expect("current_exe");
             let profile_directory = executable.parent().and_then(Path::parent).expect("target profile directory");
             let binary = profile_directory.join("rvperf");
-            if !binary.is_file() {
+            {
                 let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
                 let status = Command::new(cargo)
                     .current_dir(repository())

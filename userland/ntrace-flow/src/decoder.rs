@@ -118,6 +118,8 @@ impl Hart {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FlowStatistics {
+    /// Instructions walked (retired instructions placed by the trace).
+    pub instructions: u64,
     pub messages: u64,
     pub sync_messages: u64,
     /// Messages seen by a hart before its first synchronisation (or after a gap), which
@@ -223,22 +225,31 @@ impl<'a> FlowDecoder<'a> {
     /// produced. Returns false if `start` is not such an address.
     #[inline]
     pub fn for_each_instruction(&self, start: u64, instructions: u32, mut visit: impl FnMut(u64)) -> bool {
-        let block = match self.cache.blocks.get(self.last_block as usize) {
+        let mut block = match self.cache.blocks.get(self.last_block as usize) {
             Some(block) if block.start == start => block,
             _ => match self.cache.cached(start) {
                 Some(block) => block,
                 None => return false,
             },
         };
-        if instructions > block.instructions {
-            return false;
-        }
+        // A range may run on through several blocks that follow each other in memory.
+        let mut left = instructions;
         let mut address = start;
-        for index in 0..instructions {
-            visit(address);
-            address = address.wrapping_add(block.length_of(index));
+        loop {
+            let here = left.min(block.instructions);
+            for index in 0..here {
+                visit(address);
+                address = address.wrapping_add(block.length_of(index));
+            }
+            left -= here;
+            if left == 0 {
+                return true;
+            }
+            block = match self.cache.cached(address) {
+                Some(next) => next,
+                None => return false,
+            };
         }
-        true
     }
 
     /// The next trace element; `Ok(None)` at the end of the trace. After an error the
@@ -260,7 +271,9 @@ impl<'a> FlowDecoder<'a> {
         if let Some(error) = self.pending_error.take() {
             return Err(error);
         }
-        while self.ready.len() < BATCH {
+        // A batch also waits for its last range to be complete, so that how far ranges
+        // extend does not depend on where batches happen to end.
+        while self.ready.len() < BATCH || self.last_range_may_grow() {
             if let Some(hart) = self.active {
                 if let Err(error) = self.step(hart) {
                     self.active = None;
@@ -306,6 +319,18 @@ impl<'a> FlowDecoder<'a> {
             }
             None => self.pending_error.take().map_or(Ok(None), Err),
         }
+    }
+
+    /// Whether the newest range could still be extended by the walk (it ended without a
+    /// control transfer) before the stream ends.
+    fn last_range_may_grow(&self) -> bool {
+        !self.finished
+            && self.ready.last().is_some_and(|(element, _)| {
+                matches!(
+                    element.kind,
+                    ElementKind::InstructionRange { end: RangeEnd::BranchNotTaken | RangeEnd::Sequential, .. }
+                )
+            })
     }
 
     fn hart_index(&mut self, src: u16) -> usize {
@@ -504,7 +529,7 @@ impl<'a> FlowDecoder<'a> {
     #[inline]
     fn step(&mut self, h: usize) -> Result<(), FlowError> {
         match self.walk_block(h)? {
-            Stepped::Element(element, block) => self.ready.push((element, block)),
+            Stepped::Element => {}
             Stepped::Pause => self.stop_walk(h),
             Stepped::Done => match self.harts[h].end.take() {
                 Some(end) => self.finish(h, end)?,
@@ -518,6 +543,7 @@ impl<'a> FlowDecoder<'a> {
     #[inline(always)]
     fn walk_block(&mut self, h: usize) -> Result<Stepped, FlowError> {
         let cache = &mut self.cache;
+        let ready = &mut self.ready;
         let hart = &mut self.harts[h];
         let offset = hart.walk_offset;
         if hart.pending_units == 0 {
@@ -554,20 +580,11 @@ impl<'a> FlowDecoder<'a> {
             hart.jump_to(Some(next));
             cache.executed[index] += u64::from(count);
             hart.last = LastInstruction { address: last, end: Some(RangeEnd::Sequential) };
-            return Ok(Stepped::Element(
-                TraceElement {
-                    hart: hart.src,
-                    offset,
-                    kind: ElementKind::InstructionRange {
-                        start: pc,
-                        last,
-                        instructions: count,
-                        end: RangeEnd::Sequential,
-                        next: Some(next),
-                    },
-                },
-                index as u32,
-            ));
+            self.statistics.instructions += u64::from(count);
+            if self.options.instruction_ranges {
+                push_range(ready, hart.src, offset, (pc, last, count, RangeEnd::Sequential, Some(next)), index as u32);
+            }
+            return Ok(Stepped::Element);
         }
 
         let remaining = hart.pending_units - u64::from(block.units);
@@ -635,20 +652,11 @@ impl<'a> FlowDecoder<'a> {
         }
         hart.last = LastInstruction { address: block.last, end: Some(end) };
         cache.executed[index] += u64::from(block.instructions);
-        Ok(Stepped::Element(
-            TraceElement {
-                hart: hart.src,
-                offset,
-                kind: ElementKind::InstructionRange {
-                    start: block.start,
-                    last: block.last,
-                    instructions: block.instructions,
-                    end,
-                    next,
-                },
-            },
-            index as u32,
-        ))
+        self.statistics.instructions += u64::from(block.instructions);
+        if self.options.instruction_ranges {
+            push_range(ready, hart.src, offset, (block.start, block.last, block.instructions, end, next), index as u32);
+        }
+        Ok(Stepped::Element)
     }
 
     fn finish(&mut self, h: usize, end: WalkEnd) -> Result<(), FlowError> {
@@ -732,10 +740,45 @@ impl<'a> FlowDecoder<'a> {
     }
 }
 
+/// Adds an instruction range to the batch, extending the previous one when execution
+/// simply continued into this block (a not-taken branch or a block size limit): fewer,
+/// longer ranges are what profilers want, and each costs the consumer a call.
+#[inline(always)]
+fn push_range(
+    ready: &mut Vec<(TraceElement, u32)>,
+    hart: u16,
+    offset: u64,
+    (start, last, instructions, end, next): (u64, u64, u32, RangeEnd, Option<u64>),
+    block: u32,
+) {
+    if let Some((previous, _)) = ready.last_mut() {
+        if previous.hart == hart {
+            if let ElementKind::InstructionRange {
+                last: previous_last,
+                instructions: previous_instructions,
+                end: previous_end @ (RangeEnd::BranchNotTaken | RangeEnd::Sequential),
+                next: previous_next,
+                ..
+            } = &mut previous.kind
+            {
+                let total = previous_instructions.checked_add(instructions);
+                if let (true, Some(total)) = (*previous_next == Some(start), total) {
+                    *previous_last = last;
+                    *previous_instructions = total;
+                    *previous_end = end;
+                    *previous_next = next;
+                    return;
+                }
+            }
+        }
+    }
+    ready.push((TraceElement { hart, offset, kind: ElementKind::InstructionRange { start, last, instructions, end, next } }, block));
+}
+
 /// What one call of the walk achieved.
 enum Stepped {
-    /// An instruction range and the block it came from.
-    Element(TraceElement, u32),
+    /// A block was walked (and its range added to the batch, when ranges are wanted).
+    Element,
     /// Waiting for the next message before this block's last instruction can be placed.
     Pause,
     /// The armed I-CNT is used up.

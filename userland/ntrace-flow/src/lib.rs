@@ -33,11 +33,19 @@ pub struct DecoderOptions {
     pub message: MessageOptions,
     /// Depth of the implicit-return stack; at least the encoder's (0 disables it).
     pub return_stack_depth: usize,
+    /// Produce an element per instruction range. Without them the decoder still follows
+    /// the flow, counts instructions (`FlowStatistics::instructions`) and keeps the block
+    /// profile, and still reports every other element: the fast path for summaries.
+    pub instruction_ranges: bool,
 }
 
 impl Default for DecoderOptions {
     fn default() -> Self {
-        Self { message: MessageOptions::default(), return_stack_depth: DEFAULT_RETURN_STACK_DEPTH }
+        Self {
+            message: MessageOptions::default(),
+            return_stack_depth: DEFAULT_RETURN_STACK_DEPTH,
+            instruction_ranges: true,
+        }
     }
 }
 
@@ -49,6 +57,11 @@ impl DecoderOptions {
 
     pub fn with_return_stack_depth(mut self, depth: usize) -> Self {
         self.return_stack_depth = depth;
+        self
+    }
+
+    pub fn with_instruction_ranges(mut self, ranges: bool) -> Self {
+        self.instruction_ranges = ranges;
         self
     }
 }

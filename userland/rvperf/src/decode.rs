@@ -117,9 +117,12 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
     match (arguments.output, code) {
         (Output::Messages, _) => dump_messages(&trace, message_options, &mut out, &trace_name)?,
         (mode, Some(code)) => {
+            // A summary needs counts and the block profile, not each range: the decoder's
+            // fast path skips building range elements.
             let options = DecoderOptions::default()
                 .with_message(message_options)
-                .with_return_stack_depth(usize::from(arguments.max_stack));
+                .with_return_stack_depth(usize::from(arguments.max_stack))
+                .with_instruction_ranges(mode != Output::Summary);
             decode_flow(&trace, &code, options, mode, arguments.src_bits > 0, &mut out, &trace_name)?;
         }
         (_, None) => unreachable_without_elf()?,
@@ -223,7 +226,6 @@ fn decode_flow(
 ) -> Result<()> {
     let started = Instant::now();
     let mut decoder = FlowDecoder::new(trace.bytes(), &code.image, code.files.clone(), options);
-    let mut instructions: u64 = 0;
     let mut elements: u64 = 0;
     let mut skipped_garbage = false;
     let mut pcs: Vec<u64> = Vec::with_capacity(64);
@@ -254,7 +256,6 @@ fn decode_flow(
         }
         match element.kind {
             ElementKind::InstructionRange { start, last, instructions: count, end, .. } => {
-                instructions += u64::from(count);
                 match mode {
                     Output::Summary | Output::Messages => {}
                     Output::Pcs => {
@@ -329,6 +330,7 @@ fn decode_flow(
     }
     let elapsed = started.elapsed();
     let statistics = decoder.statistics();
+    let instructions = statistics.instructions;
     if statistics.unresolved_units_at_end > 0 {
         eprintln!(
             "rvperf: warning: {trace_name}: the trace ends with {} I-CNT units (16-bit instruction units) not followed by a message that places them; those instructions are not shown",
