@@ -34,7 +34,10 @@ fn run_decode(fixture: &Path, mode: &str) -> String {
     );
     let text = String::from_utf8(output.stdout).expect("utf-8 output");
     // Timing varies from run to run; everything else is deterministic.
-    text.lines().filter(|line| !line.starts_with("decode time:")).map(|line| format!("{line}\n")).collect()
+    text.lines()
+        .filter(|line| !line.starts_with("decode time:"))
+        .map(|line| format!("{line}\n"))
+        .collect()
 }
 
 fn ground_truth(fixture: &Path) -> String {
@@ -43,8 +46,16 @@ fn ground_truth(fixture: &Path) -> String {
         return std::fs::read_to_string(plain).unwrap();
     }
     let compressed = fixture.join("expected-pcs.txt.gz");
-    let output = Command::new("gzip").arg("-dc").arg(&compressed).output().expect("run gzip -dc");
-    assert!(output.status.success(), "cannot read {}", compressed.display());
+    let output = Command::new("gzip")
+        .arg("-dc")
+        .arg(&compressed)
+        .output()
+        .expect("run gzip -dc");
+    assert!(
+        output.status.success(),
+        "cannot read {}",
+        compressed.display()
+    );
     String::from_utf8(output.stdout).unwrap()
 }
 
@@ -58,14 +69,28 @@ fn fixtures_decode_as_recorded() {
         .filter(|path| path.join("trace.nt").is_file())
         .collect();
     fixtures.sort();
-    assert!(fixtures.len() >= 3, "fixtures missing in {}", directory.display());
+    assert!(
+        fixtures.len() >= 3,
+        "fixtures missing in {}",
+        directory.display()
+    );
     let mut checked = 0;
     for fixture in &fixtures {
-        assert!(fixture.join("README.md").is_file(), "{}: every fixture says how it was made", fixture.display());
+        assert!(
+            fixture.join("README.md").is_file(),
+            "{}: every fixture says how it was made",
+            fixture.display()
+        );
         // The decoded PCs are the program's real execution, exactly.
         let pcs = run_decode(fixture, "pcs");
         let truth = ground_truth(fixture);
-        assert!(pcs == truth, "{}: decoded PCs differ from QEMU's ({} vs {} lines)", fixture.display(), pcs.lines().count(), truth.lines().count());
+        assert!(
+            pcs == truth,
+            "{}: decoded PCs differ from QEMU's ({} vs {} lines)",
+            fixture.display(),
+            pcs.lines().count(),
+            truth.lines().count()
+        );
         checked += 1;
         let modes = std::fs::read_to_string(fixture.join("golden-outputs")).unwrap_or_default();
         for mode in modes.split_whitespace() {
@@ -76,10 +101,17 @@ fn fixtures_decode_as_recorded() {
                 continue;
             }
             let expected = std::fs::read_to_string(&expected_path).unwrap_or_else(|_| {
-                panic!("{} is missing: run with RVPERF_BLESS=1 to create it", expected_path.display())
+                panic!(
+                    "{} is missing: run with RVPERF_BLESS=1 to create it",
+                    expected_path.display()
+                )
             });
             if actual != expected {
-                let line = expected.lines().zip(actual.lines()).position(|(a, b)| a != b).unwrap_or(0);
+                let line = expected
+                    .lines()
+                    .zip(actual.lines())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
                 panic!(
                     "{}: output differs from {} at line {}:\n  expected: {}\n  actual:   {}\n(RVPERF_BLESS=1 re-blesses if the change is intended)",
                     fixture.display(),

@@ -16,7 +16,11 @@ use trace_elements::ElementKind;
 /// One encoder configuration of the matrix, with the decoder options that match it.
 fn configuration(index: usize) -> (EncoderOptions, DecoderOptions) {
     let mut options = EncoderOptions::default();
-    options.mode = if index % 2 == 0 { BranchMode::Htm } else { BranchMode::Btm };
+    options.mode = if index % 2 == 0 {
+        BranchMode::Htm
+    } else {
+        BranchMode::Btm
+    };
     options.return_stack_depth = [32, 32, 8, 8, 0, 0][index];
     options.repeated_history = index != 4;
     options.repeat_branch = index != 5;
@@ -35,16 +39,29 @@ fn configuration(index: usize) -> (EncoderOptions, DecoderOptions) {
         .with_address_msb_extension(matches!(index, 0 | 3 | 5))
         .with_address_width(AddressWidth::Bits64);
     // Half the decoders assume the spec's maximum depth, half the encoder's own.
-    let depth = if index % 2 == 0 { 32 } else { options.return_stack_depth };
-    let decoder = DecoderOptions::default().with_message(options.message).with_return_stack_depth(depth);
+    let depth = if index % 2 == 0 {
+        32
+    } else {
+        options.return_stack_depth
+    };
+    let decoder = DecoderOptions::default()
+        .with_message(options.message)
+        .with_return_stack_depth(depth);
     (options, decoder)
 }
 
-fn encode(code: &common::Code, pcs: &[u64], options: EncoderOptions) -> (Vec<u8>, EncoderStatistics) {
-    let mut encoder = TraceEncoder::new(&code.image, code.files.clone(), options).expect("encoder options");
+fn encode(
+    code: &common::Code,
+    pcs: &[u64],
+    options: EncoderOptions,
+) -> (Vec<u8>, EncoderStatistics) {
+    let mut encoder =
+        TraceEncoder::new(&code.image, code.files.clone(), options).expect("encoder options");
     let mut bytes = Vec::new();
     for (index, &pc) in pcs.iter().enumerate() {
-        encoder.retire(pc).unwrap_or_else(|error| panic!("encoding #{index}: {error}"));
+        encoder
+            .retire(pc)
+            .unwrap_or_else(|error| panic!("encoding #{index}: {error}"));
         if index % 65536 == 0 {
             bytes.extend(encoder.take_output());
         }
@@ -62,7 +79,8 @@ fn roundtrip(name: &str) {
         let (options, decoder) = configuration(index);
         let (trace, statistics) = encode(&code, &pcs, options);
         let context = format!("{name} configuration {index} ({options:?})");
-        let decoded = decode_pcs(&trace, &code, decoder).unwrap_or_else(|error| panic!("{context}: {error}"));
+        let decoded =
+            decode_pcs(&trace, &code, decoder).unwrap_or_else(|error| panic!("{context}: {error}"));
         assert_same_pcs(&context, &pcs, &decoded);
         assert_eq!(statistics.instructions, pcs.len() as u64);
         total.implicit_returns += statistics.implicit_returns;
@@ -71,9 +89,18 @@ fn roundtrip(name: &str) {
         total.sync_messages += statistics.sync_messages;
     }
     // The matrix must really exercise the optimisations it claims to test.
-    assert!(total.implicit_returns > 0, "{name}: no implicit return in any configuration");
-    assert!(total.sync_messages > 6, "{name}: no periodic or overflow synchronisation");
-    eprintln!("{name}: {} instructions, matrix totals {total:?}", pcs.len());
+    assert!(
+        total.implicit_returns > 0,
+        "{name}: no implicit return in any configuration"
+    );
+    assert!(
+        total.sync_messages > 6,
+        "{name}: no periodic or overflow synchronisation"
+    );
+    eprintln!(
+        "{name}: {} instructions, matrix totals {total:?}",
+        pcs.len()
+    );
 }
 
 #[test]
@@ -103,7 +130,10 @@ fn tight_loops_with_repeated_history() {
     let code = load("loops");
     let (options, _) = configuration(0);
     let (_, statistics) = encode(&code, &pcs, options);
-    assert!(statistics.repeated_histories > 0, "loops produced no ResourceFull RCODE 2: {statistics:?}");
+    assert!(
+        statistics.repeated_histories > 0,
+        "loops produced no ResourceFull RCODE 2: {statistics:?}"
+    );
 }
 
 #[test]
@@ -134,11 +164,25 @@ fn return_stack_overflow_falls_back_to_explicit_returns() {
     let (_, deep_statistics) = encode(&code, &pcs, deep);
     assert!(shallow_statistics.implicit_returns < deep_statistics.implicit_returns);
     for depth in [8, 32] {
-        let decoded = decode_pcs(&shallow_trace, &code, DecoderOptions::default().with_return_stack_depth(depth)).unwrap();
-        assert_same_pcs(&format!("encoder depth 8, decoder depth {depth}"), &pcs, &decoded);
+        let decoded = decode_pcs(
+            &shallow_trace,
+            &code,
+            DecoderOptions::default().with_return_stack_depth(depth),
+        )
+        .unwrap();
+        assert_same_pcs(
+            &format!("encoder depth 8, decoder depth {depth}"),
+            &pcs,
+            &decoded,
+        );
     }
     // A decoder without a stack cannot follow implicit returns and must say so.
-    let error = decode_pcs(&shallow_trace, &code, DecoderOptions::default().with_return_stack_depth(0)).unwrap_err();
+    let error = decode_pcs(
+        &shallow_trace,
+        &code,
+        DecoderOptions::default().with_return_stack_depth(0),
+    )
+    .unwrap_err();
     assert!(error.to_string().contains("return stack"), "{error}");
 }
 
@@ -151,16 +195,37 @@ fn wrapped_buffer_decodes_from_its_first_sync() {
     let (trace, _) = encode(&code, &pcs, options);
     for cut in [1, 7, 1000, trace.len() / 3, trace.len() / 2 + 5] {
         let tail = &trace[cut..];
-        let mut decoder = ntrace_flow::FlowDecoder::new(tail, &code.image, code.files.clone(), DecoderOptions::default());
+        let mut decoder = ntrace_flow::FlowDecoder::new(
+            tail,
+            &code.image,
+            code.files.clone(),
+            DecoderOptions::default(),
+        );
         decoder.sync_forward();
         let mut decoded = Vec::new();
-        while let Some(element) = decoder.next_element().unwrap_or_else(|error| panic!("cut {cut}: {error}")) {
-            if let ElementKind::InstructionRange { start, instructions, .. } = element.kind {
+        while let Some(element) = decoder
+            .next_element()
+            .unwrap_or_else(|error| panic!("cut {cut}: {error}"))
+        {
+            if let ElementKind::InstructionRange {
+                start,
+                instructions,
+                ..
+            } = element.kind
+            {
                 decoder.for_each_instruction(start, instructions, |pc| decoded.push(pc));
             }
         }
-        assert!(decoded.len() > pcs.len() / 3, "cut {cut}: only {} PCs", decoded.len());
-        assert_same_pcs(&format!("buffer cut at byte {cut}"), &pcs[pcs.len() - decoded.len()..], &decoded);
+        assert!(
+            decoded.len() > pcs.len() / 3,
+            "cut {cut}: only {} PCs",
+            decoded.len()
+        );
+        assert_same_pcs(
+            &format!("buffer cut at byte {cut}"),
+            &pcs[pcs.len() - decoded.len()..],
+            &decoded,
+        );
     }
 }
 
@@ -203,12 +268,19 @@ fn multi_hart_stream_splits_by_src() {
             break;
         }
     }
-    let elements = decode_elements(&merged, &code, DecoderOptions::default().with_message(message_options))
-        .expect("decode merged stream");
+    let elements = decode_elements(
+        &merged,
+        &code,
+        DecoderOptions::default().with_message(message_options),
+    )
+    .expect("decode merged stream");
     for (hart, pcs) in runs.iter().enumerate() {
         let src = hart as u16 + 2;
-        let decoded: Vec<u64> =
-            elements.iter().filter(|(element, _)| element.hart == src).flat_map(|(_, pcs)| pcs.clone()).collect();
+        let decoded: Vec<u64> = elements
+            .iter()
+            .filter(|(element, _)| element.hart == src)
+            .flat_map(|(_, pcs)| pcs.clone())
+            .collect();
         assert_same_pcs(&format!("hart {src}"), pcs, &decoded);
     }
 }
@@ -220,7 +292,12 @@ fn timestamps_are_reconstructed() {
     let mut options = EncoderOptions::default();
     options.message = MessageOptions::default().with_timestamps(true);
     let (trace, _) = encode(&code, &pcs, options);
-    let elements = decode_elements(&trace, &code, DecoderOptions::default().with_message(options.message)).unwrap();
+    let elements = decode_elements(
+        &trace,
+        &code,
+        DecoderOptions::default().with_message(options.message),
+    )
+    .unwrap();
     let times: Vec<u64> = elements
         .iter()
         .filter_map(|(element, _)| match element.kind {
@@ -229,7 +306,10 @@ fn timestamps_are_reconstructed() {
         })
         .collect();
     assert!(times.len() > 100);
-    assert!(times.windows(2).all(|pair| pair[0] <= pair[1]), "timestamps go backwards");
+    assert!(
+        times.windows(2).all(|pair| pair[0] <= pair[1]),
+        "timestamps go backwards"
+    );
     // The encoder stamps messages with the number of instructions retired so far.
     assert_eq!(*times.last().unwrap(), pcs.len() as u64);
 }

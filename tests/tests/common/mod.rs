@@ -2,7 +2,10 @@
 //! retired-instruction streams from `qemu-riscv64`, and rvperf's pieces to replay them.
 //! Missing tools are a failure with the command that installs them, never a skip.
 
-#![allow(dead_code, reason = "each test binary uses a different part of this module")]
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different part of this module"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,7 +21,16 @@ pub const INSTALL_HINT: &str =
     "run tools/install-deps.sh (as root) to install gcc-riscv64-linux-gnu and qemu-user";
 
 /// Every program of tests/programs.
-pub const PROGRAMS: &[&str] = &["fnptr", "recursion", "switch", "longjmp", "loops", "syscalls", "interp", "mixed"];
+pub const PROGRAMS: &[&str] = &[
+    "fnptr",
+    "recursion",
+    "switch",
+    "longjmp",
+    "loops",
+    "syscalls",
+    "interp",
+    "mixed",
+];
 
 pub fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -41,7 +53,10 @@ pub fn programs() -> &'static Path {
             .stdin(Stdio::null())
             .status()
             .expect("cannot run bash tools/testprogs/build.sh");
-        assert!(status.success(), "tools/testprogs/build.sh failed ({status}): {INSTALL_HINT}");
+        assert!(
+            status.success(),
+            "tools/testprogs/build.sh failed ({status}): {INSTALL_HINT}"
+        );
         out
     })
 }
@@ -54,21 +69,32 @@ pub fn program(name: &str) -> PathBuf {
 /// translation block. Cached per test process (several tests replay the same run).
 pub fn retired_pcs(name: &str) -> Vec<u64> {
     static CACHE: Mutex<Vec<(String, Vec<u64>)>> = Mutex::new(Vec::new());
-    if let Some((_, pcs)) = CACHE.lock().unwrap().iter().find(|(cached, _)| cached == name) {
+    if let Some((_, pcs)) = CACHE
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(cached, _)| cached == name)
+    {
         return pcs.clone();
     }
     let qemu = QemuUser::detect().unwrap_or_else(|error| panic!("{error}: {INSTALL_HINT}"));
     static RUNS: AtomicUsize = AtomicUsize::new(0);
     let run = RUNS.fetch_add(1, Ordering::Relaxed);
     let log = scratch().join(format!("{name}.{}.{run}.exec.log", std::process::id()));
-    let run = qemu.run_logged(&program(name), &[], &log).expect("qemu-riscv64 run");
+    let run = qemu
+        .run_logged(&program(name), &[], &log)
+        .expect("qemu-riscv64 run");
     assert!(run.success(), "{name} exited with {}", run.status_code);
     let pcs: Vec<u64> = ExecLogReader::open(&log)
         .expect("open exec log")
         .collect::<Result<_, _>>()
         .expect("parse exec log");
     let _ = std::fs::remove_file(&log);
-    assert!(pcs.len() > 100_000, "{name}: only {} instructions retired", pcs.len());
+    assert!(
+        pcs.len() > 100_000,
+        "{name}: only {} instructions retired",
+        pcs.len()
+    );
     CACHE.lock().unwrap().push((name.to_owned(), pcs.clone()));
     pcs
 }
@@ -86,16 +112,29 @@ pub fn load(name: &str) -> Code {
     let mut symbols = SymbolTable::default();
     let info = load_elf(&mut image, &mut symbols, name, &bytes, None).expect("load ELF");
     let files = FileDecodeInfo::for_image(&image, std::slice::from_ref(&info));
-    Code { image, symbols, files }
+    Code {
+        image,
+        symbols,
+        files,
+    }
 }
 
 /// Decodes `trace` fully and returns every element (errors stop the decode).
-pub fn decode_elements(trace: &[u8], code: &Code, options: DecoderOptions) -> Result<Vec<(TraceElement, Vec<u64>)>, FlowError> {
+pub fn decode_elements(
+    trace: &[u8],
+    code: &Code,
+    options: DecoderOptions,
+) -> Result<Vec<(TraceElement, Vec<u64>)>, FlowError> {
     let mut decoder = FlowDecoder::new(trace, &code.image, code.files.clone(), options);
     let mut elements = Vec::new();
     while let Some(element) = decoder.next_element()? {
         let mut pcs = Vec::new();
-        if let ElementKind::InstructionRange { start, instructions, .. } = element.kind {
+        if let ElementKind::InstructionRange {
+            start,
+            instructions,
+            ..
+        } = element.kind
+        {
             assert!(decoder.for_each_instruction(start, instructions, |pc| pcs.push(pc)));
         }
         elements.push((element, pcs));
@@ -104,8 +143,15 @@ pub fn decode_elements(trace: &[u8], code: &Code, options: DecoderOptions) -> Re
 }
 
 /// Decodes `trace` and returns the retired PCs of every hart in order.
-pub fn decode_pcs(trace: &[u8], code: &Code, options: DecoderOptions) -> Result<Vec<u64>, FlowError> {
-    Ok(decode_elements(trace, code, options)?.into_iter().flat_map(|(_, pcs)| pcs).collect())
+pub fn decode_pcs(
+    trace: &[u8],
+    code: &Code,
+    options: DecoderOptions,
+) -> Result<Vec<u64>, FlowError> {
+    Ok(decode_elements(trace, code, options)?
+        .into_iter()
+        .flat_map(|(_, pcs)| pcs)
+        .collect())
 }
 
 /// Panics with the first difference, in a readable form.
@@ -113,7 +159,11 @@ pub fn assert_same_pcs(context: &str, expected: &[u64], decoded: &[u64]) {
     if expected == decoded {
         return;
     }
-    let first = expected.iter().zip(decoded).position(|(a, b)| a != b).unwrap_or(expected.len().min(decoded.len()));
+    let first = expected
+        .iter()
+        .zip(decoded)
+        .position(|(a, b)| a != b)
+        .unwrap_or(expected.len().min(decoded.len()));
     let window = |pcs: &[u64]| {
         pcs[first.saturating_sub(3)..(first + 3).min(pcs.len())]
             .iter()
@@ -138,7 +188,10 @@ pub fn rvperf_binary() -> PathBuf {
     BINARY
         .get_or_init(|| {
             let executable = std::env::current_exe().expect("current_exe");
-            let profile_directory = executable.parent().and_then(Path::parent).expect("target profile directory");
+            let profile_directory = executable
+                .parent()
+                .and_then(Path::parent)
+                .expect("target profile directory");
             let binary = profile_directory.join("rvperf");
             {
                 let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());

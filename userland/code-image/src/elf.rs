@@ -40,7 +40,10 @@ pub fn load_elf(
     bytes: &[u8],
     load_address: Option<u64>,
 ) -> Result<ElfInfo, ImageError> {
-    let not_elf = |reason: String| ImageError::NotElf { file: name.to_owned(), reason };
+    let not_elf = |reason: String| ImageError::NotElf {
+        file: name.to_owned(),
+        reason,
+    };
     // `object` reads headers in place and needs them aligned; bytes from include_bytes!
     // or from inside another buffer may not be.
     let mut aligned_copy = Vec::new();
@@ -92,12 +95,16 @@ pub fn load_elf(
         image.add_segment(start, data.to_vec(), executable, file_index)?;
     }
     if !has_code {
-        return Err(ImageError::NoCode { file: name.to_owned() });
+        return Err(ImageError::NoCode {
+            file: name.to_owned(),
+        });
     }
 
     let mut jvt_base = None;
     for symbol in file.symbols() {
-        let Ok(symbol_name) = symbol.name() else { continue };
+        let Ok(symbol_name) = symbol.name() else {
+            continue;
+        };
         if symbol_name == "__jvt_base$" {
             jvt_base = Some(symbol.address().wrapping_add(bias));
             continue;
@@ -107,7 +114,12 @@ pub fn load_elf(
         if !is_code || symbol.address() == 0 || !symbol.is_definition() {
             continue;
         }
-        symbols.add(symbol_name, symbol.address().wrapping_add(bias), symbol.size(), file_index);
+        symbols.add(
+            symbol_name,
+            symbol.address().wrapping_add(bias),
+            symbol.size(),
+            file_index,
+        );
     }
     symbols.finish();
 
@@ -116,7 +128,8 @@ pub fn load_elf(
         .and_then(|section| section.data().ok())
         .and_then(arch_string);
     let has_extension = |extension: &str| {
-        arch.as_deref().is_some_and(|arch| arch.split('_').any(|part| part.starts_with(extension)))
+        arch.as_deref()
+            .is_some_and(|arch| arch.split('_').any(|part| part.starts_with(extension)))
     };
     Ok(ElfInfo {
         file_index,
@@ -135,9 +148,14 @@ pub fn load_elf(
 /// NUL-terminated `rv32`/`rv64` string is enough: no other attribute holds such text, and
 /// it avoids depending on the exact sub-section layout that toolchains have varied.
 fn arch_string(section: &[u8]) -> Option<String> {
-    let start = section.windows(4).position(|window| window == b"rv64" || window == b"rv32")?;
+    let start = section
+        .windows(4)
+        .position(|window| window == b"rv64" || window == b"rv32")?;
     let rest = &section[start..];
-    let end = rest.iter().position(|&byte| byte == 0).unwrap_or(rest.len());
+    let end = rest
+        .iter()
+        .position(|&byte| byte == 0)
+        .unwrap_or(rest.len());
     std::str::from_utf8(&rest[..end]).ok().map(str::to_owned)
 }
 
@@ -154,7 +172,11 @@ mod tests {
 
     #[test]
     fn loads_an_elf_at_any_alignment() {
-        let program = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/ntrace/tiny-htm/program")).unwrap();
+        let program = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/ntrace/tiny-htm/program"
+        ))
+        .unwrap();
         for shift in 0..8 {
             let mut buffer = vec![0u8; shift];
             buffer.extend_from_slice(&program);
@@ -162,7 +184,9 @@ mod tests {
             let mut symbols = SymbolTable::default();
             let info = load_elf(&mut image, &mut symbols, "tiny", &buffer[shift..], None).unwrap();
             assert_eq!(info.xlen, Xlen::Rv64);
-            assert!(symbols.lookup(info.entry).is_some_and(|(symbol, _)| symbol.name == "_start"));
+            assert!(symbols
+                .lookup(info.entry)
+                .is_some_and(|(symbol, _)| symbol.name == "_start"));
         }
     }
 
@@ -170,7 +194,11 @@ mod tests {
     fn rejects_what_is_not_an_elf() {
         let mut image = CodeImage::new();
         let mut symbols = SymbolTable::default();
-        let error = load_elf(&mut image, &mut symbols, "junk", b"not an elf at all", None).unwrap_err();
-        assert!(error.to_string().starts_with("junk: not an ELF file"), "{error}");
+        let error =
+            load_elf(&mut image, &mut symbols, "junk", b"not an elf at all", None).unwrap_err();
+        assert!(
+            error.to_string().starts_with("junk: not an ELF file"),
+            "{error}"
+        );
     }
 }

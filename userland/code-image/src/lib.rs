@@ -37,7 +37,9 @@ pub enum ImageError {
         other_start: u64,
         other_end: u64,
     },
-    #[error("{file}: load address 0x{load_address:x} moves a segment past the end of the address space")]
+    #[error(
+        "{file}: load address 0x{load_address:x} moves a segment past the end of the address space"
+    )]
     BadLoadAddress { file: String, load_address: u64 },
 }
 
@@ -98,13 +100,22 @@ impl CodeImage {
         let file_name = self.files.get(file).cloned().unwrap_or_default();
         let end = start
             .checked_add(data.len() as u64)
-            .ok_or(ImageError::BadLoadAddress { file: file_name.clone(), load_address: start })?;
+            .ok_or(ImageError::BadLoadAddress {
+                file: file_name.clone(),
+                load_address: start,
+            })?;
         if start == end {
             return Ok(());
         }
-        let position = self.segments.partition_point(|segment| segment.start < start);
+        let position = self
+            .segments
+            .partition_point(|segment| segment.start < start);
         let neighbours = [position.checked_sub(1), Some(position)];
-        for other in neighbours.into_iter().flatten().filter_map(|index| self.segments.get(index)) {
+        for other in neighbours
+            .into_iter()
+            .flatten()
+            .filter_map(|index| self.segments.get(index))
+        {
             if other.start < end && start < other.end {
                 return Err(ImageError::Overlap {
                     file: file_name,
@@ -116,14 +127,25 @@ impl CodeImage {
                 });
             }
         }
-        self.segments.insert(position, Segment { start, end, executable, file, data: data.into() });
+        self.segments.insert(
+            position,
+            Segment {
+                start,
+                end,
+                executable,
+                file,
+                data: data.into(),
+            },
+        );
         Ok(())
     }
 
     /// The index of the segment holding `address`.
     #[inline]
     pub fn segment_index(&self, address: u64) -> Option<usize> {
-        let position = self.segments.partition_point(|segment| segment.start <= address);
+        let position = self
+            .segments
+            .partition_point(|segment| segment.start <= address);
         let index = position.checked_sub(1)?;
         let segment = &self.segments[index];
         (address < segment.end).then_some(index)
@@ -139,7 +161,9 @@ impl CodeImage {
     pub fn read(&self, mut address: u64, out: &mut [u8]) -> usize {
         let mut done = 0;
         while done < out.len() {
-            let Some(index) = self.segment_index(address) else { break };
+            let Some(index) = self.segment_index(address) else {
+                break;
+            };
             let segment = &self.segments[index];
             let offset = (address - segment.start) as usize;
             let available = &segment.data[offset..];
@@ -160,7 +184,9 @@ impl CodeImage {
     /// The file name of the segment holding `address`.
     pub fn file_of(&self, address: u64) -> Option<&str> {
         let index = self.segment_index(address)?;
-        self.files.get(self.segments[index].file).map(String::as_str)
+        self.files
+            .get(self.segments[index].file)
+            .map(String::as_str)
     }
 }
 
@@ -172,7 +198,9 @@ mod tests {
     fn reads_across_adjacent_segments_and_reports_short_reads() {
         let mut image = CodeImage::new();
         let file = image.add_file("a");
-        image.add_segment(0x1000, vec![1, 2, 3, 4], true, file).unwrap();
+        image
+            .add_segment(0x1000, vec![1, 2, 3, 4], true, file)
+            .unwrap();
         image.add_segment(0x1004, vec![5, 6], true, file).unwrap();
         let mut out = [0u8; 8];
         assert_eq!(image.read(0x1002, &mut out), 4);
@@ -188,9 +216,18 @@ mod tests {
         let first = image.add_file("first");
         let second = image.add_file("second");
         image.add_segment(0x1000, vec![0; 16], true, first).unwrap();
-        let error = image.add_segment(0x100c, vec![0; 16], true, second).unwrap_err();
-        assert!(error.to_string().contains("overlaps 0x1000..0x1010 of first"), "{error}");
-        image.add_segment(0x1010, vec![0; 16], true, second).unwrap();
+        let error = image
+            .add_segment(0x100c, vec![0; 16], true, second)
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("overlaps 0x1000..0x1010 of first"),
+            "{error}"
+        );
+        image
+            .add_segment(0x1010, vec![0; 16], true, second)
+            .unwrap();
         assert_eq!(image.file_of(0x1011), Some("second"));
         assert_eq!(image.segment_index(0x1020), None);
     }

@@ -27,13 +27,19 @@ impl SymbolTable {
         let name = rustc_demangle::try_demangle(name)
             .map(|demangled| format!("{demangled:#}"))
             .unwrap_or_else(|_| name.to_owned());
-        self.symbols.push(Symbol { start, size, file, name });
+        self.symbols.push(Symbol {
+            start,
+            size,
+            file,
+            name,
+        });
         self.sorted = false;
     }
 
     /// Sorts and removes duplicate aliases at one address, preferring sized global names.
     pub fn finish(&mut self) {
-        self.symbols.sort_by(|a, b| a.start.cmp(&b.start).then(b.size.cmp(&a.size)));
+        self.symbols
+            .sort_by(|a, b| a.start.cmp(&b.start).then(b.size.cmp(&a.size)));
         self.symbols.dedup_by_key(|symbol| symbol.start);
         self.sorted = true;
     }
@@ -53,13 +59,17 @@ impl SymbolTable {
     /// The index of the function containing `address`.
     pub fn lookup_index(&self, address: u64) -> Option<usize> {
         debug_assert!(self.sorted, "SymbolTable::finish was not called");
-        let position = self.symbols.partition_point(|symbol| symbol.start <= address);
+        let position = self
+            .symbols
+            .partition_point(|symbol| symbol.start <= address);
         let index = position.checked_sub(1)?;
         let symbol = &self.symbols[index];
         let inside = if symbol.size > 0 {
             address - symbol.start < symbol.size
         } else {
-            self.symbols.get(index + 1).is_none_or(|next| address < next.start)
+            self.symbols
+                .get(index + 1)
+                .is_none_or(|next| address < next.start)
         };
         inside.then_some(index)
     }
@@ -85,9 +95,15 @@ mod tests {
         table.add("helper", 0x200, 0, 0);
         table.finish();
         assert_eq!(table.len(), 2);
-        assert_eq!(table.lookup(0x13e).map(|(s, o)| (s.name.as_str(), o)), Some(("main", 0x3e)));
+        assert_eq!(
+            table.lookup(0x13e).map(|(s, o)| (s.name.as_str(), o)),
+            Some(("main", 0x3e))
+        );
         assert_eq!(table.lookup(0x140), None, "past main's size");
-        assert_eq!(table.lookup(0x9999).map(|(s, _)| s.name.as_str()), Some("helper"));
+        assert_eq!(
+            table.lookup(0x9999).map(|(s, _)| s.name.as_str()),
+            Some("helper")
+        );
         assert_eq!(table.lookup(0x50), None);
     }
 

@@ -5,11 +5,12 @@ use std::path::Path;
 
 use code_image::{load_elf, CodeImage, SymbolTable};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, TraceEncoder, EncoderOptions};
+use ntrace_flow::{DecoderOptions, EncoderOptions, FileDecodeInfo, FlowDecoder, TraceEncoder};
 use trace_elements::ElementKind;
 
 fn fixture() -> (CodeImage, Vec<FileDecodeInfo>, Vec<u8>) {
-    let directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/ntrace/interp");
+    let directory =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/ntrace/interp");
     let elf = std::fs::read(directory.join("program")).expect("fixture program");
     let trace = std::fs::read(directory.join("trace.nt")).expect("fixture trace");
     let mut image = CodeImage::new();
@@ -23,10 +24,16 @@ fn decode_all(image: &CodeImage, files: &[FileDecodeInfo], trace: &[u8], pcs: bo
     let mut decoder = FlowDecoder::new(trace, image, files.to_vec(), DecoderOptions::default());
     let (mut instructions, mut checksum) = (0u64, 0u64);
     while let Some(element) = decoder.next_element().unwrap() {
-        if let ElementKind::InstructionRange { start, instructions: count, .. } = element.kind {
+        if let ElementKind::InstructionRange {
+            start,
+            instructions: count,
+            ..
+        } = element.kind
+        {
             instructions += u64::from(count);
             if pcs {
-                decoder.for_each_instruction(start, count, |pc| checksum = checksum.wrapping_add(pc));
+                decoder
+                    .for_each_instruction(start, count, |pc| checksum = checksum.wrapping_add(pc));
             }
         }
     }
@@ -41,19 +48,27 @@ fn benchmarks(criterion: &mut Criterion) {
     group.bench_function("decode ranges (summary)", |bench| {
         bench.iter(|| decode_all(&image, &files, &trace, false))
     });
-    group.bench_function("decode every pc", |bench| bench.iter(|| decode_all(&image, &files, &trace, true)));
+    group.bench_function("decode every pc", |bench| {
+        bench.iter(|| decode_all(&image, &files, &trace, true))
+    });
 
     // The encoder model, fed the decoded PCs back.
     let mut decoder = FlowDecoder::new(&trace, &image, files.clone(), DecoderOptions::default());
     let mut pcs = Vec::new();
     while let Some(element) = decoder.next_element().unwrap() {
-        if let ElementKind::InstructionRange { start, instructions, .. } = element.kind {
+        if let ElementKind::InstructionRange {
+            start,
+            instructions,
+            ..
+        } = element.kind
+        {
             decoder.for_each_instruction(start, instructions, |pc| pcs.push(pc));
         }
     }
     group.bench_function("encode", |bench| {
         bench.iter(|| {
-            let mut encoder = TraceEncoder::new(&image, files.clone(), EncoderOptions::default()).unwrap();
+            let mut encoder =
+                TraceEncoder::new(&image, files.clone(), EncoderOptions::default()).unwrap();
             for &pc in &pcs {
                 encoder.retire(pc).unwrap();
             }

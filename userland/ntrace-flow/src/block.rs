@@ -51,7 +51,13 @@ impl FileDecodeInfo {
     /// Decoding options of every file loaded in `image`, by file index, from the ELF
     /// facts `load_elf` returned (register width, Zcmp/Zcmt, jump vector table).
     pub fn for_image(image: &CodeImage, elves: &[code_image::ElfInfo]) -> Vec<FileDecodeInfo> {
-        let mut files = vec![FileDecodeInfo { options: DecodeOptions::default(), jvt_base: None }; image.files().len()];
+        let mut files = vec![
+            FileDecodeInfo {
+                options: DecodeOptions::default(),
+                jvt_base: None
+            };
+            image.files().len()
+        ];
         for elf in elves {
             let xlen = match elf.xlen {
                 code_image::Xlen::Rv32 => Xlen::Rv32,
@@ -61,7 +67,10 @@ impl FileDecodeInfo {
             options.zcmp = elf.zcmp;
             options.zcmt = elf.zcmt;
             if let Some(slot) = files.get_mut(elf.file_index) {
-                *slot = FileDecodeInfo { options, jvt_base: elf.jvt_base };
+                *slot = FileDecodeInfo {
+                    options,
+                    jvt_base: elf.jvt_base,
+                };
             }
         }
         files
@@ -82,11 +91,20 @@ pub(crate) enum IndirectKind {
 pub(crate) enum Terminator {
     /// No control transfer: the block hit its size limit or undecodable bytes follow.
     Fallthrough,
-    Branch { target: u64 },
+    Branch {
+        target: u64,
+    },
     /// Direct jumps, and Zcmt table jumps whose table is known.
-    Jump { target: u64, links: bool },
+    Jump {
+        target: u64,
+        links: bool,
+    },
     /// Needs the trace (or the return stack, or a preceding constant load) for its target.
-    Indirect { kind: IndirectKind, inferred_target: Option<u64>, links: bool },
+    Indirect {
+        kind: IndirectKind,
+        inferred_target: Option<u64>,
+        links: bool,
+    },
     /// `ecall`/`ebreak`: retires, then traps.
     EnvironmentCall,
 }
@@ -244,7 +262,11 @@ impl BlockCache {
     pub(crate) fn cached(&self, address: u64) -> Option<&Block> {
         let page = address >> PAGE_SHIFT;
         let (key, table) = self.tlb[(page as usize) % TLB_ENTRIES];
-        let table = if key == page.wrapping_add(1) { table } else { *self.pages.get(&page)? };
+        let table = if key == page.wrapping_add(1) {
+            table
+        } else {
+            *self.pages.get(&page)?
+        };
         let slot = ((address & ((1 << PAGE_SHIFT) - 1)) >> 1) as usize;
         let entry = self.tables[table as usize][slot];
         (entry != 0).then(|| &self.blocks[(entry - 1) as usize])
@@ -263,7 +285,10 @@ pub(crate) fn decode_at(
         return Err(BlockError::Unmapped);
     }
     let first = u16::from_le_bytes([bytes[0], bytes[1]]);
-    let needed = riscv_insn::instruction_length(first).bytes().map_or(4, usize::from).min(4);
+    let needed = riscv_insn::instruction_length(first)
+        .bytes()
+        .map_or(4, usize::from)
+        .min(4);
     if available < needed {
         return Err(BlockError::Unmapped);
     }
@@ -271,10 +296,17 @@ pub(crate) fn decode_at(
 }
 
 /// How to decode the code at `address`: the options of the file that maps it.
-pub(crate) fn file_info(image: &CodeImage, files: &[FileDecodeInfo], address: u64) -> Option<FileDecodeInfo> {
+pub(crate) fn file_info(
+    image: &CodeImage,
+    files: &[FileDecodeInfo],
+    address: u64,
+) -> Option<FileDecodeInfo> {
     let segment = image.segment_index(address)?;
     let file = image.segment(segment)?.file;
-    Some(files.get(file).copied().unwrap_or(FileDecodeInfo { options: DecodeOptions::default(), jvt_base: None }))
+    Some(files.get(file).copied().unwrap_or(FileDecodeInfo {
+        options: DecodeOptions::default(),
+        jvt_base: None,
+    }))
 }
 
 pub(crate) fn xlen_mask(xlen: Xlen, address: u64) -> u64 {
@@ -284,7 +316,11 @@ pub(crate) fn xlen_mask(xlen: Xlen, address: u64) -> u64 {
     }
 }
 
-fn build_block(image: &CodeImage, files: &[FileDecodeInfo], start: u64) -> Result<Block, BlockError> {
+fn build_block(
+    image: &CodeImage,
+    files: &[FileDecodeInfo],
+    start: u64,
+) -> Result<Block, BlockError> {
     let info = file_info(image, files, start).ok_or(BlockError::Unmapped)?;
     let xlen = info.options.xlen;
     let mut address = start;
@@ -315,12 +351,17 @@ fn build_block(image: &CodeImage, files: &[FileDecodeInfo], start: u64) -> Resul
         block.next = next;
         let terminator = match instruction.control_flow {
             ControlFlow::Sequential => None,
-            ControlFlow::Branch { .. } => {
-                instruction.direct_target(address, xlen).map(|target| Terminator::Branch { target })
-            }
-            ControlFlow::Jump { .. } => instruction
+            ControlFlow::Branch { .. } => instruction
                 .direct_target(address, xlen)
-                .map(|target| Terminator::Jump { target, links: instruction.links() }),
+                .map(|target| Terminator::Branch { target }),
+            ControlFlow::Jump { .. } => {
+                instruction
+                    .direct_target(address, xlen)
+                    .map(|target| Terminator::Jump {
+                        target,
+                        links: instruction.links(),
+                    })
+            }
             ControlFlow::JumpRegister { rs1, offset, .. } => {
                 let kind = match instruction.itype(false) {
                     Itype::UninferableCall => IndirectKind::Call,
@@ -328,10 +369,17 @@ fn build_block(image: &CodeImage, files: &[FileDecodeInfo], start: u64) -> Resul
                     Itype::Return => IndirectKind::Return,
                     _ => IndirectKind::Other,
                 };
-                let inferred_target = constant.filter(|&(register, _)| register == rs1).map(|(_, value)| {
-                    xlen_mask(xlen, value.wrapping_add(offset as i64 as u64)) & !1
-                });
-                Some(Terminator::Indirect { kind, inferred_target, links: instruction.links() })
+                let inferred_target =
+                    constant
+                        .filter(|&(register, _)| register == rs1)
+                        .map(|(_, value)| {
+                            xlen_mask(xlen, value.wrapping_add(offset as i64 as u64)) & !1
+                        });
+                Some(Terminator::Indirect {
+                    kind,
+                    inferred_target,
+                    links: instruction.links(),
+                })
             }
             ControlFlow::TableJump { index } => {
                 let links = index >= 32;
@@ -339,14 +387,23 @@ fn build_block(image: &CodeImage, files: &[FileDecodeInfo], start: u64) -> Resul
                 let target = info.jvt_base.and_then(|base| {
                     let entry = base.wrapping_add(u64::from(index) * entry_size);
                     match xlen {
-                        Xlen::Rv32 => image.read_le::<4>(entry).map(|b| u64::from(u32::from_le_bytes(b))),
+                        Xlen::Rv32 => image
+                            .read_le::<4>(entry)
+                            .map(|b| u64::from(u32::from_le_bytes(b))),
                         Xlen::Rv64 => image.read_le::<8>(entry).map(u64::from_le_bytes),
                     }
                 });
                 Some(match target {
-                    Some(target) => Terminator::Jump { target: target & !1, links },
+                    Some(target) => Terminator::Jump {
+                        target: target & !1,
+                        links,
+                    },
                     None => Terminator::Indirect {
-                        kind: if links { IndirectKind::Call } else { IndirectKind::Other },
+                        kind: if links {
+                            IndirectKind::Call
+                        } else {
+                            IndirectKind::Other
+                        },
                         inferred_target: None,
                         links,
                     },
@@ -387,7 +444,10 @@ mod tests {
     }
 
     fn files() -> Vec<FileDecodeInfo> {
-        vec![FileDecodeInfo { options: DecodeOptions::default(), jvt_base: None }]
+        vec![FileDecodeInfo {
+            options: DecodeOptions::default(),
+            jvt_base: None,
+        }]
     }
 
     #[test]
@@ -405,7 +465,11 @@ mod tests {
         assert_eq!(block.terminator, Terminator::Branch { target: 0x1000 });
         assert_eq!(block.prefix(3), Some((2, 0x1002, 0x1006)));
         assert_eq!(block.prefix(2), None, "ends inside the 32-bit addi");
-        assert_eq!(cache.lookup(&image, &files(), 0x1000).unwrap(), index, "cached");
+        assert_eq!(
+            cache.lookup(&image, &files(), 0x1000).unwrap(),
+            index,
+            "cached"
+        );
         assert_eq!(cache.len(), 1);
     }
 
@@ -419,7 +483,11 @@ mod tests {
         let block = *cache.block(index);
         assert_eq!(
             block.terminator,
-            Terminator::Indirect { kind: IndirectKind::Call, inferred_target: Some(0x2010), links: true }
+            Terminator::Indirect {
+                kind: IndirectKind::Call,
+                inferred_target: Some(0x2010),
+                links: true
+            }
         );
     }
 
@@ -427,7 +495,13 @@ mod tests {
     fn reports_unmapped_and_odd_addresses() {
         let image = image(&[0x0001]);
         let mut cache = BlockCache::default();
-        assert_eq!(cache.lookup(&image, &files(), 0x2000), Err(BlockError::Unmapped));
-        assert_eq!(cache.lookup(&image, &files(), 0x1001), Err(BlockError::Misaligned));
+        assert_eq!(
+            cache.lookup(&image, &files(), 0x2000),
+            Err(BlockError::Unmapped)
+        );
+        assert_eq!(
+            cache.lookup(&image, &files(), 0x1001),
+            Err(BlockError::Misaligned)
+        );
     }
 }

@@ -23,10 +23,17 @@ use crate::{DecoderOptions, FlowError};
 enum WalkEnd {
     /// DirectBranch(Sync): the last instruction is a taken conditional branch. The sync
     /// variant also carries the target, which must agree.
-    TakenBranch { target: Option<u64>, sync: Option<SyncReason> },
+    TakenBranch {
+        target: Option<u64>,
+        sync: Option<SyncReason>,
+    },
     /// The next instruction is at `target`: an indirect jump's target when `btype` is
     /// Indirect, a trap handler otherwise; sync messages say where execution continues.
-    Address { target: u64, btype: BranchType, sync: Option<SyncReason> },
+    Address {
+        target: u64,
+        btype: BranchType,
+        sync: Option<SyncReason>,
+    },
     /// ProgTraceCorrelation: trace stopped after the walked instructions.
     Stop { evcode: u8 },
 }
@@ -224,7 +231,12 @@ impl<'a> FlowDecoder<'a> {
     /// which must be the start of an [`ElementKind::InstructionRange`] this decoder
     /// produced. Returns false if `start` is not such an address.
     #[inline]
-    pub fn for_each_instruction(&self, start: u64, instructions: u32, mut visit: impl FnMut(u64)) -> bool {
+    pub fn for_each_instruction(
+        &self,
+        start: u64,
+        instructions: u32,
+        mut visit: impl FnMut(u64),
+    ) -> bool {
         let mut block = match self.cache.blocks.get(self.last_block as usize) {
             Some(block) if block.start == start => block,
             _ => match self.cache.cached(start) {
@@ -290,7 +302,9 @@ impl<'a> FlowDecoder<'a> {
                 Ok(Some(message)) => {
                     if let Err(error) = self.apply(message) {
                         self.active = None;
-                        if let Some(hart) = self.harts.iter_mut().find(|hart| hart.src == message.src) {
+                        if let Some(hart) =
+                            self.harts.iter_mut().find(|hart| hart.src == message.src)
+                        {
                             hart.unsync();
                         }
                         self.pending_error = Some(error);
@@ -328,7 +342,10 @@ impl<'a> FlowDecoder<'a> {
             && self.ready.last().is_some_and(|(element, _)| {
                 matches!(
                     element.kind,
-                    ElementKind::InstructionRange { end: RangeEnd::BranchNotTaken | RangeEnd::Sequential, .. }
+                    ElementKind::InstructionRange {
+                        end: RangeEnd::BranchNotTaken | RangeEnd::Sequential,
+                        ..
+                    }
                 )
             })
     }
@@ -337,13 +354,15 @@ impl<'a> FlowDecoder<'a> {
         if let Some(index) = self.harts.iter().position(|hart| hart.src == src) {
             return index;
         }
-        self.harts.push(Hart::new(src, self.options.return_stack_depth));
+        self.harts
+            .push(Hart::new(src, self.options.return_stack_depth));
         self.harts.len() - 1
     }
 
     fn queue(&mut self, hart: usize, offset: u64, kind: ElementKind) {
         let hart = self.harts[hart].src;
-        self.ready.push((TraceElement { hart, offset, kind }, NO_BLOCK));
+        self.ready
+            .push((TraceElement { hart, offset, kind }, NO_BLOCK));
     }
 
     fn apply(&mut self, message: Message) -> Result<(), FlowError> {
@@ -357,16 +376,27 @@ impl<'a> FlowDecoder<'a> {
         // Timestamps: absolute in sync messages, relative to the previous one otherwise (8.7).
         let time = message.timestamp.map(|stamp| {
             let hart = &mut self.harts[h];
-            hart.time = if is_sync { stamp } else { hart.time.wrapping_add(stamp) };
+            hart.time = if is_sync {
+                stamp
+            } else {
+                hart.time.wrapping_add(stamp)
+            };
             hart.time
         });
         match message.body {
             Body::Error { etype, ecode } => {
                 self.statistics.gaps += 1;
                 self.harts[h].unsync();
-                self.queue(h, offset, ElementKind::Gap {
-                    reason: GapReason::EncoderOverflow { error_type: etype, error_code: ecode },
-                });
+                self.queue(
+                    h,
+                    offset,
+                    ElementKind::Gap {
+                        reason: GapReason::EncoderOverflow {
+                            error_type: etype,
+                            error_code: ecode,
+                        },
+                    },
+                );
                 return Ok(());
             }
             Body::Other { tcode } => {
@@ -386,10 +416,21 @@ impl<'a> FlowDecoder<'a> {
             hart.synced = true;
             hart.jump_to(Some(faddr));
             hart.last_address = faddr;
-            let reason = if hart.ever_synced { TraceOnReason::Restart } else { TraceOnReason::Start };
+            let reason = if hart.ever_synced {
+                TraceOnReason::Restart
+            } else {
+                TraceOnReason::Start
+            };
             hart.ever_synced = true;
             let _ = sync;
-            self.queue(h, offset, ElementKind::TraceOn { address: faddr, reason });
+            self.queue(
+                h,
+                offset,
+                ElementKind::TraceOn {
+                    address: faddr,
+                    reason,
+                },
+            );
             if let Some(time) = time {
                 self.queue(h, offset, ElementKind::Timestamp { time });
             }
@@ -399,46 +440,98 @@ impl<'a> FlowDecoder<'a> {
         match message.body {
             Body::Ownership { process } => {
                 let context = (process.format >= 2).then_some(process.context);
-                self.queue(h, offset, ElementKind::ContextChange {
-                    privilege: process.privilege,
-                    virtualized: process.virtualized,
-                    context,
-                });
+                self.queue(
+                    h,
+                    offset,
+                    ElementKind::ContextChange {
+                        privilege: process.privilege,
+                        virtualized: process.virtualized,
+                        context,
+                    },
+                );
                 self.flush_time(h, offset);
             }
             Body::DirectBranch { icnt } => {
-                let end = WalkEnd::TakenBranch { target: None, sync: None };
+                let end = WalkEnd::TakenBranch {
+                    target: None,
+                    sync: None,
+                };
                 self.arm_branch(h, offset, icnt, None, end)?;
             }
             Body::IndirectBranch { btype, icnt, uaddr } => {
                 let target = hart.last_address ^ uaddr;
                 hart.last_address = target;
-                self.arm_branch(h, offset, icnt, None, WalkEnd::Address { target, btype, sync: None })?;
+                self.arm_branch(
+                    h,
+                    offset,
+                    icnt,
+                    None,
+                    WalkEnd::Address {
+                        target,
+                        btype,
+                        sync: None,
+                    },
+                )?;
             }
-            Body::IndirectBranchHist { btype, icnt, uaddr, hist } => {
+            Body::IndirectBranchHist {
+                btype,
+                icnt,
+                uaddr,
+                hist,
+            } => {
                 let target = hart.last_address ^ uaddr;
                 hart.last_address = target;
-                let end = WalkEnd::Address { target, btype, sync: None };
+                let end = WalkEnd::Address {
+                    target,
+                    btype,
+                    sync: None,
+                };
                 self.arm_branch(h, offset, icnt, Some(hist), end)?;
             }
             Body::ProgTraceSync { sync, icnt, faddr } => {
                 hart.last_address = faddr;
-                let end = WalkEnd::Address { target: faddr, btype: BranchType::Indirect, sync: Some(sync) };
+                let end = WalkEnd::Address {
+                    target: faddr,
+                    btype: BranchType::Indirect,
+                    sync: Some(sync),
+                };
                 self.arm(h, offset, icnt, None, Some(end))?;
             }
             Body::DirectBranchSync { sync, icnt, faddr } => {
                 hart.last_address = faddr;
-                let end = WalkEnd::TakenBranch { target: Some(faddr), sync: Some(sync) };
+                let end = WalkEnd::TakenBranch {
+                    target: Some(faddr),
+                    sync: Some(sync),
+                };
                 self.arm_branch(h, offset, icnt, None, end)?;
             }
-            Body::IndirectBranchSync { sync, btype, icnt, faddr } => {
+            Body::IndirectBranchSync {
+                sync,
+                btype,
+                icnt,
+                faddr,
+            } => {
                 hart.last_address = faddr;
-                let end = WalkEnd::Address { target: faddr, btype, sync: Some(sync) };
+                let end = WalkEnd::Address {
+                    target: faddr,
+                    btype,
+                    sync: Some(sync),
+                };
                 self.arm_branch(h, offset, icnt, None, end)?;
             }
-            Body::IndirectBranchHistSync { sync, btype, icnt, faddr, hist } => {
+            Body::IndirectBranchHistSync {
+                sync,
+                btype,
+                icnt,
+                faddr,
+                hist,
+            } => {
                 hart.last_address = faddr;
-                let end = WalkEnd::Address { target: faddr, btype, sync: Some(sync) };
+                let end = WalkEnd::Address {
+                    target: faddr,
+                    btype,
+                    sync: Some(sync),
+                };
                 self.arm_branch(h, offset, icnt, Some(hist), end)?;
             }
             Body::ResourceFull(resource) => match resource {
@@ -466,7 +559,12 @@ impl<'a> FlowDecoder<'a> {
                     self.arm(h, offset, repeat.icnt, repeat.hist, Some(repeat.end))?;
                 }
             }
-            Body::ProgTraceCorrelation { evcode, cdf: _, icnt, hist } => {
+            Body::ProgTraceCorrelation {
+                evcode,
+                cdf: _,
+                icnt,
+                hist,
+            } => {
                 self.arm(h, offset, icnt, hist, Some(WalkEnd::Stop { evcode }))?;
             }
             Body::Error { .. } | Body::Other { .. } => {}
@@ -501,7 +599,9 @@ impl<'a> FlowDecoder<'a> {
             .checked_add(icnt)
             .ok_or(FlowError::IcntOverflow { offset })?;
         if let Some(hist) = hist {
-            hart.history.push(hist, 1).map_err(|_| FlowError::MissingStopBit { offset })?;
+            hart.history
+                .push(hist, 1)
+                .map_err(|_| FlowError::MissingStopBit { offset })?;
         }
         if end.is_some() {
             hart.last = LastInstruction::default();
@@ -555,11 +655,22 @@ impl<'a> FlowDecoder<'a> {
         let index = if hart.pc_block != NO_BLOCK {
             hart.pc_block as usize
         } else {
-            let index = cache.lookup(self.image, &self.files, pc).map_err(|error| match error {
-                BlockError::Unmapped => FlowError::Unmapped { offset, address: pc },
-                BlockError::Undecodable => FlowError::Undecodable { offset, address: pc },
-                BlockError::Misaligned => FlowError::Misaligned { offset, address: pc },
-            })?;
+            let index = cache
+                .lookup(self.image, &self.files, pc)
+                .map_err(|error| match error {
+                    BlockError::Unmapped => FlowError::Unmapped {
+                        offset,
+                        address: pc,
+                    },
+                    BlockError::Undecodable => FlowError::Undecodable {
+                        offset,
+                        address: pc,
+                    },
+                    BlockError::Misaligned => FlowError::Misaligned {
+                        offset,
+                        address: pc,
+                    },
+                })?;
             let (from, slot) = hart.link_from;
             if from != NO_BLOCK {
                 cache.blocks[from as usize].successors[usize::from(slot)] = index;
@@ -574,15 +685,27 @@ impl<'a> FlowDecoder<'a> {
         if u64::from(block.units) > hart.pending_units {
             // The walk ends inside this block, before its last instruction completes.
             let Some((count, last, next)) = block.prefix(hart.pending_units) else {
-                return Err(FlowError::IcntInsideInstruction { offset, block_start: pc });
+                return Err(FlowError::IcntInsideInstruction {
+                    offset,
+                    block_start: pc,
+                });
             };
             hart.pending_units = 0;
             hart.jump_to(Some(next));
             cache.executed[index] += u64::from(count);
-            hart.last = LastInstruction { address: last, end: Some(RangeEnd::Sequential) };
+            hart.last = LastInstruction {
+                address: last,
+                end: Some(RangeEnd::Sequential),
+            };
             self.statistics.instructions += u64::from(count);
             if self.options.instruction_ranges {
-                push_range(ready, hart.src, offset, (pc, last, count, RangeEnd::Sequential, Some(next)), index as u32);
+                push_range(
+                    ready,
+                    hart.src,
+                    offset,
+                    (pc, last, count, RangeEnd::Sequential, Some(next)),
+                    index as u32,
+                );
             }
             return Ok(Stepped::Element);
         }
@@ -617,26 +740,44 @@ impl<'a> FlowDecoder<'a> {
                     hart.stack.push(block.next);
                 }
                 slot = Some(1);
-                (Some(target), if links { RangeEnd::Call } else { RangeEnd::Jump })
+                (
+                    Some(target),
+                    if links {
+                        RangeEnd::Call
+                    } else {
+                        RangeEnd::Jump
+                    },
+                )
             }
             Terminator::EnvironmentCall => {
                 // An encoder that reports ecall as an indirect call (B-TYPE 0, as the
                 // reference encoder does) also pushed its return address: mirror it.
                 if remaining == 0
-                    && matches!(hart.end, Some(WalkEnd::Address { btype: BranchType::Indirect, .. }))
+                    && matches!(
+                        hart.end,
+                        Some(WalkEnd::Address {
+                            btype: BranchType::Indirect,
+                            ..
+                        })
+                    )
                 {
                     hart.stack.push(block.next);
                 }
                 slot = Some(0);
                 (Some(block.next), RangeEnd::EnvironmentCall)
             }
-            Terminator::Indirect { kind, inferred_target, links } => {
+            Terminator::Indirect {
+                kind,
+                inferred_target,
+                links,
+            } => {
                 if remaining == 0 && !final_walk {
                     // Whether this jump's target comes in the next message or was implicit
                     // is only known from that message.
                     return Ok(Stepped::Pause);
                 }
-                let next = indirect_target(hart, block, kind, inferred_target, links, remaining, offset)?;
+                let next =
+                    indirect_target(hart, block, kind, inferred_target, links, remaining, offset)?;
                 (next, indirect_end(kind))
             }
         };
@@ -650,11 +791,20 @@ impl<'a> FlowDecoder<'a> {
                 hart.link_from = (index as u32, slot as u8);
             }
         }
-        hart.last = LastInstruction { address: block.last, end: Some(end) };
+        hart.last = LastInstruction {
+            address: block.last,
+            end: Some(end),
+        };
         cache.executed[index] += u64::from(block.instructions);
         self.statistics.instructions += u64::from(block.instructions);
         if self.options.instruction_ranges {
-            push_range(ready, hart.src, offset, (block.start, block.last, block.instructions, end, next), index as u32);
+            push_range(
+                ready,
+                hart.src,
+                offset,
+                (block.start, block.last, block.instructions, end, next),
+                index as u32,
+            );
         }
         Ok(Stepped::Element)
     }
@@ -663,12 +813,18 @@ impl<'a> FlowDecoder<'a> {
         let hart = &mut self.harts[h];
         let offset = hart.walk_offset;
         if !hart.history.is_empty() {
-            return Err(FlowError::HistoryLeft { offset, bits: hart.history.len() });
+            return Err(FlowError::HistoryLeft {
+                offset,
+                bits: hart.history.len(),
+            });
         }
         match end {
             WalkEnd::TakenBranch { target, sync } => {
                 if hart.last.end != Some(RangeEnd::BranchTaken) {
-                    return Err(FlowError::NotABranch { offset, address: hart.last.address });
+                    return Err(FlowError::NotABranch {
+                        offset,
+                        address: hart.last.address,
+                    });
                 }
                 if let Some(target) = target {
                     if hart.pc != Some(target) {
@@ -683,7 +839,11 @@ impl<'a> FlowDecoder<'a> {
                     self.after_sync(h, sync, target.unwrap_or(0));
                 }
             }
-            WalkEnd::Address { target, btype, sync } => {
+            WalkEnd::Address {
+                target,
+                btype,
+                sync,
+            } => {
                 if btype != BranchType::Indirect {
                     let from = if hart.last.end == Some(RangeEnd::EnvironmentCall) {
                         Some(hart.last.address)
@@ -695,7 +855,15 @@ impl<'a> FlowDecoder<'a> {
                         BranchType::Interrupt => TrapKind::Interrupt,
                         _ => TrapKind::ExceptionOrInterrupt,
                     };
-                    self.queue(h, offset, ElementKind::Trap { from, handler: target, kind });
+                    self.queue(
+                        h,
+                        offset,
+                        ElementKind::Trap {
+                            from,
+                            handler: target,
+                            kind,
+                        },
+                    );
                 }
                 self.harts[h].jump_to(Some(target));
                 if let Some(sync) = sync {
@@ -711,7 +879,14 @@ impl<'a> FlowDecoder<'a> {
                     other => TraceOffReason::Other(other),
                 };
                 hart.unsync();
-                self.queue(h, offset, ElementKind::TraceOff { last_address, reason });
+                self.queue(
+                    h,
+                    offset,
+                    ElementKind::TraceOff {
+                        last_address,
+                        reason,
+                    },
+                );
             }
         }
         let hart = &mut self.harts[h];
@@ -735,7 +910,14 @@ impl<'a> FlowDecoder<'a> {
         }
         if is_restart(sync) {
             let offset = hart.walk_offset;
-            self.queue(h, offset, ElementKind::TraceOn { address, reason: TraceOnReason::Restart });
+            self.queue(
+                h,
+                offset,
+                ElementKind::TraceOn {
+                    address,
+                    reason: TraceOnReason::Restart,
+                },
+            );
         }
     }
 }
@@ -772,7 +954,20 @@ fn push_range(
             }
         }
     }
-    ready.push((TraceElement { hart, offset, kind: ElementKind::InstructionRange { start, last, instructions, end, next } }, block));
+    ready.push((
+        TraceElement {
+            hart,
+            offset,
+            kind: ElementKind::InstructionRange {
+                start,
+                last,
+                instructions,
+                end,
+                next,
+            },
+        },
+        block,
+    ));
 }
 
 /// What one call of the walk achieved.
@@ -807,9 +1002,16 @@ fn indirect_target(
     offset: u64,
 ) -> Result<Option<u64>, FlowError> {
     let reported = match hart.end {
-        Some(WalkEnd::Address { target, btype: BranchType::Indirect, .. }) if remaining == 0 => Some(target),
+        Some(WalkEnd::Address {
+            target,
+            btype: BranchType::Indirect,
+            ..
+        }) if remaining == 0 => Some(target),
         Some(WalkEnd::TakenBranch { .. }) if remaining == 0 => {
-            return Err(FlowError::NotABranch { offset, address: block.last });
+            return Err(FlowError::NotABranch {
+                offset,
+                address: block.last,
+            });
         }
         _ => None,
     };
@@ -847,7 +1049,10 @@ fn indirect_target(
         _ => None,
     };
     if popped.is_none() && remaining > 0 {
-        return Err(FlowError::UnknownTarget { offset, address: block.last });
+        return Err(FlowError::UnknownTarget {
+            offset,
+            address: block.last,
+        });
     }
     Ok(popped)
 }

@@ -141,7 +141,11 @@ pub struct TraceEncoder<'a> {
 }
 
 impl<'a> TraceEncoder<'a> {
-    pub fn new(image: &'a CodeImage, files: Vec<FileDecodeInfo>, options: EncoderOptions) -> Result<Self, EncodeError> {
+    pub fn new(
+        image: &'a CodeImage,
+        files: Vec<FileDecodeInfo>,
+        options: EncoderOptions,
+    ) -> Result<Self, EncodeError> {
         if !(2..=32).contains(&options.hist_bits) {
             return Err(EncodeError::Options("hist_bits must be 2..=32"));
         }
@@ -149,7 +153,9 @@ impl<'a> TraceEncoder<'a> {
             return Err(EncodeError::Options("icnt_bits must be 2..=22"));
         }
         if options.return_stack_depth > 32 {
-            return Err(EncodeError::Options("return stack depth is at most 32 (spec 9.2)"));
+            return Err(EncodeError::Options(
+                "return stack depth is at most 32 (spec 9.2)",
+            ));
         }
         Ok(Self {
             image,
@@ -197,11 +203,12 @@ impl<'a> TraceEncoder<'a> {
         }
         let info = file_info(self.image, &self.files, address)
             .ok_or(EncodeError::Unmapped { index, address })?;
-        let instruction = decode_at(self.image, info.options, address).map_err(|error| match error {
-            BlockError::Unmapped => EncodeError::Unmapped { index, address },
-            BlockError::Misaligned => EncodeError::Misaligned { index, address },
-            BlockError::Undecodable => EncodeError::Undecodable { index, address },
-        })?;
+        let instruction =
+            decode_at(self.image, info.options, address).map_err(|error| match error {
+                BlockError::Unmapped => EncodeError::Unmapped { index, address },
+                BlockError::Misaligned => EncodeError::Misaligned { index, address },
+                BlockError::Undecodable => EncodeError::Undecodable { index, address },
+            })?;
         if address & 1 != 0 {
             return Err(EncodeError::Misaligned { index, address });
         }
@@ -223,7 +230,12 @@ impl<'a> TraceEncoder<'a> {
                 BranchMode::Htm => (1, Some(self.hist)),
                 BranchMode::Btm => (0, None),
             };
-            let body = Body::ProgTraceCorrelation { evcode: 0, cdf, icnt: self.icnt, hist };
+            let body = Body::ProgTraceCorrelation {
+                evcode: 0,
+                cdf,
+                icnt: self.icnt,
+                hist,
+            };
             self.emit(body, false)?;
         }
         let output = std::mem::take(&mut self.output);
@@ -251,7 +263,9 @@ impl<'a> TraceEncoder<'a> {
         match instruction.control_flow {
             ControlFlow::Sequential => {}
             ControlFlow::Branch { .. } => {
-                let target = instruction.direct_target(address, xlen).unwrap_or(fallthrough);
+                let target = instruction
+                    .direct_target(address, xlen)
+                    .unwrap_or(fallthrough);
                 if let Some(next) = next {
                     let taken = next == target && target != fallthrough;
                     if taken || next == fallthrough {
@@ -269,7 +283,9 @@ impl<'a> TraceEncoder<'a> {
             ControlFlow::JumpRegister { rs1, offset, .. } => {
                 let sequential = constant
                     .filter(|&(register, _)| self.options.sequential_jumps && register == rs1)
-                    .map(|(_, value)| xlen_mask(xlen, value.wrapping_add(offset as i64 as u64)) & !1);
+                    .map(|(_, value)| {
+                        xlen_mask(xlen, value.wrapping_add(offset as i64 as u64)) & !1
+                    });
                 if let Some(target) = sequential {
                     expected = Some(target);
                     if instruction.links() {
@@ -343,7 +359,12 @@ impl<'a> TraceEncoder<'a> {
     }
 
     /// A return (or, with `push`, a co-routine swap that also links).
-    fn ret(&mut self, next: Option<u64>, depth: usize, push: Option<u64>) -> Result<(), EncodeError> {
+    fn ret(
+        &mut self,
+        next: Option<u64>,
+        depth: usize,
+        push: Option<u64>,
+    ) -> Result<(), EncodeError> {
         // The stack is popped whether or not the return matches (spec 9.2, and the
         // reference encoder); only a match makes the return implicit.
         let popped = self.stack.pop();
@@ -368,12 +389,22 @@ impl<'a> TraceEncoder<'a> {
             }
             BranchMode::Btm if taken => {
                 if self.sync_due() {
-                    let body = Body::DirectBranchSync { sync: SyncReason(2), icnt: self.icnt, faddr: target };
+                    let body = Body::DirectBranchSync {
+                        sync: SyncReason(2),
+                        icnt: self.icnt,
+                        faddr: target,
+                    };
                     self.emit(body, true)?;
                     self.last_address = target;
                     self.after_sync(target)?;
                 } else {
-                    let key = BranchKey { tcode: 3, btype: 0, icnt: self.icnt, hist: 0, target: 0 };
+                    let key = BranchKey {
+                        tcode: 3,
+                        btype: 0,
+                        icnt: self.icnt,
+                        hist: 0,
+                        target: 0,
+                    };
                     self.branch_message(Body::DirectBranch { icnt: self.icnt }, key)?;
                 }
                 self.icnt = 0;
@@ -386,7 +417,10 @@ impl<'a> TraceEncoder<'a> {
     fn hist_overflow(&mut self, hist: u64) -> Result<(), EncodeError> {
         self.flush_branch_repeat()?;
         if !self.options.repeated_history {
-            return self.emit(Body::ResourceFull(ResourceFull::HistOverflow { hist }), false);
+            return self.emit(
+                Body::ResourceFull(ResourceFull::HistOverflow { hist }),
+                false,
+            );
         }
         match self.held_hist {
             Some((held, count)) if held == hist => self.held_hist = Some((held, count + 1)),
@@ -415,7 +449,10 @@ impl<'a> TraceEncoder<'a> {
             self.last_address = address;
             self.hist = 1;
         } else {
-            self.emit(Body::ResourceFull(ResourceFull::IcntOverflow { icnt: self.icnt }), false)?;
+            self.emit(
+                Body::ResourceFull(ResourceFull::IcntOverflow { icnt: self.icnt }),
+                false,
+            )?;
         }
         self.icnt = 0;
         Ok(())
@@ -433,9 +470,20 @@ impl<'a> TraceEncoder<'a> {
         if self.sync_due() {
             let sync = SyncReason(2);
             let body = if htm {
-                Body::IndirectBranchHistSync { sync, btype, icnt: self.icnt, faddr: target, hist: self.hist }
+                Body::IndirectBranchHistSync {
+                    sync,
+                    btype,
+                    icnt: self.icnt,
+                    faddr: target,
+                    hist: self.hist,
+                }
             } else {
-                Body::IndirectBranchSync { sync, btype, icnt: self.icnt, faddr: target }
+                Body::IndirectBranchSync {
+                    sync,
+                    btype,
+                    icnt: self.icnt,
+                    faddr: target,
+                }
             };
             self.emit(body, true)?;
             self.last_address = target;
@@ -445,11 +493,32 @@ impl<'a> TraceEncoder<'a> {
         }
         let uaddr = self.last_address ^ target;
         let (body, hist) = if htm && self.hist != 1 {
-            (Body::IndirectBranchHist { btype, icnt: self.icnt, uaddr, hist: self.hist }, self.hist)
+            (
+                Body::IndirectBranchHist {
+                    btype,
+                    icnt: self.icnt,
+                    uaddr,
+                    hist: self.hist,
+                },
+                self.hist,
+            )
         } else {
-            (Body::IndirectBranch { btype, icnt: self.icnt, uaddr }, 1)
+            (
+                Body::IndirectBranch {
+                    btype,
+                    icnt: self.icnt,
+                    uaddr,
+                },
+                1,
+            )
         };
-        let key = BranchKey { tcode: body.tcode(), btype: btype.bits(), icnt: self.icnt, hist, target };
+        let key = BranchKey {
+            tcode: body.tcode(),
+            btype: btype.bits(),
+            icnt: self.icnt,
+            hist,
+            target,
+        };
         self.branch_message(body, key)?;
         self.last_address = target;
         self.icnt = 0;
@@ -470,7 +539,11 @@ impl<'a> TraceEncoder<'a> {
     }
 
     fn emit_sync_start(&mut self, address: u64) -> Result<(), EncodeError> {
-        let body = Body::ProgTraceSync { sync: SyncReason(3), icnt: 0, faddr: address };
+        let body = Body::ProgTraceSync {
+            sync: SyncReason(3),
+            icnt: 0,
+            faddr: address,
+        };
         self.emit(body, true)?;
         self.last_address = address;
         self.after_sync(address)
@@ -481,7 +554,12 @@ impl<'a> TraceEncoder<'a> {
         self.messages_since_sync = 0;
         self.last_branch = None;
         if let Some(context) = self.options.context {
-            let process = Process { format: 2, privilege: 0, virtualized: false, context };
+            let process = Process {
+                format: 2,
+                privilege: 0,
+                virtualized: false,
+                context,
+            };
             self.emit(Body::Ownership { process }, false)?;
         }
         Ok(())
@@ -501,7 +579,10 @@ impl<'a> TraceEncoder<'a> {
                 ResourceFull::HistOverflow { hist }
             } else {
                 self.statistics.repeated_histories += count - 1;
-                ResourceFull::RepeatedHist { hist, repeat: count }
+                ResourceFull::RepeatedHist {
+                    hist,
+                    repeat: count,
+                }
             };
             self.write(Body::ResourceFull(resource), false)?;
         }
@@ -522,12 +603,17 @@ impl<'a> TraceEncoder<'a> {
 
     fn write(&mut self, body: Body, sync: bool) -> Result<(), EncodeError> {
         let timestamp = self.options.message.timestamps.then(|| {
-            let stamp = if sync { self.time } else { self.time - self.last_time };
+            let stamp = if sync {
+                self.time
+            } else {
+                self.time - self.last_time
+            };
             self.last_time = self.time;
             stamp
         });
         let before = self.output.len();
-        self.writer.encode(self.options.src, &body, timestamp, &mut self.output)?;
+        self.writer
+            .encode(self.options.src, &body, timestamp, &mut self.output)?;
         self.statistics.messages += 1;
         if sync {
             self.statistics.sync_messages += 1;

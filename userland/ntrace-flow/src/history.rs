@@ -46,7 +46,10 @@ impl HistoryQueue {
         if length == 0 || repeat == 0 {
             return Ok(());
         }
-        let pattern = Pattern { bits: hist & ((1u64 << length) - 1), length };
+        let pattern = Pattern {
+            bits: hist & ((1u64 << length) - 1),
+            length,
+        };
         if let Some(last) = self.entries.back_mut() {
             // Plays are sequential, so more repeats of the last pattern can always be
             // appended to it.
@@ -55,7 +58,10 @@ impl HistoryQueue {
                 return Ok(());
             }
         }
-        self.entries.push_back(Entry { pattern, repeats: repeat });
+        self.entries.push_back(Entry {
+            pattern,
+            repeats: repeat,
+        });
         Ok(())
     }
 
@@ -71,7 +77,9 @@ impl HistoryQueue {
 
     /// Moves one play of the front pattern into `current`.
     fn refill(&mut self) -> bool {
-        let Some(entry) = self.entries.front_mut() else { return false };
+        let Some(entry) = self.entries.front_mut() else {
+            return false;
+        };
         self.current = entry.pattern.bits;
         self.remaining = entry.pattern.length;
         entry.repeats -= 1;
@@ -88,9 +96,15 @@ impl HistoryQueue {
 
     /// Bits still queued (saturating), for error messages.
     pub(crate) fn len(&self) -> u64 {
-        self.entries.iter().fold(u64::from(self.remaining), |total, entry| {
-            total.saturating_add(entry.repeats.saturating_mul(u64::from(entry.pattern.length)))
-        })
+        self.entries
+            .iter()
+            .fold(u64::from(self.remaining), |total, entry| {
+                total.saturating_add(
+                    entry
+                        .repeats
+                        .saturating_mul(u64::from(entry.pattern.length)),
+                )
+            })
     }
 
     pub(crate) fn clear(&mut self) {
@@ -104,7 +118,9 @@ mod tests {
     use super::*;
 
     fn drain(queue: &mut HistoryQueue) -> String {
-        std::iter::from_fn(|| queue.next()).map(|taken| if taken { '1' } else { '0' }).collect()
+        std::iter::from_fn(|| queue.next())
+            .map(|taken| if taken { '1' } else { '0' })
+            .collect()
     }
 
     #[test]
@@ -115,7 +131,7 @@ mod tests {
         queue.push(0b1, 1).unwrap();
         queue.push(0b10000, 1).unwrap();
         queue.push(0xF, 1).unwrap();
-        assert_eq!(drain(&mut queue), "01" .to_owned() + "0000" + "111");
+        assert_eq!(drain(&mut queue), "01".to_owned() + "0000" + "111");
         assert!(queue.is_empty());
     }
 
@@ -137,7 +153,11 @@ mod tests {
         }
         assert_eq!(queue.entries.len(), 2);
         assert_eq!(queue.next(), Some(true));
-        assert_eq!(queue.entries.len(), 1, "the first play moved out of the queue");
+        assert_eq!(
+            queue.entries.len(),
+            1,
+            "the first play moved out of the queue"
+        );
         queue.push(0b1_0110, 1).unwrap();
         assert_eq!(drain(&mut queue), "0".to_owned() + &"0110".repeat(1001));
     }

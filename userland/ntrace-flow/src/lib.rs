@@ -90,7 +90,11 @@ pub enum FlowError {
     #[error("at byte offset {offset:#x}: the trace continues from an unknown address")]
     UnknownAddress { offset: u64 },
     #[error("at byte offset {offset:#x}: computed address {computed:#x} disagrees with reported F-ADDR {reported:#x}")]
-    AddressMismatch { offset: u64, computed: u64, reported: u64 },
+    AddressMismatch {
+        offset: u64,
+        computed: u64,
+        reported: u64,
+    },
     #[error("at byte offset {offset:#x}: {bits} HIST bits left over after the I-CNT was used up")]
     HistoryLeft { offset: u64, bits: u64 },
     #[error("at byte offset {offset:#x}: HIST field without its stop bit (zero)")]

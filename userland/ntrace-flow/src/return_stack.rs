@@ -13,7 +13,10 @@ pub(crate) struct ReturnStack {
 
 impl ReturnStack {
     pub(crate) fn new(capacity: usize) -> Self {
-        Self { entries: VecDeque::with_capacity(capacity), capacity }
+        Self {
+            entries: VecDeque::with_capacity(capacity),
+            capacity,
+        }
     }
 
     pub(crate) fn push(&mut self, return_address: u64) {

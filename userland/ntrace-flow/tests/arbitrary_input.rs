@@ -28,7 +28,11 @@ fn exhaust(trace: &[u8], options: DecoderOptions) -> (usize, usize) {
             Ok(None) => return (elements, errors),
             Ok(Some(_)) => elements += 1,
             Err(error) => {
-                assert!(error.offset() <= trace.len() as u64, "{error} is past the end ({} bytes)", trace.len());
+                assert!(
+                    error.offset() <= trace.len() as u64,
+                    "{error} is past the end ({} bytes)",
+                    trace.len()
+                );
                 errors += 1;
             }
         }
@@ -41,7 +45,9 @@ fn options(flags: u8) -> DecoderOptions {
         .with_src_bits(flags & 3)
         .with_timestamps(flags & 4 != 0)
         .with_address_msb_extension(flags & 8 != 0);
-    DecoderOptions::default().with_message(message).with_return_stack_depth(usize::from(flags >> 4) * 2)
+    DecoderOptions::default()
+        .with_message(message)
+        .with_return_stack_depth(usize::from(flags >> 4) * 2)
 }
 
 proptest! {

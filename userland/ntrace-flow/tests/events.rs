@@ -4,7 +4,9 @@
 
 use code_image::CodeImage;
 use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
-use ntrace_message::{Body, BranchType, MessageEncoder, MessageOptions, Process, ResourceFull, SyncReason};
+use ntrace_message::{
+    Body, BranchType, MessageEncoder, MessageOptions, Process, ResourceFull, SyncReason,
+};
 use riscv_insn::DecodeOptions;
 use trace_elements::{ElementKind, GapReason, RangeEnd, TraceOnReason, TrapKind};
 
@@ -13,13 +15,18 @@ fn nops(addresses: &[u64]) -> CodeImage {
     let mut image = CodeImage::new();
     let file = image.add_file("nops");
     for &address in addresses {
-        image.add_segment(address, vec![0x01, 0x00], true, file).unwrap();
+        image
+            .add_segment(address, vec![0x01, 0x00], true, file)
+            .unwrap();
     }
     image
 }
 
 fn files() -> Vec<FileDecodeInfo> {
-    vec![FileDecodeInfo { options: DecodeOptions::default(), jvt_base: None }]
+    vec![FileDecodeInfo {
+        options: DecodeOptions::default(),
+        jvt_base: None,
+    }]
 }
 
 fn encode(options: MessageOptions, messages: &[(Body, Option<u64>)]) -> Vec<u8> {
@@ -31,7 +38,11 @@ fn encode(options: MessageOptions, messages: &[(Body, Option<u64>)]) -> Vec<u8> 
     bytes
 }
 
-fn elements(image: &CodeImage, options: DecoderOptions, bytes: &[u8]) -> Vec<Result<ElementKind, String>> {
+fn elements(
+    image: &CodeImage,
+    options: DecoderOptions,
+    bytes: &[u8],
+) -> Vec<Result<ElementKind, String>> {
     let mut decoder = FlowDecoder::new(bytes, image, files(), options);
     let mut out = Vec::new();
     for _ in 0..10_000 {
@@ -55,35 +66,74 @@ fn starts(kinds: &[Result<ElementKind, String>]) -> Vec<u64> {
 }
 
 fn sync(address: u64) -> Body {
-    Body::ProgTraceSync { sync: SyncReason(3), icnt: 0, faddr: address }
+    Body::ProgTraceSync {
+        sync: SyncReason(3),
+        icnt: 0,
+        faddr: address,
+    }
 }
 
 fn stop(icnt: u64) -> Body {
-    Body::ProgTraceCorrelation { evcode: 0, cdf: 0, icnt, hist: None }
+    Body::ProgTraceCorrelation {
+        evcode: 0,
+        cdf: 0,
+        icnt,
+        hist: None,
+    }
 }
 
 #[test]
 fn u_addr_is_xored_with_the_previous_address() {
     // Spec Table 24: 0x3FC04 (F-ADDR), then U-ADDR 0x7B6 -> 0x3F368, U-ADDR 0x934 -> 0x3E100.
     let image = nops(&[0x3fc04, 0x3f368, 0x3e100]);
-    let jump = |uaddr: u64| Body::IndirectBranch { btype: BranchType::Indirect, icnt: 1, uaddr: uaddr << 1 };
-    let bytes = encode(MessageOptions::default(), &[(sync(0x3fc04), None), (jump(0x7b6), None), (jump(0x934), None), (stop(1), None)]);
-    assert_eq!(starts(&elements(&image, DecoderOptions::default(), &bytes)), [0x3fc04, 0x3f368, 0x3e100]);
+    let jump = |uaddr: u64| Body::IndirectBranch {
+        btype: BranchType::Indirect,
+        icnt: 1,
+        uaddr: uaddr << 1,
+    };
+    let bytes = encode(
+        MessageOptions::default(),
+        &[
+            (sync(0x3fc04), None),
+            (jump(0x7b6), None),
+            (jump(0x934), None),
+            (stop(1), None),
+        ],
+    );
+    assert_eq!(
+        starts(&elements(&image, DecoderOptions::default(), &bytes)),
+        [0x3fc04, 0x3f368, 0x3e100]
+    );
 }
 
 #[test]
 fn timestamps_are_absolute_in_syncs_and_relative_elsewhere() {
     let image = nops(&[0x100, 0x200]);
     let options = MessageOptions::default().with_timestamps(true);
-    let jump = Body::IndirectBranch { btype: BranchType::Indirect, icnt: 1, uaddr: 0x100 ^ 0x200 };
-    let bytes = encode(options, &[(sync(0x100), Some(1000)), (jump, Some(25)), (stop(1), Some(5))]);
-    let times: Vec<u64> = elements(&image, DecoderOptions::default().with_message(options), &bytes)
-        .into_iter()
-        .filter_map(|kind| match kind {
-            Ok(ElementKind::Timestamp { time }) => Some(time),
-            _ => None,
-        })
-        .collect();
+    let jump = Body::IndirectBranch {
+        btype: BranchType::Indirect,
+        icnt: 1,
+        uaddr: 0x100 ^ 0x200,
+    };
+    let bytes = encode(
+        options,
+        &[
+            (sync(0x100), Some(1000)),
+            (jump, Some(25)),
+            (stop(1), Some(5)),
+        ],
+    );
+    let times: Vec<u64> = elements(
+        &image,
+        DecoderOptions::default().with_message(options),
+        &bytes,
+    )
+    .into_iter()
+    .filter_map(|kind| match kind {
+        Ok(ElementKind::Timestamp { time }) => Some(time),
+        _ => None,
+    })
+    .collect();
     assert_eq!(times, [1000, 1025, 1030]);
 }
 
@@ -91,22 +141,63 @@ fn timestamps_are_absolute_in_syncs_and_relative_elsewhere() {
 fn ownership_becomes_a_context_change() {
     let image = nops(&[0x100]);
     let process = Process::from_field(0x3b2); // spec 7.1: scontext=0x1D, VU-mode
-    let bytes = encode(MessageOptions::default(), &[(sync(0x100), None), (Body::Ownership { process }, None), (stop(1), None)]);
+    let bytes = encode(
+        MessageOptions::default(),
+        &[
+            (sync(0x100), None),
+            (Body::Ownership { process }, None),
+            (stop(1), None),
+        ],
+    );
     let kinds = elements(&image, DecoderOptions::default(), &bytes);
-    assert!(kinds.contains(&Ok(ElementKind::ContextChange { privilege: 0, virtualized: true, context: Some(0x1d) })), "{kinds:?}");
+    assert!(
+        kinds.contains(&Ok(ElementKind::ContextChange {
+            privilege: 0,
+            virtualized: true,
+            context: Some(0x1d)
+        })),
+        "{kinds:?}"
+    );
 }
 
 #[test]
 fn error_messages_are_gaps_and_decoding_resumes_at_the_next_sync() {
     let image = nops(&[0x100, 0x200]);
-    let lost = Body::Error { etype: 0, ecode: 0b100 };
+    let lost = Body::Error {
+        etype: 0,
+        ecode: 0b100,
+    };
     let bytes = encode(
         MessageOptions::default(),
-        &[(sync(0x100), None), (lost, None), (stop(1), None), (sync(0x200), None), (stop(1), None)],
+        &[
+            (sync(0x100), None),
+            (lost, None),
+            (stop(1), None),
+            (sync(0x200), None),
+            (stop(1), None),
+        ],
     );
     let kinds = elements(&image, DecoderOptions::default(), &bytes);
-    let gap = kinds.iter().position(|kind| matches!(kind, Ok(ElementKind::Gap { reason: GapReason::EncoderOverflow { error_type: 0, error_code: 0b100 } })));
-    let restart = kinds.iter().position(|kind| matches!(kind, Ok(ElementKind::TraceOn { address: 0x200, reason: TraceOnReason::Restart })));
+    let gap = kinds.iter().position(|kind| {
+        matches!(
+            kind,
+            Ok(ElementKind::Gap {
+                reason: GapReason::EncoderOverflow {
+                    error_type: 0,
+                    error_code: 0b100
+                }
+            })
+        )
+    });
+    let restart = kinds.iter().position(|kind| {
+        matches!(
+            kind,
+            Ok(ElementKind::TraceOn {
+                address: 0x200,
+                reason: TraceOnReason::Restart
+            })
+        )
+    });
     assert!(gap.is_some() && restart > gap, "{kinds:?}");
     // The correlation right after the error cannot be placed and is skipped; the one after
     // the new sync decodes.
@@ -121,8 +212,14 @@ fn vendor_and_reserved_messages_are_surfaced() {
     bytes.extend_from_slice(&[10 << 2, 3]); // reserved TCODE 10 (a message has at least two bytes)
     bytes.extend(encode(MessageOptions::default(), &[(stop(1), None)]));
     let kinds = elements(&image, DecoderOptions::default(), &bytes);
-    assert!(kinds.contains(&Ok(ElementKind::Unhandled { code: 56 })), "{kinds:?}");
-    assert!(kinds.contains(&Ok(ElementKind::Unhandled { code: 10 })), "{kinds:?}");
+    assert!(
+        kinds.contains(&Ok(ElementKind::Unhandled { code: 56 })),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.contains(&Ok(ElementKind::Unhandled { code: 10 })),
+        "{kinds:?}"
+    );
     assert_eq!(starts(&kinds), [0x100]);
 }
 
@@ -132,11 +229,32 @@ fn every_sync_reason_starts_decoding() {
     for reason in 0..16 {
         let bytes = encode(
             MessageOptions::default(),
-            &[(Body::ProgTraceSync { sync: SyncReason(reason), icnt: 5, faddr: 0x100 }, None), (stop(1), None)],
+            &[
+                (
+                    Body::ProgTraceSync {
+                        sync: SyncReason(reason),
+                        icnt: 5,
+                        faddr: 0x100,
+                    },
+                    None,
+                ),
+                (stop(1), None),
+            ],
         );
         let kinds = elements(&image, DecoderOptions::default(), &bytes);
-        assert_eq!(kinds.first(), Some(&Ok(ElementKind::TraceOn { address: 0x100, reason: TraceOnReason::Start })), "SYNC={reason}");
-        assert_eq!(starts(&kinds), [0x100], "SYNC={reason}: the first sync's I-CNT is not walked");
+        assert_eq!(
+            kinds.first(),
+            Some(&Ok(ElementKind::TraceOn {
+                address: 0x100,
+                reason: TraceOnReason::Start
+            })),
+            "SYNC={reason}"
+        );
+        assert_eq!(
+            starts(&kinds),
+            [0x100],
+            "SYNC={reason}: the first sync's I-CNT is not walked"
+        );
     }
 }
 
@@ -146,12 +264,29 @@ fn traps_carry_their_kind() {
     for (btype, kind) in [
         (BranchType::Exception, TrapKind::Exception),
         (BranchType::Interrupt, TrapKind::Interrupt),
-        (BranchType::ExceptionOrInterrupt, TrapKind::ExceptionOrInterrupt),
+        (
+            BranchType::ExceptionOrInterrupt,
+            TrapKind::ExceptionOrInterrupt,
+        ),
     ] {
-        let trap = Body::IndirectBranch { btype, icnt: 1, uaddr: 0x100 ^ 0x200 };
-        let bytes = encode(MessageOptions::default(), &[(sync(0x100), None), (trap, None), (stop(1), None)]);
+        let trap = Body::IndirectBranch {
+            btype,
+            icnt: 1,
+            uaddr: 0x100 ^ 0x200,
+        };
+        let bytes = encode(
+            MessageOptions::default(),
+            &[(sync(0x100), None), (trap, None), (stop(1), None)],
+        );
         let kinds = elements(&image, DecoderOptions::default(), &bytes);
-        assert!(kinds.contains(&Ok(ElementKind::Trap { from: Some(0x102), handler: 0x200, kind })), "{kinds:?}");
+        assert!(
+            kinds.contains(&Ok(ElementKind::Trap {
+                from: Some(0x102),
+                handler: 0x200,
+                kind
+            })),
+            "{kinds:?}"
+        );
     }
 }
 
@@ -161,18 +296,41 @@ fn repeat_branch_replays_the_previous_branch_message() {
     // iteration is DirectBranch(I-CNT=2); RepeatBranch(B-CNT=4) stands for 4 more.
     let mut image = CodeImage::new();
     let file = image.add_file("loop");
-    image.add_segment(0x100, vec![0x01, 0x00, 0x7d, 0xfd, 0x01, 0x00], true, file).unwrap();
+    image
+        .add_segment(0x100, vec![0x01, 0x00, 0x7d, 0xfd, 0x01, 0x00], true, file)
+        .unwrap();
     let bytes = encode(
         MessageOptions::default(),
-        &[(sync(0x100), None), (Body::DirectBranch { icnt: 2 }, None), (Body::RepeatBranch { bcnt: 4 }, None), (stop(3), None)],
+        &[
+            (sync(0x100), None),
+            (Body::DirectBranch { icnt: 2 }, None),
+            (Body::RepeatBranch { bcnt: 4 }, None),
+            (stop(3), None),
+        ],
     );
     let kinds = elements(&image, DecoderOptions::default(), &bytes);
-    let taken = kinds.iter().filter(|kind| matches!(kind, Ok(ElementKind::InstructionRange { end: RangeEnd::BranchTaken, .. }))).count();
+    let taken = kinds
+        .iter()
+        .filter(|kind| {
+            matches!(
+                kind,
+                Ok(ElementKind::InstructionRange {
+                    end: RangeEnd::BranchTaken,
+                    ..
+                })
+            )
+        })
+        .count();
     assert_eq!(taken, 5, "{kinds:?}");
     // The final correlation falls out of the loop: one range through the not-taken
     // branch into the next instruction.
     let last_range = kinds.iter().rev().find_map(|kind| match kind {
-        Ok(ElementKind::InstructionRange { start, instructions, end, .. }) => Some((*start, *instructions, *end)),
+        Ok(ElementKind::InstructionRange {
+            start,
+            instructions,
+            end,
+            ..
+        }) => Some((*start, *instructions, *end)),
         _ => None,
     });
     assert_eq!(last_range, Some((0x100, 3, RangeEnd::Sequential)));
@@ -184,13 +342,37 @@ fn repeated_history_plays_its_pattern_hrepeat_times() {
     // 90 taken branches, then the correlation's HIST 0b10 leaves the loop.
     let mut image = CodeImage::new();
     let file = image.add_file("loop");
-    image.add_segment(0x100, vec![0x01, 0x00, 0x7d, 0xfd, 0x01, 0x00], true, file).unwrap();
+    image
+        .add_segment(0x100, vec![0x01, 0x00, 0x7d, 0xfd, 0x01, 0x00], true, file)
+        .unwrap();
     let pattern = (1u64 << 31) - 1; // stop bit + 30 ones
-    let repeated = Body::ResourceFull(ResourceFull::RepeatedHist { hist: (1 << 30) | pattern, repeat: 3 });
-    let last = Body::ProgTraceCorrelation { evcode: 0, cdf: 1, icnt: 91 * 2 + 1, hist: Some(0b10) };
-    let bytes = encode(MessageOptions::default(), &[(sync(0x100), None), (repeated, None), (last, None)]);
+    let repeated = Body::ResourceFull(ResourceFull::RepeatedHist {
+        hist: (1 << 30) | pattern,
+        repeat: 3,
+    });
+    let last = Body::ProgTraceCorrelation {
+        evcode: 0,
+        cdf: 1,
+        icnt: 91 * 2 + 1,
+        hist: Some(0b10),
+    };
+    let bytes = encode(
+        MessageOptions::default(),
+        &[(sync(0x100), None), (repeated, None), (last, None)],
+    );
     let kinds = elements(&image, DecoderOptions::default(), &bytes);
-    let taken = kinds.iter().filter(|kind| matches!(kind, Ok(ElementKind::InstructionRange { end: RangeEnd::BranchTaken, .. }))).count();
+    let taken = kinds
+        .iter()
+        .filter(|kind| {
+            matches!(
+                kind,
+                Ok(ElementKind::InstructionRange {
+                    end: RangeEnd::BranchTaken,
+                    ..
+                })
+            )
+        })
+        .count();
     assert_eq!(taken, 90, "{:?}", kinds.last());
     assert!(kinds.iter().all(Result::is_ok), "{kinds:?}");
 }
@@ -200,9 +382,19 @@ fn a_return_without_a_stack_entry_is_an_error_not_a_guess() {
     // 0x100: c.jr ra (0x8082) inside a longer I-CNT with an empty return stack.
     let mut image = CodeImage::new();
     let file = image.add_file("ret");
-    image.add_segment(0x100, vec![0x82, 0x80, 0x01, 0x00], true, file).unwrap();
-    let bytes = encode(MessageOptions::default(), &[(sync(0x100), None), (stop(2), None)]);
+    image
+        .add_segment(0x100, vec![0x82, 0x80, 0x01, 0x00], true, file)
+        .unwrap();
+    let bytes = encode(
+        MessageOptions::default(),
+        &[(sync(0x100), None), (stop(2), None)],
+    );
     let kinds = elements(&image, DecoderOptions::default(), &bytes);
-    assert!(kinds.iter().any(|kind| matches!(kind, Err(text) if text.contains("return stack"))), "{kinds:?}");
+    assert!(
+        kinds
+            .iter()
+            .any(|kind| matches!(kind, Err(text) if text.contains("return stack"))),
+        "{kinds:?}"
+    );
     let _ = FlowError::UnknownAddress { offset: 0 };
 }

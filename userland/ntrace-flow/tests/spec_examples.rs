@@ -13,12 +13,20 @@ fn section_8_4_1_image() -> CodeImage {
     let mut image = CodeImage::new();
     let file = image.add_file("spec-8.4.1");
     let words: &[(u64, &[u8])] = &[
-        (0x100, &[0x2e, 0x95, 0x63, 0x0f, 0xb5, 0x0e, 0x33, 0x05, 0xb5, 0x00, 0x63, 0x0b, 0xb5, 0x1e, 0x2e, 0x95, 0x33, 0x05, 0xb5, 0x00, 0x02, 0x90]),
+        (
+            0x100,
+            &[
+                0x2e, 0x95, 0x63, 0x0f, 0xb5, 0x0e, 0x33, 0x05, 0xb5, 0x00, 0x63, 0x0b, 0xb5, 0x1e,
+                0x2e, 0x95, 0x33, 0x05, 0xb5, 0x00, 0x02, 0x90,
+            ],
+        ),
         (0x200, &[0x2e, 0x95, 0x02, 0x90]),
         (0x300, &[0x33, 0x05, 0xb5, 0x00, 0x02, 0x90]),
     ];
     for (address, bytes) in words {
-        image.add_segment(*address, bytes.to_vec(), true, file).unwrap();
+        image
+            .add_segment(*address, bytes.to_vec(), true, file)
+            .unwrap();
     }
     image
 }
@@ -47,7 +55,10 @@ fn encode(messages: &[Body]) -> Vec<u8> {
 }
 
 fn files() -> Vec<FileDecodeInfo> {
-    vec![FileDecodeInfo { options: DecodeOptions::default(), jvt_base: None }]
+    vec![FileDecodeInfo {
+        options: DecodeOptions::default(),
+        jvt_base: None,
+    }]
 }
 
 fn decode(image: &CodeImage, messages: &[Body]) -> Result<Vec<u64>, FlowError> {
@@ -55,7 +66,12 @@ fn decode(image: &CodeImage, messages: &[Body]) -> Result<Vec<u64>, FlowError> {
     let mut decoder = FlowDecoder::new(&bytes, image, files(), DecoderOptions::default());
     let mut pcs = Vec::new();
     while let Some(element) = decoder.next_element()? {
-        if let ElementKind::InstructionRange { start, instructions, .. } = element.kind {
+        if let ElementKind::InstructionRange {
+            start,
+            instructions,
+            ..
+        } = element.kind
+        {
             assert!(decoder.for_each_instruction(start, instructions, |pc| pcs.push(pc)));
         }
     }
@@ -63,24 +79,41 @@ fn decode(image: &CodeImage, messages: &[Body]) -> Result<Vec<u64>, FlowError> {
 }
 
 fn start() -> Body {
-    Body::ProgTraceSync { sync: SyncReason(3), icnt: 0, faddr: 0x100 }
+    Body::ProgTraceSync {
+        sync: SyncReason(3),
+        icnt: 0,
+        faddr: 0x100,
+    }
 }
 
 fn stop(icnt: u64, hist: Option<u64>) -> Body {
-    Body::ProgTraceCorrelation { evcode: 0, cdf: u8::from(hist.is_some()), icnt, hist }
+    Body::ProgTraceCorrelation {
+        evcode: 0,
+        cdf: u8::from(hist.is_some()),
+        icnt,
+        hist,
+    }
 }
 
 #[test]
 fn btm_first_branch_taken() {
     let image = section_8_4_1_image();
-    let pcs = decode(&image, &[start(), Body::DirectBranch { icnt: 3 }, stop(1, None)]).unwrap();
+    let pcs = decode(
+        &image,
+        &[start(), Body::DirectBranch { icnt: 3 }, stop(1, None)],
+    )
+    .unwrap();
     assert_eq!(pcs, [0x100, 0x102, 0x200]);
 }
 
 #[test]
 fn btm_second_branch_taken() {
     let image = section_8_4_1_image();
-    let pcs = decode(&image, &[start(), Body::DirectBranch { icnt: 7 }, stop(2, None)]).unwrap();
+    let pcs = decode(
+        &image,
+        &[start(), Body::DirectBranch { icnt: 7 }, stop(2, None)],
+    )
+    .unwrap();
     assert_eq!(pcs, [0x100, 0x102, 0x106, 0x10a, 0x300]);
 }
 
@@ -95,8 +128,16 @@ fn btm_no_branch_taken() {
 fn exceptions_may_end_the_count_at_any_instruction_boundary() {
     // I-CNT=1, 5 and 0 are valid (an exception after 0x100, before 0x10a, before 0x100).
     let image = section_8_4_1_image();
-    for (icnt, expected) in [(1u64, &[0x100u64][..]), (5, &[0x100, 0x102, 0x106]), (0, &[])] {
-        let trap = Body::IndirectBranch { btype: BranchType::Exception, icnt, uaddr: 0x100 ^ 0x300 };
+    for (icnt, expected) in [
+        (1u64, &[0x100u64][..]),
+        (5, &[0x100, 0x102, 0x106]),
+        (0, &[]),
+    ] {
+        let trap = Body::IndirectBranch {
+            btype: BranchType::Exception,
+            icnt,
+            uaddr: 0x100 ^ 0x300,
+        };
         let pcs = decode(&image, &[start(), trap, stop(2, None)]).unwrap();
         let mut want = expected.to_vec();
         want.push(0x300);
@@ -110,7 +151,10 @@ fn icnt_ending_inside_a_32_bit_instruction_is_reported() {
     let image = section_8_4_1_image();
     for icnt in [4, 6, 9] {
         let error = decode(&image, &[start(), stop(icnt, None)]).unwrap_err();
-        assert!(matches!(error, FlowError::IcntInsideInstruction { .. }), "I-CNT={icnt}: {error}");
+        assert!(
+            matches!(error, FlowError::IcntInsideInstruction { .. }),
+            "I-CNT={icnt}: {error}"
+        );
     }
 }
 
@@ -141,15 +185,32 @@ fn sequential_instruction_counter_sync_continues_the_flow() {
         hist: 0x2,
     };
     let pcs = decode(&image, &[start(), overflow, stop(6, Some(0x1))]).unwrap();
-    assert_eq!(pcs, [0x100, 0x102, 0x106, 0x108, 0x10c, 0x110, 0x114, 0x118]);
+    assert_eq!(
+        pcs,
+        [0x100, 0x102, 0x106, 0x108, 0x10c, 0x110, 0x114, 0x118]
+    );
 }
 
 #[test]
 fn a_disagreeing_sync_address_is_an_error() {
     let image = section_8_4_1_image();
-    let wrong = Body::DirectBranchSync { sync: SyncReason(2), icnt: 3, faddr: 0x300 };
+    let wrong = Body::DirectBranchSync {
+        sync: SyncReason(2),
+        icnt: 3,
+        faddr: 0x300,
+    };
     let error = decode(&image, &[start(), wrong]).unwrap_err();
-    assert!(matches!(error, FlowError::AddressMismatch { computed: 0x200, reported: 0x300, .. }), "{error}");
+    assert!(
+        matches!(
+            error,
+            FlowError::AddressMismatch {
+                computed: 0x200,
+                reported: 0x300,
+                ..
+            }
+        ),
+        "{error}"
+    );
 }
 
 #[test]
@@ -159,10 +220,22 @@ fn ranges_say_how_they_end() {
     let mut decoder = FlowDecoder::new(&bytes, &image, files(), DecoderOptions::default());
     let mut ends = Vec::new();
     while let Some(element) = decoder.next_element().unwrap() {
-        if let ElementKind::InstructionRange { start, instructions, end, .. } = element.kind {
+        if let ElementKind::InstructionRange {
+            start,
+            instructions,
+            end,
+            ..
+        } = element.kind
+        {
             ends.push((start, instructions, end));
         }
     }
     // The not-taken branch at 0x102 does not end a range: 0x100..0x10a is contiguous.
-    assert_eq!(ends, [(0x100, 4, RangeEnd::BranchTaken), (0x300, 1, RangeEnd::Sequential)]);
+    assert_eq!(
+        ends,
+        [
+            (0x100, 4, RangeEnd::BranchTaken),
+            (0x300, 1, RangeEnd::Sequential)
+        ]
+    );
 }

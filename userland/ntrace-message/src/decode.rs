@@ -155,7 +155,9 @@ impl<'a> MessageDecoder<'a> {
             .get(start..)
             .and_then(|rest| rest.iter().position(|&b| b & 3 == MSEO_END_OF_MESSAGE))
         else {
-            self.skipped_bytes = self.skipped_bytes.wrapping_add(len.saturating_sub(start) as u64);
+            self.skipped_bytes = self
+                .skipped_bytes
+                .wrapping_add(len.saturating_sub(start) as u64);
             self.pos = len.max(start);
             return None;
         };
@@ -316,7 +318,8 @@ impl<'a> MessageDecoder<'a> {
             return None;
         }
         let last_byte = 8 + stop / 8;
-        let markers = (gather_lsb(first) | gather_lsb(second) << 8) & (u32::MAX >> (31 - last_byte));
+        let markers =
+            (gather_lsb(first) | gather_lsb(second) << 8) & (u32::MAX >> (31 - last_byte));
         let header_bits = u32::from(header.bits);
         if markers.trailing_zeros() < u32::from(header.full_bytes) {
             return None;
@@ -342,10 +345,12 @@ impl<'a> MessageDecoder<'a> {
             let bits = field_end.wrapping_sub(begin);
             too_long |= present & (bits > 64);
             // Bits from `begin` on, from whichever half holds them (64 bits are enough).
-            let spliced = low_half.wrapping_shr(begin) | high_half.wrapping_shl(48u32.wrapping_sub(begin));
+            let spliced =
+                low_half.wrapping_shr(begin) | high_half.wrapping_shl(48u32.wrapping_sub(begin));
             let upper = high_half.wrapping_shr(begin.wrapping_sub(48));
             let value = if begin < 48 { spliced } else { upper };
-            let mask = 1u64.wrapping_shl(bits).wrapping_sub(1) | u64::from(bits >= 64).wrapping_neg();
+            let mask =
+                1u64.wrapping_shl(bits).wrapping_sub(1) | u64::from(bits >= 64).wrapping_neg();
             *field = value & mask;
             *length = bits;
             begin = field_end;
@@ -368,7 +373,10 @@ impl<'a> MessageDecoder<'a> {
         let first = *data.get(start).ok_or_else(truncated)?;
         match first & 3 {
             MSEO_END_OF_FIELD => {
-                return Err((MessageError::InvalidMessageStart { offset }, self.resync_after(start)))
+                return Err((
+                    MessageError::InvalidMessageStart { offset },
+                    self.resync_after(start),
+                ))
             }
             MSEO_RESERVED => {
                 return Err((
@@ -483,7 +491,8 @@ impl<'a> MessageDecoder<'a> {
                         self.resync_after(i),
                     ));
                 }
-                if let (Some(field), Some(length)) = (fields.get_mut(count), lengths.get_mut(count)) {
+                if let (Some(field), Some(length)) = (fields.get_mut(count), lengths.get_mut(count))
+                {
                     *field = acc;
                     *length = shift;
                 }
@@ -544,7 +553,13 @@ impl<'a> MessageDecoder<'a> {
         };
         let address = |k: usize, name: &'static str| {
             self.address(field(k), lengths.get(k).copied().unwrap_or(0))
-                .ok_or((MessageError::FieldTooWide { offset, field: name }, end))
+                .ok_or((
+                    MessageError::FieldTooWide {
+                        offset,
+                        field: name,
+                    },
+                    end,
+                ))
         };
         let sync = SyncReason((fixed & 0xf) as u8);
         // One dispatch on the kind for both the count check and the body: with a mixed
@@ -608,12 +623,18 @@ impl<'a> MessageDecoder<'a> {
                 0 => {
                     let timestamp = timestamp(1, 1)?;
                     let icnt = field(0);
-                    (Body::ResourceFull(ResourceFull::IcntOverflow { icnt }), timestamp)
+                    (
+                        Body::ResourceFull(ResourceFull::IcntOverflow { icnt }),
+                        timestamp,
+                    )
                 }
                 1 => {
                     let timestamp = timestamp(1, 1)?;
                     let hist = field(0);
-                    (Body::ResourceFull(ResourceFull::HistOverflow { hist }), timestamp)
+                    (
+                        Body::ResourceFull(ResourceFull::HistOverflow { hist }),
+                        timestamp,
+                    )
                 }
                 2 => {
                     let timestamp = timestamp(2, 2)?;
@@ -695,7 +716,8 @@ impl<'a> MessageDecoder<'a> {
     fn address(&self, field: u64, length: u32) -> Option<u64> {
         // Branch-free: whether the extension applies depends on trace data.
         let msb = field.checked_shr(length.wrapping_sub(1)).unwrap_or(0) & 1;
-        let applies = self.options.address_msb_extension & (length <= self.address_top) & (msb == 1);
+        let applies =
+            self.options.address_msb_extension & (length <= self.address_top) & (msb == 1);
         let fill = u64::MAX.checked_shl(length).unwrap_or(0) & self.address_mask;
         let value = field | (fill & 0u64.wrapping_sub(u64::from(applies)));
         (value >> 63 == 0).then_some(value << 1)
@@ -726,7 +748,13 @@ impl<'a> MessageDecoder<'a> {
         let mut header = 0u32;
         // Up to five bytes hold TCODE plus a 16-bit SRC; a short message leaves SRC's top
         // bits zero rather than failing, so the message is still surfaced.
-        for (j, b) in data.get(start..end).unwrap_or(&[]).iter().take(5).enumerate() {
+        for (j, b) in data
+            .get(start..end)
+            .unwrap_or(&[])
+            .iter()
+            .take(5)
+            .enumerate()
+        {
             header |= u32::from(b >> 2) << (6 * j as u32);
         }
         Ok((

@@ -64,13 +64,12 @@ pub fn dump_message(message: &Message, stream: &[u8], out: &mut impl Write) -> f
     match message.body {
         Body::Ownership { process } => write_process(out, process)?,
         Body::DirectBranch { icnt } => write!(out, " icnt={icnt}")?,
-        Body::IndirectBranch { btype, icnt, uaddr } => write!(
-            out,
-            " btype={} icnt={icnt} uaddr={uaddr:#x}",
-            btype.name()
-        )?,
+        Body::IndirectBranch { btype, icnt, uaddr } => {
+            write!(out, " btype={} icnt={icnt} uaddr={uaddr:#x}", btype.name())?
+        }
         Body::Error { etype, ecode } => write!(out, " etype={etype} ecode={ecode:#x}")?,
-        Body::ProgTraceSync { sync, icnt, faddr } | Body::DirectBranchSync { sync, icnt, faddr } => {
+        Body::ProgTraceSync { sync, icnt, faddr }
+        | Body::DirectBranchSync { sync, icnt, faddr } => {
             write!(out, " sync={} icnt={icnt} faddr={faddr:#x}", Sync(sync))?
         }
         Body::IndirectBranchSync {

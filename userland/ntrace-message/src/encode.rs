@@ -34,7 +34,12 @@ impl Fields {
         }
     }
 
-    fn fixed(&mut self, field: &'static str, value: u64, bits: u32) -> Result<&mut Self, EncodeError> {
+    fn fixed(
+        &mut self,
+        field: &'static str,
+        value: u64,
+        bits: u32,
+    ) -> Result<&mut Self, EncodeError> {
         if value >> bits != 0 {
             return Err(EncodeError::FieldOutOfRange { field, value });
         }
@@ -110,7 +115,11 @@ fn plain_length(value: u64, room: u32) -> u32 {
 
 /// What the decoder makes of the low `length` bits of an address field.
 fn extend(value: u64, length: u32, top: u32) -> u64 {
-    let low = if length >= 64 { value } else { value & ((1u64 << length) - 1) };
+    let low = if length >= 64 {
+        value
+    } else {
+        value & ((1u64 << length) - 1)
+    };
     if length <= top && (low >> (length - 1)) & 1 == 1 {
         low | ((u64::MAX << length) & (u64::MAX >> (63 - top)))
     } else {

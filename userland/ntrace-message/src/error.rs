@@ -11,7 +11,9 @@ pub enum MessageError {
         offset: u64,
     },
     /// A byte has the reserved MSEO value 0b10.
-    #[error("at byte offset {offset:#x}: reserved MSEO value 0b10 in byte at offset {byte_offset:#x}")]
+    #[error(
+        "at byte offset {offset:#x}: reserved MSEO value 0b10 in byte at offset {byte_offset:#x}"
+    )]
     ReservedMseo {
         /// Message start.
         offset: u64,

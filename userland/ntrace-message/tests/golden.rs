@@ -44,19 +44,55 @@ fn every_message(width: AddressWidth) -> Vec<Body> {
         AddressWidth::Bits64 => 0xFFFF_FFFF_8000_31F4,
     };
     vec![
-        Body::ProgTraceSync { sync: SyncReason::EXIT_FROM_DEBUG, icnt: 0, faddr: 0x8000_0000 },
-        Body::Ownership { process: Process::from_field(0x3B2) },
-        Body::Ownership { process: Process::from_field(0xC) },
+        Body::ProgTraceSync {
+            sync: SyncReason::EXIT_FROM_DEBUG,
+            icnt: 0,
+            faddr: 0x8000_0000,
+        },
+        Body::Ownership {
+            process: Process::from_field(0x3B2),
+        },
+        Body::Ownership {
+            process: Process::from_field(0xC),
+        },
         Body::DirectBranch { icnt: 3 },
-        Body::IndirectBranch { btype: BranchType::Indirect, icnt: 7, uaddr: 0x3FC04 ^ 0x3F368 },
-        Body::Error { etype: 0, ecode: 0b100 },
-        Body::DirectBranchSync { sync: SyncReason::PERIODIC, icnt: 12, faddr: 0x8000_0104 },
-        Body::IndirectBranchSync { sync: SyncReason::TRACE_ENABLE, btype: BranchType::Exception, icnt: 5, faddr: high },
+        Body::IndirectBranch {
+            btype: BranchType::Indirect,
+            icnt: 7,
+            uaddr: 0x3FC04 ^ 0x3F368,
+        },
+        Body::Error {
+            etype: 0,
+            ecode: 0b100,
+        },
+        Body::DirectBranchSync {
+            sync: SyncReason::PERIODIC,
+            icnt: 12,
+            faddr: 0x8000_0104,
+        },
+        Body::IndirectBranchSync {
+            sync: SyncReason::TRACE_ENABLE,
+            btype: BranchType::Exception,
+            icnt: 5,
+            faddr: high,
+        },
         Body::ResourceFull(ResourceFull::IcntOverflow { icnt: 1 << 21 }),
         Body::ResourceFull(ResourceFull::HistOverflow { hist: 0x8000_0001 }),
-        Body::ResourceFull(ResourceFull::RepeatedHist { hist: 0x5, repeat: 150 }),
-        Body::ResourceFull(ResourceFull::Other { rcode: 9, rdata: [0x12, 0x34], count: 2 }),
-        Body::IndirectBranchHist { btype: BranchType::Indirect, icnt: 0x7D, uaddr: 0xE, hist: 0xFFE },
+        Body::ResourceFull(ResourceFull::RepeatedHist {
+            hist: 0x5,
+            repeat: 150,
+        }),
+        Body::ResourceFull(ResourceFull::Other {
+            rcode: 9,
+            rdata: [0x12, 0x34],
+            count: 2,
+        }),
+        Body::IndirectBranchHist {
+            btype: BranchType::Indirect,
+            icnt: 0x7D,
+            uaddr: 0xE,
+            hist: 0xFFE,
+        },
         Body::IndirectBranchHistSync {
             sync: SyncReason::SEQUENTIAL_INSTRUCTION_COUNTER,
             btype: BranchType::Interrupt,
@@ -64,10 +100,26 @@ fn every_message(width: AddressWidth) -> Vec<Body> {
             faddr: 0x110,
             hist: 0x2,
         },
-        Body::IndirectBranchHistSync { sync: SyncReason(14), btype: BranchType::ExceptionOrInterrupt, icnt: 0, faddr: high, hist: 1 },
+        Body::IndirectBranchHistSync {
+            sync: SyncReason(14),
+            btype: BranchType::ExceptionOrInterrupt,
+            icnt: 0,
+            faddr: high,
+            hist: 1,
+        },
         Body::RepeatBranch { bcnt: 42 },
-        Body::ProgTraceCorrelation { evcode: 0, cdf: 1, icnt: 6, hist: Some(1) },
-        Body::ProgTraceCorrelation { evcode: 4, cdf: 0, icnt: 10, hist: None },
+        Body::ProgTraceCorrelation {
+            evcode: 0,
+            cdf: 1,
+            icnt: 6,
+            hist: Some(1),
+        },
+        Body::ProgTraceCorrelation {
+            evcode: 4,
+            cdf: 0,
+            icnt: 10,
+            hist: None,
+        },
     ]
 }
 
@@ -79,7 +131,9 @@ fn encode_all(stem: &str, timestamps: bool) -> Vec<u8> {
     for (k, body) in every_message(options.address_width).iter().enumerate() {
         let src = (k as u16 * 3) & src_max;
         let timestamp = (timestamps && k % 3 != 2).then_some(k as u64 * 1000 + 7);
-        encoder.encode(src, body, timestamp, &mut out).expect("encodable");
+        encoder
+            .encode(src, body, timestamp, &mut out)
+            .expect("encodable");
         encoder.encode_idle(k % 3, &mut out);
     }
     out
@@ -97,21 +151,41 @@ fn generated_inputs() -> Vec<(&'static str, Vec<u8>)> {
     vendor_garbage.extend_from_slice(&[13 << 2, 0x00, 0x07]);
     // Garbage: MSEO=01 at a message start, reserved MSEO, too-wide field, extra fields.
     vendor_garbage.extend_from_slice(&[0x01, 0x22, 0x03]);
-    encoder.encode(0, &Body::DirectBranch { icnt: 5 }, None, &mut vendor_garbage).unwrap();
+    encoder
+        .encode(
+            0,
+            &Body::DirectBranch { icnt: 5 },
+            None,
+            &mut vendor_garbage,
+        )
+        .unwrap();
     vendor_garbage.extend_from_slice(&[0x24, 0x06, 0x00, 0x03]);
     vendor_garbage.extend_from_slice(&[0x0C]);
     vendor_garbage.extend_from_slice(&[0xFC; 11]);
     vendor_garbage.push(0x07);
     vendor_garbage.extend_from_slice(&[0x0C, 0x05, 0x05, 0x07]);
-    encoder.encode(0, &Body::RepeatBranch { bcnt: 2 }, None, &mut vendor_garbage).unwrap();
+    encoder
+        .encode(
+            0,
+            &Body::RepeatBranch { bcnt: 2 },
+            None,
+            &mut vendor_garbage,
+        )
+        .unwrap();
     // Truncated final message.
     vendor_garbage.extend_from_slice(&table6[1..4]);
 
     vec![
         ("table6.bin", table6),
         ("every_message.bin", encode_all("every_message", false)),
-        ("every_message_src4_ts_ext.bin", encode_all("every_message_src4_ts_ext", true)),
-        ("every_message_src12_rv32_ext.bin", encode_all("every_message_src12_rv32_ext", false)),
+        (
+            "every_message_src4_ts_ext.bin",
+            encode_all("every_message_src4_ts_ext", true),
+        ),
+        (
+            "every_message_src12_rv32_ext.bin",
+            encode_all("every_message_src12_rv32_ext", false),
+        ),
         ("vendor_reserved_garbage.bin", vendor_garbage),
     ]
 }
@@ -127,7 +201,10 @@ fn generated_inputs_are_current() {
             _ => fs::write(&path, &bytes).expect("write generated input"),
         }
     }
-    assert!(stale.is_empty(), "generated inputs differ from the encoder (rerun with RVPERF_BLESS=1): {stale:?}");
+    assert!(
+        stale.is_empty(),
+        "generated inputs differ from the encoder (rerun with RVPERF_BLESS=1): {stale:?}"
+    );
 }
 
 #[test]
@@ -141,7 +218,10 @@ fn golden_dumps() {
     assert!(!inputs.is_empty(), "no golden inputs found");
     let mut failures = Vec::new();
     for input in inputs {
-        let stem = input.file_stem().and_then(|s| s.to_str()).expect("UTF-8 file name");
+        let stem = input
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .expect("UTF-8 file name");
         let bytes = fs::read(&input).expect("readable input");
         let mut dump = String::new();
         dump_stream(&bytes, options_from_stem(stem), &mut dump).expect("fmt to String");
@@ -150,10 +230,17 @@ fn golden_dumps() {
             Ok(expected) if expected == dump => {}
             Ok(expected) if !blessing() => {
                 let first = expected.lines().zip(dump.lines()).position(|(a, b)| a != b);
-                failures.push(format!("{}: first differing line {first:?}\n--- got ---\n{dump}", expected_path.display()));
+                failures.push(format!(
+                    "{}: first differing line {first:?}\n--- got ---\n{dump}",
+                    expected_path.display()
+                ));
             }
             _ => fs::write(&expected_path, &dump).expect("write expected dump"),
         }
     }
-    assert!(failures.is_empty(), "golden dump mismatch (rerun with RVPERF_BLESS=1 if intended):\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "golden dump mismatch (rerun with RVPERF_BLESS=1 if intended):\n{}",
+        failures.join("\n")
+    );
 }

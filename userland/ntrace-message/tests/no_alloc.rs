@@ -52,7 +52,10 @@ fn decoding_long_zero_fields_does_not_allocate() {
 
     assert_eq!(ALLOCATIONS.with(Cell::get), 0, "decoder allocated");
     assert_eq!(first.unwrap().unwrap().body, Body::DirectBranch { icnt: 0 });
-    assert!(matches!(second.unwrap().unwrap().body, Body::IndirectBranchHist { icnt: 0x7D, .. }));
+    assert!(matches!(
+        second.unwrap().unwrap().body,
+        Body::IndirectBranchHist { icnt: 0x7D, .. }
+    ));
     assert!(third.is_err());
     assert_eq!(fourth, Ok(None));
 }

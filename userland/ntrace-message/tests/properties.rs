@@ -18,11 +18,19 @@ fn arb_case() -> impl Strategy<Value = (MessageOptions, Vec<Planned>)> {
         let message = (
             0..=src_max,
             arb_body(options.address_width),
-            prop_oneof![Just(None), any::<u64>().prop_map(Some), (0u64..64).prop_map(Some)],
+            prop_oneof![
+                Just(None),
+                any::<u64>().prop_map(Some),
+                (0u64..64).prop_map(Some)
+            ],
             prop_oneof![4 => Just(0usize), 1 => 1usize..4],
         )
             .prop_map(move |(src, body, timestamp, idle)| {
-                let timestamp = if options.timestamps && timestamp_allowed(&body) { timestamp } else { None };
+                let timestamp = if options.timestamps && timestamp_allowed(&body) {
+                    timestamp
+                } else {
+                    None
+                };
                 (src as u16, body, timestamp, idle)
             });
         (Just(options), prop::collection::vec(message, 1..16))

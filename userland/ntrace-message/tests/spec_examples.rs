@@ -10,7 +10,9 @@ use ntrace_message::{
 
 fn encode(options: MessageOptions, src: u16, body: &Body, timestamp: Option<u64>) -> Vec<u8> {
     let mut out = Vec::new();
-    MessageEncoder::new(options).encode(src, body, timestamp, &mut out).expect("encodable");
+    MessageEncoder::new(options)
+        .encode(src, body, timestamp, &mut out)
+        .expect("encodable");
     out
 }
 
@@ -28,7 +30,15 @@ fn table6_indirect_branch_hist() {
         hist: 0xFFE,
     };
     assert_eq!(message.body, expected);
-    assert_eq!((message.offset, message.length, message.src, message.timestamp), (1, 6, 0, None));
+    assert_eq!(
+        (
+            message.offset,
+            message.length,
+            message.src,
+            message.timestamp
+        ),
+        (1, 6, 0, None)
+    );
     assert_eq!(decoder.next_message(), Ok(None));
     assert_eq!(decoder.idle_bytes(), 2);
     assert_eq!(decoder.skipped_bytes(), 0);
@@ -69,7 +79,18 @@ fn src_field_shifts_the_layout() {
     let options = MessageOptions::default().with_src_bits(4);
     let bytes = encode(options, 5, &body, None);
     // SRC (4 bits) and B-TYPE (2 bits) fill the second byte, so I-CNT starts byte-aligned.
-    assert_eq!(bytes, [0x70, (5 | 2 << 4) << 2, 0x3D << 2, 0x01 << 2 | 1, 0x1D, 0xF8, 0xFF]);
+    assert_eq!(
+        bytes,
+        [
+            0x70,
+            (5 | 2 << 4) << 2,
+            0x3D << 2,
+            0x01 << 2 | 1,
+            0x1D,
+            0xF8,
+            0xFF
+        ]
+    );
     let messages = decode_ok(&bytes, options);
     assert_eq!((messages[0].src, messages[0].body), (5, body));
     // Read without SRC, the same bytes mean something else entirely.
@@ -94,14 +115,29 @@ fn table24_address_xor_compression() {
     let mut stream = Vec::new();
     let encoder = MessageEncoder::new(options);
     encoder
-        .encode(0, &Body::ProgTraceSync { sync: SyncReason::EXIT_FROM_DEBUG, icnt: 0, faddr: addresses[0] }, None, &mut stream)
+        .encode(
+            0,
+            &Body::ProgTraceSync {
+                sync: SyncReason::EXIT_FROM_DEBUG,
+                icnt: 0,
+                faddr: addresses[0],
+            },
+            None,
+            &mut stream,
+        )
         .unwrap();
     for pair in addresses.windows(2) {
-        let body = Body::IndirectBranch { btype: BranchType::Indirect, icnt: 3, uaddr: pair[0] ^ pair[1] };
+        let body = Body::IndirectBranch {
+            btype: BranchType::Indirect,
+            icnt: 3,
+            uaddr: pair[0] ^ pair[1],
+        };
         encoder.encode(0, &body, None, &mut stream).unwrap();
     }
     let messages = decode_ok(&stream, options);
-    let Body::ProgTraceSync { faddr, .. } = messages[0].body else { panic!("{:?}", messages[0]) };
+    let Body::ProgTraceSync { faddr, .. } = messages[0].body else {
+        panic!("{:?}", messages[0])
+    };
     assert_eq!(faddr >> 1, 0x1FE02, "F-ADDR field value");
     // F-ADDR=0x1FE02 is 17 bits: three bytes 0x02, 0x38 (0x1FE02>>6 & 0x3F), 0x1F.
     assert_eq!(&stream[2..5], [0x02 << 2, 0x38 << 2, 0x1F << 2 | 3]);
@@ -109,7 +145,9 @@ fn table24_address_xor_compression() {
     let mut reference = faddr;
     let mut fields = Vec::new();
     for message in &messages[1..] {
-        let Body::IndirectBranch { uaddr, .. } = message.body else { panic!("{message:?}") };
+        let Body::IndirectBranch { uaddr, .. } = message.body else {
+            panic!("{message:?}")
+        };
         fields.push(uaddr >> 1);
         reference ^= uaddr;
         assert!(addresses.contains(&reference));
@@ -131,7 +169,9 @@ fn hist_sync_with_address_field(field: &[u8]) -> Vec<u8> {
 }
 
 const EXTENDED_EXAMPLE: [u8; 6] = [0xFC, 0xFC, 0xFC, 0xFC, 0x7C, 0xF1];
-const FULL_64_BIT_EXAMPLE: [u8; 11] = [0xFC, 0xFC, 0xFC, 0xFC, 0xFC, 0xFC, 0xFC, 0xFC, 0xFC, 0xFC, 0x15];
+const FULL_64_BIT_EXAMPLE: [u8; 11] = [
+    0xFC, 0xFC, 0xFC, 0xFC, 0xFC, 0xFC, 0xFC, 0xFC, 0xFC, 0xFC, 0x15,
+];
 
 fn faddr_of(bytes: &[u8], options: MessageOptions) -> u64 {
     match decode_ok(bytes, options)[0].body {
@@ -156,10 +196,25 @@ fn msb_extension_example_decodes_and_encodes() {
     let extended = MessageOptions::default().with_address_msb_extension(true);
     assert_eq!(faddr_of(&bytes, extended), 0xFFFF_FFFE_3FFF_FFFE);
     // Without the extension the field is just 0xF_1FFF_FFFF.
-    assert_eq!(faddr_of(&bytes, MessageOptions::default()), 0xF_1FFF_FFFF << 1);
-    assert_eq!(encode(extended, 0, &sync_body(0xFFFF_FFFE_3FFF_FFFE), None), bytes);
+    assert_eq!(
+        faddr_of(&bytes, MessageOptions::default()),
+        0xF_1FFF_FFFF << 1
+    );
+    assert_eq!(
+        encode(extended, 0, &sync_body(0xFFFF_FFFE_3FFF_FFFE), None),
+        bytes
+    );
     // Without the extension the same address takes all 11 bytes.
-    assert_eq!(encode(MessageOptions::default(), 0, &sync_body(0xFFFF_FFFE_3FFF_FFFE), None).len(), 3 + 11 + 1);
+    assert_eq!(
+        encode(
+            MessageOptions::default(),
+            0,
+            &sync_body(0xFFFF_FFFE_3FFF_FFFE),
+            None
+        )
+        .len(),
+        3 + 11 + 1
+    );
 }
 
 /// The spec prints this example's values with four hex digits missing ("F-ADDR
@@ -171,7 +226,10 @@ fn full_64_bit_address_example() {
     for extension in [false, true] {
         let options = MessageOptions::default().with_address_msb_extension(extension);
         assert_eq!(faddr_of(&bytes, options), 0xBFFF_FFFF_FFFF_FFFE);
-        assert_eq!(encode(options, 0, &sync_body(0xBFFF_FFFF_FFFF_FFFE), None), bytes);
+        assert_eq!(
+            encode(options, 0, &sync_body(0xBFFF_FFFF_FFFF_FFFE), None),
+            bytes
+        );
     }
 }
 
@@ -181,11 +239,17 @@ fn extra_zero_mdo_prevents_extension() {
     // 0xF_1FFF_FFFF has MSB 1 in its last MDO, so the encoder must add an all-zero MDO.
     let address = 0xF_1FFF_FFFFu64 << 1;
     let bytes = encode(extended, 0, &sync_body(address), None);
-    assert_eq!(bytes, hist_sync_with_address_field(&[0xFC, 0xFC, 0xFC, 0xFC, 0x7C, 0xF0, 0x01]));
+    assert_eq!(
+        bytes,
+        hist_sync_with_address_field(&[0xFC, 0xFC, 0xFC, 0xFC, 0x7C, 0xF0, 0x01])
+    );
     assert_eq!(faddr_of(&bytes, extended), address);
     // Without extension the top MDO is not special and the shorter form is used.
     let plain = encode(MessageOptions::default(), 0, &sync_body(address), None);
-    assert_eq!(plain, hist_sync_with_address_field(&[0xFC, 0xFC, 0xFC, 0xFC, 0x7C, 0xF1]));
+    assert_eq!(
+        plain,
+        hist_sync_with_address_field(&[0xFC, 0xFC, 0xFC, 0xFC, 0x7C, 0xF1])
+    );
 }
 
 /// Spec 8.2: the Linux kernel address 0xFFFF_FFFF_8000_31F4 needs 11 bytes without the
@@ -207,7 +271,10 @@ fn msb_extension_shortens_kernel_addresses() {
     // Read as RV64, the same bytes extend to bit 63 instead.
     assert_eq!(faddr_of(&short32, extended), 0xFFFF_FFFF_FFFF_F1F4);
     // 0x8000_31F4 has zeros below bit 31, so RV32 gains nothing from the extension.
-    assert_eq!(encode(rv32, 0, &sync_body(0x8000_31F4), None).len(), 3 + 6 + 1);
+    assert_eq!(
+        encode(rv32, 0, &sync_body(0x8000_31F4), None).len(),
+        3 + 6 + 1
+    );
     let all_ones = encode(rv32, 0, &sync_body(0xFFFF_FFFE), None);
     assert_eq!(all_ones.len(), 3 + 1 + 1);
     assert_eq!(faddr_of(&all_ones, rv32), 0xFFFF_FFFE);
@@ -217,15 +284,36 @@ fn msb_extension_shortens_kernel_addresses() {
 #[test]
 fn ownership_process_examples() {
     let process = Process::from_field(0x3B2);
-    assert_eq!(process, Process { format: 2, privilege: 0, virtualized: true, context: 0x1D });
+    assert_eq!(
+        process,
+        Process {
+            format: 2,
+            privilege: 0,
+            virtualized: true,
+            context: 0x1D
+        }
+    );
     assert_eq!(process.to_field(), 0x3B2);
     let process = Process::from_field(0xC);
-    assert_eq!(process, Process { format: 0, privilege: 3, virtualized: false, context: 0 });
+    assert_eq!(
+        process,
+        Process {
+            format: 0,
+            privilege: 3,
+            virtualized: false,
+            context: 0
+        }
+    );
     assert_eq!(process.to_field(), 0xC);
 
     let options = MessageOptions::default();
-    for (field, bytes) in [(0x3B2, vec![0x08, 0x32 << 2, 0x0E << 2 | 3]), (0xC, vec![0x08, 0x0C << 2 | 3])] {
-        let body = Body::Ownership { process: Process::from_field(field) };
+    for (field, bytes) in [
+        (0x3B2, vec![0x08, 0x32 << 2, 0x0E << 2 | 3]),
+        (0xC, vec![0x08, 0x0C << 2 | 3]),
+    ] {
+        let body = Body::Ownership {
+            process: Process::from_field(field),
+        };
         assert_eq!(encode(options, 0, &body, None), bytes);
         assert_eq!(decode_ok(&bytes, options)[0].body, body);
     }
@@ -237,9 +325,19 @@ fn repeated_history_and_icnt_overflow_sequence() {
     use ntrace_message::ResourceFull;
     let options = MessageOptions::default();
     let bodies = [
-        Body::ResourceFull(ResourceFull::RepeatedHist { hist: 0x5555_5555, repeat: 10 }),
-        Body::ResourceFull(ResourceFull::RepeatedHist { hist: 0x5, repeat: 150 }),
-        Body::ProgTraceSync { sync: SyncReason::EXIT_FROM_DEBUG, icnt: 0, faddr: 0x100 },
+        Body::ResourceFull(ResourceFull::RepeatedHist {
+            hist: 0x5555_5555,
+            repeat: 10,
+        }),
+        Body::ResourceFull(ResourceFull::RepeatedHist {
+            hist: 0x5,
+            repeat: 150,
+        }),
+        Body::ProgTraceSync {
+            sync: SyncReason::EXIT_FROM_DEBUG,
+            icnt: 0,
+            faddr: 0x100,
+        },
         Body::IndirectBranchHistSync {
             sync: SyncReason::SEQUENTIAL_INSTRUCTION_COUNTER,
             btype: BranchType::Indirect,
@@ -247,7 +345,12 @@ fn repeated_history_and_icnt_overflow_sequence() {
             faddr: 0x110,
             hist: 0x2,
         },
-        Body::ProgTraceCorrelation { evcode: 0, cdf: 1, icnt: 6, hist: Some(1) },
+        Body::ProgTraceCorrelation {
+            evcode: 0,
+            cdf: 1,
+            icnt: 6,
+            hist: Some(1),
+        },
     ];
     let mut stream = Vec::new();
     for body in &bodies {
@@ -257,12 +360,17 @@ fn repeated_history_and_icnt_overflow_sequence() {
     let decoded: Vec<Body> = messages.iter().map(|m| m.body).collect();
     assert_eq!(decoded, bodies);
     // SYNC=3 with I-CNT=0 share a byte, then F-ADDR=0x80 (address 0x100, spec 8.4.4).
-    assert_eq!(messages[2].bytes(&stream), [9 << 2, 3 << 2 | 1, 0x00, 0x02 << 2 | 3]);
+    assert_eq!(
+        messages[2].bytes(&stream),
+        [9 << 2, 3 << 2 | 1, 0x00, 0x02 << 2 | 3]
+    );
 }
 
 #[test]
 fn sync_reason_table25() {
-    let resets: Vec<u8> = (0..16).filter(|&v| SyncReason(v).resets_encoder()).collect();
+    let resets: Vec<u8> = (0..16)
+        .filter(|&v| SyncReason(v).resets_encoder())
+        .collect();
     assert_eq!(resets, [1, 2, 3, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
     assert_eq!(SyncReason::EXIT_FROM_POWER_DOWN.name(), "ExitFromPowerDown");
     assert_eq!(SyncReason(8).name(), "Reserved");
@@ -272,7 +380,10 @@ fn sync_reason_table25() {
 #[test]
 fn tcode_names() {
     use ntrace_message::tcode;
-    assert_eq!(tcode::name(tcode::INDIRECT_BRANCH_HIST), "IndirectBranchHist");
+    assert_eq!(
+        tcode::name(tcode::INDIRECT_BRANCH_HIST),
+        "IndirectBranchHist"
+    );
     assert_eq!(tcode::name(56), "VendorDefined");
     assert_eq!(tcode::name(62), "VendorDefined");
     for reserved in [0, 1, 5, 6, 7, 10, 13, 26, 31, 32, 34, 55, 63] {

@@ -1,7 +1,7 @@
 //! 16-bit (compressed) encodings: C (Zca, Zcf, Zcd), Zcmp and Zcmt.
 
 use crate::fields::{
-    bits, c_addi16sp_immediate, c_b_offset, c_j_offset, c_rd, c_rs2, zcmp_register_list,
+    bits, c_addi16sp_immediate, c_b_offset, c_j_offset, c_rd, c_rs2, known_if, zcmp_register_list,
 };
 use crate::{ControlFlow, DecodeOptions, Instruction, Mnemonic, Xlen};
 
@@ -197,15 +197,6 @@ fn classify(raw: u32, options: DecodeOptions) -> (Mnemonic, ControlFlow) {
         _ => Mnemonic::Unknown,
     };
     (mnemonic, SEQUENTIAL)
-}
-
-#[inline]
-const fn known_if(valid: bool, mnemonic: Mnemonic) -> Mnemonic {
-    if valid {
-        mnemonic
-    } else {
-        Mnemonic::Unknown
-    }
 }
 
 #[inline]

@@ -1,6 +1,8 @@
 //! 32-bit encodings: RV32/RV64 I, M, A, F, D, Zicsr, Zifencei and the privileged instructions.
 
-use crate::fields::{b_immediate, funct3, funct7, i_immediate, j_immediate, rd, rs1, rs2};
+use crate::fields::{
+    b_immediate, funct3, funct7, i_immediate, j_immediate, known_if, rd, rs1, rs2,
+};
 use crate::{ControlFlow, Instruction, Mnemonic, Xlen};
 
 #[inline]
@@ -120,15 +122,6 @@ fn classify(raw: u32, rv64: bool) -> (Mnemonic, ControlFlow) {
         _ => Mnemonic::Unknown,
     };
     (mnemonic, SEQUENTIAL)
-}
-
-#[inline]
-const fn known_if(valid: bool, mnemonic: Mnemonic) -> Mnemonic {
-    if valid {
-        mnemonic
-    } else {
-        Mnemonic::Unknown
-    }
 }
 
 #[inline]

@@ -287,3 +287,13 @@ mod tests {
         }
     }
 }
+
+/// `mnemonic` when the encoding's extra constraints hold, else `Unknown`.
+#[inline]
+pub(crate) const fn known_if(valid: bool, mnemonic: crate::Mnemonic) -> crate::Mnemonic {
+    if valid {
+        mnemonic
+    } else {
+        crate::Mnemonic::Unknown
+    }
+}

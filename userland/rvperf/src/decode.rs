@@ -64,14 +64,18 @@ struct LoadedCode {
 
 fn parse_elf_argument(argument: &str) -> Result<(PathBuf, Option<u64>)> {
     if let Some((path, address)) = argument.rsplit_once('@') {
-        let digits = address.strip_prefix("0x").or_else(|| address.strip_prefix("0X"));
+        let digits = address
+            .strip_prefix("0x")
+            .or_else(|| address.strip_prefix("0X"));
         let parsed = match digits {
             Some(hex) => u64::from_str_radix(hex, 16),
             None => address.parse::<u64>(),
         };
         return match parsed {
             Ok(load) => Ok((PathBuf::from(path), Some(load))),
-            Err(_) => bail!("--elf {argument}: LOAD_ADDR {address:?} is not a number (use 0x... for hex)"),
+            Err(_) => {
+                bail!("--elf {argument}: LOAD_ADDR {address:?} is not a number (use 0x... for hex)")
+            }
         };
     }
     Ok((PathBuf::from(argument), None))
@@ -83,7 +87,8 @@ fn load_code(elves: &[String]) -> Result<LoadedCode> {
     let mut infos: Vec<ElfInfo> = Vec::new();
     for argument in elves {
         let (path, load_address) = parse_elf_argument(argument)?;
-        let bytes = std::fs::read(&path).with_context(|| format!("cannot read ELF {}", path.display()))?;
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("cannot read ELF {}", path.display()))?;
         let name = path.display().to_string();
         let info = load_elf(&mut image, &mut symbols, &name, &bytes, load_address)?;
         infos.push(info);
@@ -93,7 +98,12 @@ fn load_code(elves: &[String]) -> Result<LoadedCode> {
         Some(Xlen::Rv32) => AddressWidth::Bits32,
         _ => AddressWidth::Bits64,
     };
-    Ok(LoadedCode { image, symbols, files, address_width })
+    Ok(LoadedCode {
+        image,
+        symbols,
+        files,
+        address_width,
+    })
 }
 
 pub fn run(arguments: &DecodeArgs) -> Result<()> {
@@ -110,7 +120,10 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
         .with_src_bits(arguments.src_bits)
         .with_timestamps(arguments.timestamps)
         .with_address_msb_extension(arguments.addr_ext)
-        .with_address_width(code.as_ref().map_or(AddressWidth::Bits64, |code| code.address_width));
+        .with_address_width(
+            code.as_ref()
+                .map_or(AddressWidth::Bits64, |code| code.address_width),
+        );
     let stdout = std::io::stdout().lock();
     let mut out = LineWriter::new(stdout);
     let trace_name = arguments.trace.display().to_string();
@@ -123,7 +136,15 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
                 .with_message(message_options)
                 .with_return_stack_depth(usize::from(arguments.max_stack))
                 .with_instruction_ranges(mode != Output::Summary);
-            decode_flow(&trace, &code, options, mode, arguments.src_bits > 0, &mut out, &trace_name)?;
+            decode_flow(
+                &trace,
+                &code,
+                options,
+                mode,
+                arguments.src_bits > 0,
+                &mut out,
+                &trace_name,
+            )?;
         }
         (_, None) => unreachable_without_elf()?,
     }
@@ -149,7 +170,8 @@ fn dump_messages(
         match decoder.next_message() {
             Ok(Some(message)) => {
                 line.clear();
-                dump_message(&message, bytes, &mut line).map_err(|_| anyhow!("formatting failed"))?;
+                dump_message(&message, bytes, &mut line)
+                    .map_err(|_| anyhow!("formatting failed"))?;
                 out.text(&line);
                 out.text("\n");
                 out.maybe_flush()?;
@@ -186,11 +208,19 @@ fn event_text(element: &TraceElement) -> Option<String> {
     let text = match element.kind {
         ElementKind::InstructionRange { .. } => return None,
         ElementKind::TraceOn { address, reason } => format!("trace-on {address:#x} ({reason:?})"),
-        ElementKind::Trap { from, handler, kind } => match from {
+        ElementKind::Trap {
+            from,
+            handler,
+            kind,
+        } => match from {
             Some(from) => format!("trap {kind:?} at {from:#x} -> {handler:#x}"),
             None => format!("trap {kind:?} -> {handler:#x}"),
         },
-        ElementKind::ContextChange { privilege, virtualized, context } => {
+        ElementKind::ContextChange {
+            privilege,
+            virtualized,
+            context,
+        } => {
             let mode = match (virtualized, privilege) {
                 (false, 0) => "U",
                 (false, 1) => "S",
@@ -205,7 +235,10 @@ fn event_text(element: &TraceElement) -> Option<String> {
             }
         }
         ElementKind::Timestamp { time } => format!("timestamp {time}"),
-        ElementKind::TraceOff { last_address, reason } => match last_address {
+        ElementKind::TraceOff {
+            last_address,
+            reason,
+        } => match last_address {
             Some(address) => format!("trace-off after {address:#x} ({reason:?})"),
             None => format!("trace-off ({reason:?})"),
         },
@@ -240,7 +273,8 @@ fn decode_flow(
             Err(error) => {
                 // A wrapped trace buffer starts inside a message: bytes before the first
                 // synchronisation that do not parse are skipped, and said so.
-                if matches!(error, FlowError::Message(_)) && decoder.statistics().sync_messages == 0 {
+                if matches!(error, FlowError::Message(_)) && decoder.statistics().sync_messages == 0
+                {
                     if !skipped_garbage {
                         eprintln!("rvperf: warning: {trace_name}: skipping undecodable bytes before the first synchronisation ({error})");
                         skipped_garbage = true;
@@ -255,69 +289,80 @@ fn decode_flow(
             trace.release_before(decoder.position());
         }
         match element.kind {
-            ElementKind::InstructionRange { start, last, instructions: count, end, .. } => {
-                match mode {
-                    Output::Summary | Output::Messages => {}
-                    Output::Pcs => {
-                        pcs.clear();
-                        decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
-                        for &pc in &pcs {
-                            if multi_hart {
-                                out.text(&element.hart.to_string());
-                                out.text(" ");
-                            }
-                            out.hex_line(pc)?;
+            ElementKind::InstructionRange {
+                start,
+                last,
+                instructions: count,
+                end,
+                ..
+            } => match mode {
+                Output::Summary | Output::Messages => {}
+                Output::Pcs => {
+                    pcs.clear();
+                    decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
+                    for &pc in &pcs {
+                        if multi_hart {
+                            out.text(&element.hart.to_string());
+                            out.text(" ");
                         }
+                        out.hex_line(pc)?;
                     }
-                    Output::Blocks => {
+                }
+                Output::Blocks => {
+                    line.clear();
+                    if multi_hart {
+                        line.push_str(&format!("{} ", element.hart));
+                    }
+                    let function = code
+                        .symbols
+                        .lookup(start)
+                        .map(|(symbol, _)| symbol.name.as_str());
+                    line.push_str(&format!(
+                        "{start:#x}..{last:#x} {count:>3} {:<16} {}\n",
+                        range_end_name(end),
+                        function.unwrap_or("?")
+                    ));
+                    out.text(&line);
+                    out.maybe_flush()?;
+                }
+                Output::Insns => {
+                    pcs.clear();
+                    decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
+                    for &pc in &pcs {
                         line.clear();
                         if multi_hart {
                             line.push_str(&format!("{} ", element.hart));
                         }
-                        let function = code.symbols.lookup(start).map(|(symbol, _)| symbol.name.as_str());
-                        line.push_str(&format!(
-                            "{start:#x}..{last:#x} {count:>3} {:<16} {}\n",
-                            range_end_name(end),
-                            function.unwrap_or("?")
-                        ));
+                        let place = match code.symbols.lookup(pc) {
+                            Some((symbol, offset)) => format!("{}+{offset:#x}", symbol.name),
+                            None => "?".to_owned(),
+                        };
+                        let file = code
+                            .image
+                            .segment_index(pc)
+                            .and_then(|index| code.image.segment(index))
+                            .map(|segment| segment.file)
+                            .unwrap_or(0);
+                        let options = code
+                            .files
+                            .get(file)
+                            .map(|info| info.options)
+                            .unwrap_or_default();
+                        let mut raw = [0u8; 4];
+                        code.image.read(pc, &mut raw);
+                        let text = match riscv_insn::decode(u32::from_le_bytes(raw), options) {
+                            Ok(instruction) if instruction.length == 2 => {
+                                format!("{:04x}      {instruction}", instruction.raw & 0xffff)
+                            }
+                            Ok(instruction) => format!("{:08x}  {instruction}", instruction.raw),
+                            Err(_) => "(undecodable)".to_owned(),
+                        };
+                        line.push_str(&format!("{pc:#x}  {place:<32} {text}\n"));
                         out.text(&line);
                         out.maybe_flush()?;
                     }
-                    Output::Insns => {
-                        pcs.clear();
-                        decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
-                        for &pc in &pcs {
-                            line.clear();
-                            if multi_hart {
-                                line.push_str(&format!("{} ", element.hart));
-                            }
-                            let place = match code.symbols.lookup(pc) {
-                                Some((symbol, offset)) => format!("{}+{offset:#x}", symbol.name),
-                                None => "?".to_owned(),
-                            };
-                            let file = code
-                                .image
-                                .segment_index(pc)
-                                .and_then(|index| code.image.segment(index))
-                                .map(|segment| segment.file)
-                                .unwrap_or(0);
-                            let options = code.files.get(file).map(|info| info.options).unwrap_or_default();
-                            let mut raw = [0u8; 4];
-                            code.image.read(pc, &mut raw);
-                            let text = match riscv_insn::decode(u32::from_le_bytes(raw), options) {
-                                Ok(instruction) if instruction.length == 2 => {
-                                    format!("{:04x}      {instruction}", instruction.raw & 0xffff)
-                                }
-                                Ok(instruction) => format!("{:08x}  {instruction}", instruction.raw),
-                                Err(_) => "(undecodable)".to_owned(),
-                            };
-                            line.push_str(&format!("{pc:#x}  {place:<32} {text}\n"));
-                            out.text(&line);
-                            out.maybe_flush()?;
-                        }
-                    }
                 }
-            }
+            },
             _ => {
                 if matches!(mode, Output::Blocks | Output::Insns) {
                     if let Some(text) = event_text(element) {
@@ -338,7 +383,10 @@ fn decode_flow(
         );
     }
     if statistics.sync_messages == 0 {
-        bail!("{trace_name}: no synchronisation message in {} bytes: nothing can be decoded", trace.bytes().len());
+        bail!(
+            "{trace_name}: no synchronisation message in {} bytes: nothing can be decoded",
+            trace.bytes().len()
+        );
     }
     if mode == Output::Summary {
         let seconds = elapsed.as_secs_f64().max(1e-9);
@@ -346,19 +394,31 @@ fn decode_flow(
         out.text(&format!("trace:               {trace_name}\n"));
         out.text(&format!("trace bytes:         {}\n", trace.bytes().len()));
         out.text(&format!("messages:            {}\n", statistics.messages));
-        out.text(&format!("sync messages:       {}\n", statistics.sync_messages));
+        out.text(&format!(
+            "sync messages:       {}\n",
+            statistics.sync_messages
+        ));
         if statistics.messages_before_sync > 0 {
-            out.text(&format!("skipped before sync: {} messages\n", statistics.messages_before_sync));
+            out.text(&format!(
+                "skipped before sync: {} messages\n",
+                statistics.messages_before_sync
+            ));
         }
         if statistics.gaps > 0 {
             out.text(&format!("gaps (lost trace):   {}\n", statistics.gaps));
         }
         if statistics.vendor_or_reserved_messages > 0 {
-            out.text(&format!("vendor/reserved:     {} messages\n", statistics.vendor_or_reserved_messages));
+            out.text(&format!(
+                "vendor/reserved:     {} messages\n",
+                statistics.vendor_or_reserved_messages
+            ));
         }
         out.text(&format!("instructions:        {instructions}\n"));
         out.text(&format!("idle bytes:          {}\n", decoder.idle_bytes()));
-        out.text(&format!("code blocks decoded: {}\n", statistics.blocks_decoded));
+        out.text(&format!(
+            "code blocks decoded: {}\n",
+            statistics.blocks_decoded
+        ));
         out.text(&format!(
             "decode time:         {:.3} s ({:.1} M instructions/s, {:.1} MB/s of trace)\n",
             seconds,
@@ -378,13 +438,17 @@ fn write_hottest_functions(
 ) {
     let mut by_function: HashMap<Option<usize>, u64> = HashMap::new();
     for (start, _last, count) in decoder.block_profile() {
-        *by_function.entry(code.symbols.lookup_index(start)).or_default() += count;
+        *by_function
+            .entry(code.symbols.lookup_index(start))
+            .or_default() += count;
     }
     let mut ranked: Vec<_> = by_function.into_iter().collect();
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     out.text("hottest functions:\n");
     for (function, count) in ranked.into_iter().take(10) {
-        let name = function.and_then(|index| code.symbols.get(index)).map_or("[unknown]", |symbol| symbol.name.as_str());
+        let name = function
+            .and_then(|index| code.symbols.get(index))
+            .map_or("[unknown]", |symbol| symbol.name.as_str());
         let share = 100.0 * count as f64 / instructions.max(1) as f64;
         out.text(&format!("  {share:6.2}%  {count:>12}  {name}\n"));
     }

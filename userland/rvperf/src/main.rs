@@ -9,7 +9,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "rvperf", version, about = "Linux perf and hardware-trace toolkit for RISC-V")]
+#[command(
+    name = "rvperf",
+    version,
+    about = "Linux perf and hardware-trace toolkit for RISC-V"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

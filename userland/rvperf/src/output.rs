@@ -12,7 +12,10 @@ const FLUSH_AT: usize = 1 << 16;
 
 impl<W: Write> LineWriter<W> {
     pub fn new(inner: W) -> Self {
-        Self { inner, buffer: Vec::with_capacity(FLUSH_AT + 256) }
+        Self {
+            inner,
+            buffer: Vec::with_capacity(FLUSH_AT + 256),
+        }
     }
 
     /// Appends `0x` + lowercase hex of `value` + newline.
@@ -70,6 +73,9 @@ mod tests {
         let mut out = Vec::new();
         writer.inner.write_all(&writer.buffer).unwrap();
         out.extend_from_slice(&writer.inner);
-        assert_eq!(String::from_utf8(out).unwrap(), "0x0\n0x1\n0x10\n0xabc\n0xffffffffffffffff\n");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "0x0\n0x1\n0x10\n0xabc\n0xffffffffffffffff\n"
+        );
     }
 }

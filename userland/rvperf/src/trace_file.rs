@@ -18,8 +18,12 @@ pub struct TraceFile {
 
 impl TraceFile {
     pub fn open(path: &Path) -> Result<Self> {
-        let file = File::open(path).with_context(|| format!("cannot open trace {}", path.display()))?;
-        let length = file.metadata().with_context(|| format!("cannot stat trace {}", path.display()))?.len();
+        let file =
+            File::open(path).with_context(|| format!("cannot open trace {}", path.display()))?;
+        let length = file
+            .metadata()
+            .with_context(|| format!("cannot stat trace {}", path.display()))?
+            .len();
         if length == 0 {
             bail!("trace {} is empty", path.display());
         }
@@ -30,7 +34,10 @@ impl TraceFile {
             .with_context(|| format!("cannot map trace {}", path.display()))?;
         // Purely a hint; a kernel that ignores it is still correct.
         let _ = map.advise(memmap2::Advice::Sequential);
-        Ok(Self { map, released: Cell::new(0) })
+        Ok(Self {
+            map,
+            released: Cell::new(0),
+        })
     }
 
     pub fn bytes(&self) -> &[u8] {
@@ -40,13 +47,18 @@ impl TraceFile {
     /// Tells the kernel the bytes before `position` will not be read again, so resident
     /// memory stays bounded however long the trace is.
     pub fn release_before(&self, position: u64) {
-        let position = usize::try_from(position).unwrap_or(usize::MAX).min(self.map.len());
+        let position = usize::try_from(position)
+            .unwrap_or(usize::MAX)
+            .min(self.map.len());
         let page_aligned = position & !0xfff;
         if page_aligned >= self.released.get() + RELEASE_STEP {
             // SAFETY: DONTNEED on a private read-only file mapping only drops cached
             // pages; later reads fault them back in from the file, so no data changes.
             // The decoder never goes back before `position` anyway.
-            let _ = unsafe { self.map.unchecked_advise_range(UncheckedAdvice::DontNeed, 0, page_aligned) };
+            let _ = unsafe {
+                self.map
+                    .unchecked_advise_range(UncheckedAdvice::DontNeed, 0, page_aligned)
+            };
             self.released.set(page_aligned);
         }
     }

@@ -90,13 +90,24 @@ pub enum ElementKind {
     },
     /// A trap: the instruction at `from` did not retire (or, for `ecall`, it retired and
     /// trapped); execution continues at `handler`.
-    Trap { from: Option<u64>, handler: u64, kind: TrapKind },
+    Trap {
+        from: Option<u64>,
+        handler: u64,
+        kind: TrapKind,
+    },
     /// Privilege mode or context (process/VM id) changed.
-    ContextChange { privilege: u8, virtualized: bool, context: Option<u64> },
+    ContextChange {
+        privilege: u8,
+        virtualized: bool,
+        context: Option<u64>,
+    },
     /// The time of the preceding elements, in trace timestamp units.
     Timestamp { time: u64 },
     /// Trace stopped after `last_address` (if known).
-    TraceOff { last_address: Option<u64>, reason: TraceOffReason },
+    TraceOff {
+        last_address: Option<u64>,
+        reason: TraceOffReason,
+    },
     /// Execution between the previous and the next element is missing.
     Gap { reason: GapReason },
     /// A message the decoder does not interpret (vendor-defined or reserved); surfaced, not dropped.

@@ -23,7 +23,10 @@ enum Mode {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "rvperf-tracegen", about = "Encode a program's retired instructions as N-Trace")]
+#[command(
+    name = "rvperf-tracegen",
+    about = "Encode a program's retired instructions as N-Trace"
+)]
 struct Arguments {
     /// The riscv64 ELF that runs (static), also used to classify instructions.
     #[arg(long)]
@@ -70,7 +73,10 @@ struct Arguments {
 
 fn main() {
     if let Err(error) = run(&Arguments::parse()) {
-        eprintln!("rvperf-tracegen: error: {}", format!("{error:#}").replace('\n', " "));
+        eprintln!(
+            "rvperf-tracegen: error: {}",
+            format!("{error:#}").replace('\n', " ")
+        );
         std::process::exit(1);
     }
 }
@@ -110,11 +116,18 @@ fn produce(arguments: &Arguments, encoder: &mut TraceEncoder<'_>, sink: &mut Sin
     let directory = std::env::temp_dir().join(format!("rvperf-tracegen-{}", std::process::id()));
     std::fs::create_dir_all(&directory)?;
     let fifo = directory.join("exec.log");
-    let status = std::process::Command::new("mkfifo").arg(&fifo).status().context("cannot run mkfifo")?;
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .context("cannot run mkfifo")?;
     if !status.success() {
         bail!("mkfifo {} failed", fifo.display());
     }
-    let program_arguments: Vec<&str> = arguments.program_arguments.iter().map(String::as_str).collect();
+    let program_arguments: Vec<&str> = arguments
+        .program_arguments
+        .iter()
+        .map(String::as_str)
+        .collect();
     let outcome = std::thread::scope(|scope| {
         let fifo_path = fifo.clone();
         let reader = scope.spawn(move || -> Result<u64> {
@@ -126,7 +139,9 @@ fn produce(arguments: &Arguments, encoder: &mut TraceEncoder<'_>, sink: &mut Sin
             count
         });
         let run = qemu.run_logged(&arguments.elf, &program_arguments, &fifo);
-        let encoded = reader.join().map_err(|_| anyhow::anyhow!("encoder thread panicked"))?;
+        let encoded = reader
+            .join()
+            .map_err(|_| anyhow::anyhow!("encoder thread panicked"))?;
         let run = run?;
         if !run.success() {
             bail!("the program exited with status {}", run.status_code);
@@ -144,10 +159,17 @@ fn temporary(path: &Path) -> PathBuf {
 }
 
 fn run(arguments: &Arguments) -> Result<()> {
-    let elf_bytes = std::fs::read(&arguments.elf).with_context(|| format!("cannot read {}", arguments.elf.display()))?;
+    let elf_bytes = std::fs::read(&arguments.elf)
+        .with_context(|| format!("cannot read {}", arguments.elf.display()))?;
     let mut image = CodeImage::new();
     let mut symbols = SymbolTable::default();
-    let info = load_elf(&mut image, &mut symbols, &arguments.elf.display().to_string(), &elf_bytes, None)?;
+    let info = load_elf(
+        &mut image,
+        &mut symbols,
+        &arguments.elf.display().to_string(),
+        &elf_bytes,
+        None,
+    )?;
     let files = FileDecodeInfo::for_image(&image, std::slice::from_ref(&info));
     let width = match info.xlen {
         code_image::Xlen::Rv32 => AddressWidth::Bits32,
@@ -176,9 +198,16 @@ fn run(arguments: &Arguments) -> Result<()> {
     let output_tmp = temporary(&arguments.output);
     let pcs_tmp = arguments.pcs_output.as_deref().map(temporary);
     let mut sink = Sink {
-        encoder_output: BufWriter::new(File::create(&output_tmp).with_context(|| format!("cannot create {}", output_tmp.display()))?),
+        encoder_output: BufWriter::new(
+            File::create(&output_tmp)
+                .with_context(|| format!("cannot create {}", output_tmp.display()))?,
+        ),
         pcs: match &pcs_tmp {
-            Some(path) => Some(BufWriter::new(File::create(path).with_context(|| format!("cannot create {}", path.display()))?)),
+            Some(path) => {
+                Some(BufWriter::new(File::create(path).with_context(|| {
+                    format!("cannot create {}", path.display())
+                })?))
+            }
             None => None,
         },
     };

@@ -2,8 +2,8 @@
 #![allow(dead_code)]
 
 use ntrace_message::{
-    AddressWidth, Body, BranchType, MessageDecoder, MessageError, MessageOptions, Message,
-    Process, ResourceFull, SyncReason,
+    AddressWidth, Body, BranchType, Message, MessageDecoder, MessageError, MessageOptions, Process,
+    ResourceFull, SyncReason,
 };
 use proptest::prelude::*;
 
@@ -26,7 +26,11 @@ pub fn arb_options() -> impl Strategy<Value = MessageOptions> {
             .with_src_bits(src_bits)
             .with_timestamps(ts)
             .with_address_msb_extension(ext)
-            .with_address_width(if x32 { AddressWidth::Bits32 } else { AddressWidth::Bits64 })
+            .with_address_width(if x32 {
+                AddressWidth::Bits32
+            } else {
+                AddressWidth::Bits64
+            })
     })
 }
 
@@ -52,7 +56,8 @@ pub fn arb_address(width: AddressWidth) -> impl Strategy<Value = u64> {
         // Kernel-style addresses with long runs of ones, the case MSB extension is for.
         (0u64..(1 << 32)).prop_map(|low| 0xFFFF_FFFF_0000_0000 | low),
         (0u32..64).prop_map(|bit| !0u64 << bit),
-        (0u32..64, any::<u64>()).prop_map(|(bit, v)| (v | (1u64 << bit)) & !(1u64 << bit.saturating_sub(1))),
+        (0u32..64, any::<u64>())
+            .prop_map(|(bit, v)| (v | (1u64 << bit)) & !(1u64 << bit.saturating_sub(1))),
     ]
     .prop_map(move |a| a & mask & !1)
 }
@@ -68,25 +73,52 @@ pub fn arb_sync() -> impl Strategy<Value = SyncReason> {
 pub fn arb_body(width: AddressWidth) -> impl Strategy<Value = Body> {
     let addr = move || arb_address(width);
     prop_oneof![
-        (0u8..4, 0u8..4, any::<bool>(), prop_oneof![0u64..64, any::<u64>().prop_map(|c| c >> 5)])
-            .prop_map(|(format, privilege, virtualized, context)| Body::Ownership {
-                process: Process { format, privilege, virtualized, context }
-            }),
+        (
+            0u8..4,
+            0u8..4,
+            any::<bool>(),
+            prop_oneof![0u64..64, any::<u64>().prop_map(|c| c >> 5)]
+        )
+            .prop_map(
+                |(format, privilege, virtualized, context)| Body::Ownership {
+                    process: Process {
+                        format,
+                        privilege,
+                        virtualized,
+                        context
+                    }
+                }
+            ),
         arb_value().prop_map(|icnt| Body::DirectBranch { icnt }),
-        (arb_btype(), arb_value(), addr())
-            .prop_map(|(btype, icnt, uaddr)| Body::IndirectBranch { btype, icnt, uaddr }),
+        (arb_btype(), arb_value(), addr()).prop_map(|(btype, icnt, uaddr)| Body::IndirectBranch {
+            btype,
+            icnt,
+            uaddr
+        }),
         (0u8..16, arb_value()).prop_map(|(etype, ecode)| Body::Error { etype, ecode }),
-        (arb_sync(), arb_value(), addr())
-            .prop_map(|(sync, icnt, faddr)| Body::ProgTraceSync { sync, icnt, faddr }),
-        (arb_sync(), arb_value(), addr())
-            .prop_map(|(sync, icnt, faddr)| Body::DirectBranchSync { sync, icnt, faddr }),
+        (arb_sync(), arb_value(), addr()).prop_map(|(sync, icnt, faddr)| Body::ProgTraceSync {
+            sync,
+            icnt,
+            faddr
+        }),
+        (arb_sync(), arb_value(), addr()).prop_map(|(sync, icnt, faddr)| Body::DirectBranchSync {
+            sync,
+            icnt,
+            faddr
+        }),
         (arb_sync(), arb_btype(), arb_value(), addr()).prop_map(|(sync, btype, icnt, faddr)| {
-            Body::IndirectBranchSync { sync, btype, icnt, faddr }
+            Body::IndirectBranchSync {
+                sync,
+                btype,
+                icnt,
+                faddr,
+            }
         }),
         arb_value().prop_map(|icnt| Body::ResourceFull(ResourceFull::IcntOverflow { icnt })),
         arb_value().prop_map(|hist| Body::ResourceFull(ResourceFull::HistOverflow { hist })),
-        (arb_value(), arb_value())
-            .prop_map(|(hist, repeat)| Body::ResourceFull(ResourceFull::RepeatedHist { hist, repeat })),
+        (arb_value(), arb_value()).prop_map(|(hist, repeat)| Body::ResourceFull(
+            ResourceFull::RepeatedHist { hist, repeat }
+        )),
         (3u8..16, arb_value(), arb_value(), 1u8..=2).prop_map(|(rcode, a, b, count)| {
             Body::ResourceFull(ResourceFull::Other {
                 rcode,
@@ -95,10 +127,21 @@ pub fn arb_body(width: AddressWidth) -> impl Strategy<Value = Body> {
             })
         }),
         (arb_btype(), arb_value(), addr(), arb_value()).prop_map(|(btype, icnt, uaddr, hist)| {
-            Body::IndirectBranchHist { btype, icnt, uaddr, hist }
+            Body::IndirectBranchHist {
+                btype,
+                icnt,
+                uaddr,
+                hist,
+            }
         }),
         (arb_sync(), arb_btype(), arb_value(), addr(), arb_value()).prop_map(
-            |(sync, btype, icnt, faddr, hist)| Body::IndirectBranchHistSync { sync, btype, icnt, faddr, hist }
+            |(sync, btype, icnt, faddr, hist)| Body::IndirectBranchHistSync {
+                sync,
+                btype,
+                icnt,
+                faddr,
+                hist
+            }
         ),
         arb_value().prop_map(|bcnt| Body::RepeatBranch { bcnt }),
         (0u8..16, 0u8..4, arb_value(), arb_value(), any::<bool>()).prop_map(
@@ -122,6 +165,10 @@ pub fn timestamp_allowed(body: &Body) -> bool {
     !matches!(
         body,
         Body::ResourceFull(ResourceFull::Other { count: 1, .. })
-            | Body::ProgTraceCorrelation { cdf: 2 | 3, hist: None, .. }
+            | Body::ProgTraceCorrelation {
+                cdf: 2 | 3,
+                hist: None,
+                ..
+            }
     )
 }
