@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure a Rust toolchain new enough for the workspace (rust-version in Cargo.toml)
 # is on PATH. Machines with rustup already have one; a bare Debian bookworm machine gets
-# Debian's rustc-web/cargo-web (1.96), since bookworm's plain rustc is too old.
+# Debian's rustc-web/cargo-web (1.96) with clippy and rustfmt, since bookworm's plain
+# rustc is too old.
 set -euo pipefail
 
 required=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$(dirname "${BASH_SOURCE[0]}")/../Cargo.toml")
@@ -20,6 +21,6 @@ if ! version_ok; then
     echo "ensure-rust: installing Debian's cargo-web and rustc-web (need Rust >= $required)"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq cargo-web rustc-web >/dev/null
+    apt-get install -y -qq cargo-web rustc-web rust-web-clippy rustfmt-web >/dev/null
     version_ok || { echo "ensure-rust: no Rust >= $required available" >&2; exit 1; }
 fi
