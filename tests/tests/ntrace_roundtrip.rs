@@ -1,10 +1,10 @@
 //! Real programs, real traces: every test program runs under `qemu-riscv64` with one
 //! instruction per translation block, its exact retired-PC sequence is encoded with
-//! rvperf's encoder model under many option combinations (BTM/HTM, return stack
-//! 0/8/32, repeated history, repeat branch, timestamps, SRC, MSB extension, periodic
-//! sync, sequential jumps, small I-CNT/HIST counters, ownership, ecall reported the
-//! reference encoder's way) and decoded again:
-//! the decoded sequence must be identical.
+//! rvperf's encoder model under every combination of BTM/HTM, return stack 0/8/32,
+//! repeated history, timestamps, SRC and MSB extension (with RepeatBranch, periodic
+//! sync, sequential jumps, small I-CNT/HIST counters, ownership and ecall reported the
+//! reference encoder's way rotating through them) and decoded again: the decoded
+//! sequence must be identical.
 
 mod common;
 
@@ -13,30 +13,38 @@ use ntrace_flow::{BranchMode, DecoderOptions, EncoderOptions, EncoderStatistics,
 use ntrace_message::{AddressWidth, MessageDecoder, MessageOptions};
 use trace_elements::ElementKind;
 
-/// One encoder configuration of the matrix, with the decoder options that match it.
+/// Every combination of the six main options (2 modes x 3 stack depths x repeated
+/// history x timestamps x SRC x MSB extension = 96), each with a rotating choice of the
+/// secondary ones, and the decoder options that match.
+const CONFIGURATIONS: usize = 96;
+
 fn configuration(index: usize) -> (EncoderOptions, DecoderOptions) {
     let mut options = EncoderOptions::default();
-    options.mode = if index % 2 == 0 {
+    options.mode = if index & 1 == 0 {
         BranchMode::Htm
     } else {
         BranchMode::Btm
     };
-    options.return_stack_depth = [32, 32, 8, 8, 0, 0][index];
-    options.repeated_history = index != 4;
-    options.repeat_branch = index != 5;
-    options.sequential_jumps = matches!(index, 0 | 3);
-    options.periodic_sync = [0, 64, 0, 16, 200, 0][index];
-    options.icnt_bits = [22, 10, 16, 8, 22, 12][index];
-    options.hist_bits = [32, 32, 8, 32, 16, 5][index];
-    options.context = (index == 4).then_some(42);
+    options.return_stack_depth = [0, 8, 32][(index >> 1) % 3];
+    let rest = index / 6;
+    options.repeated_history = rest & 1 != 0;
+    let timestamps = rest & 2 != 0;
+    let src_bits = if rest & 4 != 0 { 5 } else { 0 };
+    let extension = rest & 8 != 0;
+    // Secondary options rotate so that each meets many main combinations.
+    options.repeat_branch = index % 3 != 0;
+    options.sequential_jumps = index % 4 == 1;
+    options.periodic_sync = [0, 64, 16, 200, 0][index % 5];
+    options.icnt_bits = [22, 10, 16, 8, 12, 22, 14][index % 7];
+    options.hist_bits = [32, 32, 8, 16, 5, 31][index % 6];
+    options.context = (index % 11 == 3).then_some(42);
     // The reference encoder's way of reporting ecall (an uninferable call).
-    options.environment_call_as_jump = matches!(index, 1 | 2);
-    let src_bits = if matches!(index, 2 | 3) { 5 } else { 0 };
+    options.environment_call_as_jump = index % 5 == 2;
     options.src = if src_bits > 0 { 17 } else { 0 };
     options.message = MessageOptions::default()
         .with_src_bits(src_bits)
-        .with_timestamps(matches!(index, 1 | 2))
-        .with_address_msb_extension(matches!(index, 0 | 3 | 5))
+        .with_timestamps(timestamps)
+        .with_address_msb_extension(extension)
         .with_address_width(AddressWidth::Bits64);
     // Half the decoders assume the spec's maximum depth, half the encoder's own.
     let depth = if index % 2 == 0 {
@@ -75,7 +83,7 @@ fn roundtrip(name: &str) {
     let pcs = retired_pcs(name);
     let code = load(name);
     let mut total = EncoderStatistics::default();
-    for index in 0..6 {
+    for index in 0..CONFIGURATIONS {
         let (options, decoder) = configuration(index);
         let (trace, statistics) = encode(&code, &pcs, options);
         let context = format!("{name} configuration {index} ({options:?})");
@@ -94,7 +102,7 @@ fn roundtrip(name: &str) {
         "{name}: no implicit return in any configuration"
     );
     assert!(
-        total.sync_messages > 6,
+        total.sync_messages > CONFIGURATIONS as u64,
         "{name}: no periodic or overflow synchronisation"
     );
     eprintln!(
@@ -128,7 +136,8 @@ fn tight_loops_with_repeated_history() {
     roundtrip("loops");
     let pcs = retired_pcs("loops");
     let code = load("loops");
-    let (options, _) = configuration(0);
+    let mut options = EncoderOptions::default();
+    options.repeated_history = true;
     let (_, statistics) = encode(&code, &pcs, options);
     assert!(
         statistics.repeated_histories > 0,

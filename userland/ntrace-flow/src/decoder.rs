@@ -7,6 +7,9 @@
 //! Nothing is buffered beyond one message's side elements, so memory does not grow with
 //! the trace, and the caller pulls at its own pace.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use code_image::CodeImage;
 use ntrace_message::{Body, BranchType, Message, MessageDecoder, ResourceFull, SyncReason};
 use trace_elements::{
@@ -159,6 +162,9 @@ pub struct FlowDecoder<'a> {
     pending_error: Option<FlowError>,
     statistics: FlowStatistics,
     finished: bool,
+    /// Trace bytes consumed, published for other threads (progress display, releasing
+    /// pages of a mapped trace) without borrowing the decoder.
+    progress: Arc<AtomicU64>,
 }
 
 /// Elements produced per refill.
@@ -190,7 +196,16 @@ impl<'a> FlowDecoder<'a> {
             pending_error: None,
             statistics: FlowStatistics::default(),
             finished: false,
+            progress: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// A shared counter of the trace bytes consumed so far, updated every few thousand
+    /// messages and at the end: another thread may read it while this one decodes (a
+    /// summary decode can run through a whole trace within one call). It is advisory:
+    /// relaxed stores, no ordering with anything else.
+    pub fn progress(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.progress)
     }
 
     pub fn statistics(&self) -> FlowStatistics {
@@ -300,6 +315,10 @@ impl<'a> FlowDecoder<'a> {
             }
             match self.messages.next_message() {
                 Ok(Some(message)) => {
+                    if self.statistics.messages % 4096 == 0 {
+                        self.progress
+                            .store(self.messages.position(), Ordering::Relaxed);
+                    }
                     if let Err(error) = self.apply(message) {
                         self.active = None;
                         if let Some(hart) =
@@ -313,6 +332,8 @@ impl<'a> FlowDecoder<'a> {
                 }
                 Ok(None) => {
                     self.finished = true;
+                    self.progress
+                        .store(self.messages.position(), Ordering::Relaxed);
                     self.statistics.unresolved_units_at_end =
                         self.harts.iter().map(|hart| hart.pending_units).sum();
                 }

@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -259,120 +260,143 @@ fn decode_flow(
 ) -> Result<()> {
     let started = Instant::now();
     let mut decoder = FlowDecoder::new(trace.bytes(), &code.image, code.files.clone(), options);
-    let mut elements: u64 = 0;
-    let mut skipped_garbage = false;
-    let mut pcs: Vec<u64> = Vec::with_capacity(64);
-    let mut line = String::new();
-    loop {
-        // Matching on a reference keeps the element where the decoder wrote it: copying it
-        // out costs a store-forwarding stall per element on x86.
-        let result = decoder.next_element();
-        let element = match &result {
-            Ok(Some(element)) => element,
-            Ok(None) => break,
-            Err(error) => {
-                // A wrapped trace buffer starts inside a message: bytes before the first
-                // synchronisation that do not parse are skipped, and said so.
-                if matches!(error, FlowError::Message(_)) && decoder.statistics().sync_messages == 0
-                {
-                    if !skipped_garbage {
-                        eprintln!("rvperf: warning: {trace_name}: skipping undecodable bytes before the first synchronisation ({error})");
-                        skipped_garbage = true;
-                    }
-                    continue;
-                }
-                bail!("{trace_name}: {error}");
+    // Resident memory stays bounded however long the trace: a helper thread gives the
+    // mapped pages the decoder has passed back to the kernel (the summary path can run
+    // through the whole trace inside one decoder call).
+    let progress = decoder.progress();
+    let done = AtomicBool::new(false);
+    let walked = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(10));
+                trace.release_before(progress.load(Ordering::Relaxed));
             }
-        };
-        elements += 1;
-        if elements % 65536 == 0 {
-            trace.release_before(decoder.position());
-        }
-        match element.kind {
-            ElementKind::InstructionRange {
-                start,
-                last,
-                instructions: count,
-                end,
-                ..
-            } => match mode {
-                Output::Summary | Output::Messages => {}
-                Output::Pcs => {
-                    pcs.clear();
-                    decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
-                    for &pc in &pcs {
-                        if multi_hart {
-                            out.text(&element.hart.to_string());
-                            out.text(" ");
-                        }
-                        out.hex_line(pc)?;
-                    }
-                }
-                Output::Blocks => {
-                    line.clear();
-                    if multi_hart {
-                        line.push_str(&format!("{} ", element.hart));
-                    }
-                    let function = code
-                        .symbols
-                        .lookup(start)
-                        .map(|(symbol, _)| symbol.name.as_str());
-                    line.push_str(&format!(
-                        "{start:#x}..{last:#x} {count:>3} {:<16} {}\n",
-                        range_end_name(end),
-                        function.unwrap_or("?")
-                    ));
-                    out.text(&line);
-                    out.maybe_flush()?;
-                }
-                Output::Insns => {
-                    pcs.clear();
-                    decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
-                    for &pc in &pcs {
-                        line.clear();
-                        if multi_hart {
-                            line.push_str(&format!("{} ", element.hart));
-                        }
-                        let place = match code.symbols.lookup(pc) {
-                            Some((symbol, offset)) => format!("{}+{offset:#x}", symbol.name),
-                            None => "?".to_owned(),
-                        };
-                        let file = code
-                            .image
-                            .segment_index(pc)
-                            .and_then(|index| code.image.segment(index))
-                            .map(|segment| segment.file)
-                            .unwrap_or(0);
-                        let options = code
-                            .files
-                            .get(file)
-                            .map(|info| info.options)
-                            .unwrap_or_default();
-                        let mut raw = [0u8; 4];
-                        code.image.read(pc, &mut raw);
-                        let text = match riscv_insn::decode(u32::from_le_bytes(raw), options) {
-                            Ok(instruction) if instruction.length == 2 => {
-                                format!("{:04x}      {instruction}", instruction.raw & 0xffff)
+        });
+        let walked = (|| -> Result<()> {
+            let mut skipped_garbage = false;
+            let mut pcs: Vec<u64> = Vec::with_capacity(64);
+            let mut line = String::new();
+            loop {
+                // Matching on a reference keeps the element where the decoder wrote it: copying it
+                // out costs a store-forwarding stall per element on x86.
+                let result = decoder.next_element();
+                let element = match &result {
+                    Ok(Some(element)) => element,
+                    Ok(None) => break,
+                    Err(error) => {
+                        // A wrapped trace buffer starts inside a message: bytes before the first
+                        // synchronisation that do not parse are skipped, and said so.
+                        if matches!(error, FlowError::Message(_))
+                            && decoder.statistics().sync_messages == 0
+                        {
+                            if !skipped_garbage {
+                                eprintln!("rvperf: warning: {trace_name}: skipping undecodable bytes before the first synchronisation ({error})");
+                                skipped_garbage = true;
                             }
-                            Ok(instruction) => format!("{:08x}  {instruction}", instruction.raw),
-                            Err(_) => "(undecodable)".to_owned(),
-                        };
-                        line.push_str(&format!("{pc:#x}  {place:<32} {text}\n"));
-                        out.text(&line);
-                        out.maybe_flush()?;
+                            continue;
+                        }
+                        bail!("{trace_name}: {error}");
                     }
-                }
-            },
-            _ => {
-                if matches!(mode, Output::Blocks | Output::Insns) {
-                    if let Some(text) = event_text(element) {
-                        out.text(&text);
-                        out.text("\n");
+                };
+                match element.kind {
+                    ElementKind::InstructionRange {
+                        start,
+                        last,
+                        instructions: count,
+                        end,
+                        ..
+                    } => match mode {
+                        Output::Summary | Output::Messages => {}
+                        Output::Pcs => {
+                            pcs.clear();
+                            decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
+                            for &pc in &pcs {
+                                if multi_hart {
+                                    out.text(&element.hart.to_string());
+                                    out.text(" ");
+                                }
+                                out.hex_line(pc)?;
+                            }
+                        }
+                        Output::Blocks => {
+                            line.clear();
+                            if multi_hart {
+                                line.push_str(&format!("{} ", element.hart));
+                            }
+                            let function = code
+                                .symbols
+                                .lookup(start)
+                                .map(|(symbol, _)| symbol.name.as_str());
+                            line.push_str(&format!(
+                                "{start:#x}..{last:#x} {count:>3} {:<16} {}\n",
+                                range_end_name(end),
+                                function.unwrap_or("?")
+                            ));
+                            out.text(&line);
+                            out.maybe_flush()?;
+                        }
+                        Output::Insns => {
+                            pcs.clear();
+                            decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
+                            for &pc in &pcs {
+                                line.clear();
+                                if multi_hart {
+                                    line.push_str(&format!("{} ", element.hart));
+                                }
+                                let place = match code.symbols.lookup(pc) {
+                                    Some((symbol, offset)) => {
+                                        format!("{}+{offset:#x}", symbol.name)
+                                    }
+                                    None => "?".to_owned(),
+                                };
+                                let file = code
+                                    .image
+                                    .segment_index(pc)
+                                    .and_then(|index| code.image.segment(index))
+                                    .map(|segment| segment.file)
+                                    .unwrap_or(0);
+                                let options = code
+                                    .files
+                                    .get(file)
+                                    .map(|info| info.options)
+                                    .unwrap_or_default();
+                                let mut raw = [0u8; 4];
+                                code.image.read(pc, &mut raw);
+                                let text =
+                                    match riscv_insn::decode(u32::from_le_bytes(raw), options) {
+                                        Ok(instruction) if instruction.length == 2 => {
+                                            format!(
+                                                "{:04x}      {instruction}",
+                                                instruction.raw & 0xffff
+                                            )
+                                        }
+                                        Ok(instruction) => {
+                                            format!("{:08x}  {instruction}", instruction.raw)
+                                        }
+                                        Err(_) => "(undecodable)".to_owned(),
+                                    };
+                                line.push_str(&format!("{pc:#x}  {place:<32} {text}\n"));
+                                out.text(&line);
+                                out.maybe_flush()?;
+                            }
+                        }
+                    },
+                    _ => {
+                        if matches!(mode, Output::Blocks | Output::Insns) {
+                            if let Some(text) = event_text(element) {
+                                out.text(&text);
+                                out.text("\n");
+                            }
+                        }
                     }
                 }
             }
-        }
-    }
+            Ok(())
+        })();
+        done.store(true, Ordering::Relaxed);
+        walked
+    });
+    walked?;
     let elapsed = started.elapsed();
     let statistics = decoder.statistics();
     let instructions = statistics.instructions;

@@ -1,19 +1,19 @@
 //! Read-only trace files, mapped rather than read so that decoding a large trace does
 //! not need memory proportional to its size.
 
-use std::cell::Cell;
 use std::fs::File;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{bail, Context, Result};
 use memmap2::{Mmap, UncheckedAdvice};
 
 /// How much decoded input to keep mapped before giving the pages back to the kernel.
-const RELEASE_STEP: usize = 32 << 20;
+const RELEASE_STEP: usize = 4 << 20;
 
 pub struct TraceFile {
     map: Mmap,
-    released: Cell<usize>,
+    released: AtomicUsize,
 }
 
 impl TraceFile {
@@ -36,7 +36,7 @@ impl TraceFile {
         let _ = map.advise(memmap2::Advice::Sequential);
         Ok(Self {
             map,
-            released: Cell::new(0),
+            released: AtomicUsize::new(0),
         })
     }
 
@@ -51,7 +51,7 @@ impl TraceFile {
             .unwrap_or(usize::MAX)
             .min(self.map.len());
         let page_aligned = position & !0xfff;
-        if page_aligned >= self.released.get() + RELEASE_STEP {
+        if page_aligned >= self.released.load(Ordering::Relaxed) + RELEASE_STEP {
             // SAFETY: DONTNEED on a private read-only file mapping only drops cached
             // pages; later reads fault them back in from the file, so no data changes.
             // The decoder never goes back before `position` anyway.
@@ -59,7 +59,7 @@ impl TraceFile {
                 self.map
                     .unchecked_advise_range(UncheckedAdvice::DontNeed, 0, page_aligned)
             };
-            self.released.set(page_aligned);
+            self.released.store(page_aligned, Ordering::Relaxed);
         }
     }
 }
