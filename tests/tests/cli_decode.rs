@@ -290,7 +290,7 @@ fn truncated_and_corrupt_traces_fail_with_the_byte_offset() {
         .split("offset ")
         .nth(1)
         .unwrap()
-        .split(|c: char| c == ':' || c == ' ')
+        .split([':', ' '])
         .next()
         .unwrap();
     let offset = u64::from_str_radix(offset_text.trim_start_matches("0x"), 16).unwrap();

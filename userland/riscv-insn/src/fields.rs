@@ -242,6 +242,16 @@ pub(crate) const fn zcmp_saved_register(specifier: u32) -> u8 {
     }
 }
 
+/// `mnemonic` when the encoding's extra constraints hold, else `Unknown`.
+#[inline]
+pub(crate) const fn known_if(valid: bool, mnemonic: crate::Mnemonic) -> crate::Mnemonic {
+    if valid {
+        mnemonic
+    } else {
+        crate::Mnemonic::Unknown
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,15 +295,5 @@ mod tests {
         for (specifier, register) in expected.into_iter().enumerate() {
             assert_eq!(zcmp_saved_register(specifier as u32), register);
         }
-    }
-}
-
-/// `mnemonic` when the encoding's extra constraints hold, else `Unknown`.
-#[inline]
-pub(crate) const fn known_if(valid: bool, mnemonic: crate::Mnemonic) -> crate::Mnemonic {
-    if valid {
-        mnemonic
-    } else {
-        crate::Mnemonic::Unknown
     }
 }
