@@ -92,6 +92,7 @@ fn roundtrip(name: &str) {
         assert_same_pcs(&context, &pcs, &decoded);
         assert_eq!(statistics.instructions, pcs.len() as u64);
         total.implicit_returns += statistics.implicit_returns;
+        total.sequential_jumps += statistics.sequential_jumps;
         total.repeated_branches += statistics.repeated_branches;
         total.repeated_histories += statistics.repeated_histories;
         total.sync_messages += statistics.sync_messages;
@@ -143,6 +144,24 @@ fn tight_loops_with_repeated_history() {
         statistics.repeated_histories > 0,
         "loops produced no ResourceFull RCODE 2: {statistics:?}"
     );
+}
+
+#[test]
+fn calls_as_auipc_jalr_pairs_with_sequential_jump_inference() {
+    roundtrip("farcalls");
+    let pcs = retired_pcs("farcalls");
+    let code = load("farcalls");
+    let mut options = EncoderOptions::default();
+    options.sequential_jumps = true;
+    let (trace, statistics) = encode(&code, &pcs, options);
+    assert!(
+        statistics.sequential_jumps > 1000,
+        "auipc+jalr calls were not inferred: {statistics:?}"
+    );
+    let mut without = options;
+    without.sequential_jumps = false;
+    let (plain, _) = encode(&code, &pcs, without);
+    assert!(trace.len() < plain.len(), "inference saved no trace bytes");
 }
 
 #[test]

@@ -70,7 +70,9 @@ for src in "${sources[@]}"; do
         # Build to a temporary name and rename, so a concurrent or
         # interrupted build never leaves a truncated binary behind.
         tmp="$out.tmp.$$"
-        "$CC" "${CFLAGS[@]}" "$src" -o "$tmp"
+        # A program may ask for extra flags with a line "rvperf-build-flags: ...".
+        read -r -a extra <<<"$(sed -n 's/.*rvperf-build-flags: *//p' "$src" | head -n1)"
+        "$CC" "${CFLAGS[@]}" "${extra[@]}" "$src" -o "$tmp"
         mv -f "$tmp" "$out"
         built=$((built + 1))
     fi

@@ -20,18 +20,6 @@ use trace_gen::qemu::{ExecLogReader, QemuUser};
 pub const INSTALL_HINT: &str =
     "run tools/install-deps.sh (as root) to install gcc-riscv64-linux-gnu and qemu-user";
 
-/// Every program of tests/programs.
-pub const PROGRAMS: &[&str] = &[
-    "fnptr",
-    "recursion",
-    "switch",
-    "longjmp",
-    "loops",
-    "syscalls",
-    "interp",
-    "mixed",
-];
-
 pub fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }

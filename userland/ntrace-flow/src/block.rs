@@ -216,20 +216,35 @@ impl BlockCache {
             .map(|(block, &count)| (block.start, block.last, count))
     }
 
+    /// The slot table of `page`, if the page has one.
     #[inline]
-    fn table_for(&mut self, page: u64) -> u32 {
+    fn table_of(&mut self, page: u64) -> Option<u32> {
         let slot = (page as usize) % TLB_ENTRIES;
         let (key, table) = self.tlb[slot];
         if key == page.wrapping_add(1) {
-            return table;
+            return Some(table);
         }
-        let tables = &mut self.tables;
-        let table = *self.pages.entry(page).or_insert_with(|| {
-            tables.push(Box::new([0; PAGE_SLOTS]));
-            (tables.len() - 1) as u32
-        });
+        let table = *self.pages.get(&page)?;
         self.tlb[slot] = (page.wrapping_add(1), table);
+        Some(table)
+    }
+
+    /// Creates the slot table of `page`: only once a block was decoded there, so that
+    /// addresses from a corrupt trace cannot make the cache allocate for unmapped pages.
+    fn new_table(&mut self, page: u64) -> u32 {
+        self.tables.push(Box::new([0; PAGE_SLOTS]));
+        let table = (self.tables.len() - 1) as u32;
+        self.pages.insert(page, table);
+        self.tlb[(page as usize) % TLB_ENTRIES] = (page.wrapping_add(1), table);
         table
+    }
+
+    /// Approximate heap bytes held.
+    pub(crate) fn footprint(&self) -> usize {
+        self.blocks.capacity() * std::mem::size_of::<Block>()
+            + self.executed.capacity() * 8
+            + self.tables.len() * PAGE_SLOTS * 4
+            + self.pages.capacity() * 16
     }
 
     /// The block starting at `address`, decoding it on first use.
@@ -243,13 +258,20 @@ impl BlockCache {
         if address & 1 != 0 {
             return Err(BlockError::Misaligned);
         }
-        let table = self.table_for(address >> PAGE_SHIFT);
+        let page = address >> PAGE_SHIFT;
         let slot = ((address & ((1 << PAGE_SHIFT) - 1)) >> 1) as usize;
-        let entry = self.tables[table as usize][slot];
-        if entry != 0 {
-            return Ok(entry - 1);
+        let table = self.table_of(page);
+        if let Some(table) = table {
+            let entry = self.tables[table as usize][slot];
+            if entry != 0 {
+                return Ok(entry - 1);
+            }
         }
         let block = build_block(image, files, address)?;
+        let table = match table {
+            Some(table) => table,
+            None => self.new_table(page),
+        };
         self.blocks.push(block);
         self.executed.push(0);
         let index = (self.blocks.len() - 1) as u32;

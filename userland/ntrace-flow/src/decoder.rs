@@ -13,7 +13,8 @@ use std::sync::Arc;
 use code_image::CodeImage;
 use ntrace_message::{Body, BranchType, Message, MessageDecoder, ResourceFull, SyncReason};
 use trace_elements::{
-    ElementKind, GapReason, RangeEnd, TraceElement, TraceOffReason, TraceOnReason, TrapKind,
+    Context, ElementKind, GapReason, RangeEnd, TraceElement, TraceOffReason, TraceOnReason,
+    TrapKind,
 };
 
 use crate::block::{BlockCache, BlockError, FileDecodeInfo, IndirectKind, Terminator, NO_BLOCK};
@@ -219,6 +220,19 @@ impl<'a> FlowDecoder<'a> {
     /// instruction-count profile: it costs one add per block walked.
     pub fn block_profile(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
         self.cache.executed()
+    }
+
+    /// Approximate heap bytes the decoder holds: the block cache (bounded by the code
+    /// image), queued history (bounded by the trace bytes carrying it) and buffers.
+    pub fn memory_footprint(&self) -> usize {
+        self.cache.footprint()
+            + self.ready.capacity() * std::mem::size_of::<(TraceElement, u32)>()
+            + self
+                .harts
+                .iter()
+                .map(|hart| hart.history.footprint() + hart.stack.footprint())
+                .sum::<usize>()
+            + self.harts.capacity() * std::mem::size_of::<Hart>()
     }
 
     /// Trace bytes consumed so far.
@@ -429,7 +443,7 @@ impl<'a> FlowDecoder<'a> {
         }
         let hart = &mut self.harts[h];
         if !hart.synced {
-            let Some((sync, faddr)) = sync_address(&message.body) else {
+            let Some(faddr) = sync_address(&message.body) else {
                 self.statistics.messages_before_sync += 1;
                 return Ok(());
             };
@@ -443,7 +457,6 @@ impl<'a> FlowDecoder<'a> {
                 TraceOnReason::Start
             };
             hart.ever_synced = true;
-            let _ = sync;
             self.queue(
                 h,
                 offset,
@@ -460,7 +473,12 @@ impl<'a> FlowDecoder<'a> {
         hart.pending_time = time;
         match message.body {
             Body::Ownership { process } => {
-                let context = (process.format >= 2).then_some(process.context);
+                // PROCESS FORMAT (spec Table 12): 2 carries scontext, 3 hcontext.
+                let context = match process.format {
+                    2 => Some(Context::Process(process.context)),
+                    3 => Some(Context::VirtualMachine(process.context)),
+                    _ => None,
+                };
                 self.queue(
                     h,
                     offset,
@@ -470,7 +488,6 @@ impl<'a> FlowDecoder<'a> {
                         context,
                     },
                 );
-                self.flush_time(h, offset);
             }
             Body::DirectBranch { icnt } => {
                 let end = WalkEnd::TakenBranch {
@@ -565,9 +582,16 @@ impl<'a> FlowDecoder<'a> {
                         .map_err(|_| FlowError::MissingStopBit { offset })?;
                     self.arm(h, offset, 0, None, None)?;
                 }
-                ResourceFull::Other { rcode, .. } => {
+                ResourceFull::Other { .. } => {
+                    // Reserved or vendor RCODE: surfaced under its TCODE, flow unchanged.
                     self.statistics.vendor_or_reserved_messages += 1;
-                    self.queue(h, offset, ElementKind::Unhandled { code: rcode });
+                    self.queue(
+                        h,
+                        offset,
+                        ElementKind::Unhandled {
+                            code: message.tcode(),
+                        },
+                    );
                 }
             },
             Body::RepeatBranch { bcnt } => {
@@ -588,8 +612,12 @@ impl<'a> FlowDecoder<'a> {
             } => {
                 self.arm(h, offset, icnt, hist, Some(WalkEnd::Stop { evcode }))?;
             }
-            Body::Error { .. } | Body::Other { .. } => {}
+            // Error and Other were handled before the synchronisation check.
             _ => {}
+        }
+        if self.active != Some(h) {
+            // Nothing to walk: the message's timestamp applies now.
+            self.flush_time(h, offset);
         }
         Ok(())
     }
@@ -1078,12 +1106,13 @@ fn indirect_target(
     Ok(popped)
 }
 
-fn sync_address(body: &Body) -> Option<(SyncReason, u64)> {
+/// The F-ADDR of a synchronisation message (where decoding can start).
+fn sync_address(body: &Body) -> Option<u64> {
     match *body {
-        Body::ProgTraceSync { sync, faddr, .. }
-        | Body::DirectBranchSync { sync, faddr, .. }
-        | Body::IndirectBranchSync { sync, faddr, .. }
-        | Body::IndirectBranchHistSync { sync, faddr, .. } => Some((sync, faddr)),
+        Body::ProgTraceSync { faddr, .. }
+        | Body::DirectBranchSync { faddr, .. }
+        | Body::IndirectBranchSync { faddr, .. }
+        | Body::IndirectBranchHistSync { faddr, .. } => Some(faddr),
         _ => None,
     }
 }

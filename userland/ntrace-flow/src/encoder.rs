@@ -100,6 +100,8 @@ pub struct EncoderStatistics {
     pub bytes: u64,
     pub sync_messages: u64,
     pub implicit_returns: u64,
+    /// Indirect jumps left out because a constant load just before gave their target.
+    pub sequential_jumps: u64,
     pub repeated_branches: u64,
     pub repeated_histories: u64,
 }
@@ -287,6 +289,7 @@ impl<'a> TraceEncoder<'a> {
                         xlen_mask(xlen, value.wrapping_add(offset as i64 as u64)) & !1
                     });
                 if let Some(target) = sequential {
+                    self.statistics.sequential_jumps += 1;
                     expected = Some(target);
                     if instruction.links() {
                         self.stack.push(fallthrough);
@@ -396,7 +399,7 @@ impl<'a> TraceEncoder<'a> {
                     };
                     self.emit(body, true)?;
                     self.last_address = target;
-                    self.after_sync(target)?;
+                    self.after_sync()?;
                 } else {
                     let key = BranchKey {
                         tcode: 3,
@@ -489,7 +492,7 @@ impl<'a> TraceEncoder<'a> {
             self.last_address = target;
             self.icnt = 0;
             self.hist = 1;
-            return self.after_sync(target);
+            return self.after_sync();
         }
         let uaddr = self.last_address ^ target;
         let (body, hist) = if htm && self.hist != 1 {
@@ -546,10 +549,11 @@ impl<'a> TraceEncoder<'a> {
         };
         self.emit(body, true)?;
         self.last_address = address;
-        self.after_sync(address)
+        self.after_sync()
     }
 
-    fn after_sync(&mut self, _address: u64) -> Result<(), EncodeError> {
+    /// A synchronisation resets the encoder (Table 25): the decoder clears its stack too.
+    fn after_sync(&mut self) -> Result<(), EncodeError> {
         self.stack.clear();
         self.messages_since_sync = 0;
         self.last_branch = None;

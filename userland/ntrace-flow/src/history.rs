@@ -107,6 +107,11 @@ impl HistoryQueue {
             })
     }
 
+    /// Approximate heap bytes held.
+    pub(crate) fn footprint(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<Entry>()
+    }
+
     pub(crate) fn clear(&mut self) {
         self.remaining = 0;
         self.entries.clear();

@@ -33,6 +33,11 @@ impl ReturnStack {
         self.entries.pop_back()
     }
 
+    /// Approximate heap bytes held.
+    pub(crate) fn footprint(&self) -> usize {
+        self.entries.capacity() * 8
+    }
+
     pub(crate) fn clear(&mut self) {
         self.entries.clear();
     }

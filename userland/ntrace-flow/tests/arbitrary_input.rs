@@ -24,6 +24,14 @@ fn exhaust(trace: &[u8], options: DecoderOptions) -> (usize, usize) {
     let (mut elements, mut errors) = (0, 0);
     let bound = trace.len() * 4096 + 64;
     for _ in 0..bound {
+        // Memory is bounded by the code image and the input, never by how long the
+        // decoder runs: the block cache can hold at most the tiny program's blocks.
+        assert!(
+            decoder.memory_footprint() <= 256 * 1024 + 64 * trace.len(),
+            "{} bytes held for a {}-byte trace",
+            decoder.memory_footprint(),
+            trace.len()
+        );
         match decoder.next_element() {
             Ok(None) => return (elements, errors),
             Ok(Some(_)) => elements += 1,
@@ -70,6 +78,83 @@ proptest! {
         trace.truncate(cut.max(1));
         exhaust(&trace, DecoderOptions::default());
     }
+}
+
+#[test]
+fn garbage_addresses_do_not_grow_the_block_cache() {
+    // Thousands of synchronisations to distinct unmapped pages: each is an error, and
+    // none may leave a page table behind.
+    let (image, files) = image();
+    let encoder = ntrace_message::MessageEncoder::new(MessageOptions::default());
+    let mut trace = Vec::new();
+    for page in 0..4000u64 {
+        let sync = ntrace_message::Body::ProgTraceSync {
+            sync: ntrace_message::SyncReason(3),
+            icnt: 0,
+            faddr: 0x4000_0000 + (page << 12),
+        };
+        encoder.encode(0, &sync, None, &mut trace).unwrap();
+        let stop = ntrace_message::Body::ProgTraceCorrelation {
+            evcode: 0,
+            cdf: 0,
+            icnt: 2,
+            hist: None,
+        };
+        encoder.encode(0, &stop, None, &mut trace).unwrap();
+    }
+    let mut decoder = FlowDecoder::new(&trace, &image, files, DecoderOptions::default());
+    let mut errors = 0;
+    loop {
+        match decoder.next_element() {
+            Ok(None) => break,
+            Ok(Some(_)) => {}
+            Err(error) => {
+                assert!(error.to_string().contains("outside every ELF"), "{error}");
+                errors += 1;
+            }
+        }
+    }
+    assert_eq!(errors, 4000);
+    assert!(
+        decoder.memory_footprint() < 64 * 1024,
+        "{} bytes",
+        decoder.memory_footprint()
+    );
+}
+
+#[test]
+fn long_repeated_history_keeps_memory_constant() {
+    // A loop of a million identical HIST overflows before the I-CNT that consumes them
+    // (the reference encoder sends I-CNT only with the next indirect jump): one entry.
+    let (image, files) = image();
+    let encoder = ntrace_message::MessageEncoder::new(MessageOptions::default());
+    let mut trace = Vec::new();
+    let entry = 0x101d2; // _start of the tiny program
+    encoder
+        .encode(
+            0,
+            &ntrace_message::Body::ProgTraceSync {
+                sync: ntrace_message::SyncReason(3),
+                icnt: 0,
+                faddr: entry,
+            },
+            None,
+            &mut trace,
+        )
+        .unwrap();
+    let full = ntrace_message::Body::ResourceFull(ntrace_message::ResourceFull::HistOverflow {
+        hist: 0b1_0101_0101,
+    });
+    for _ in 0..100_000 {
+        encoder.encode(0, &full, None, &mut trace).unwrap();
+    }
+    let mut decoder = FlowDecoder::new(&trace, &image, files, DecoderOptions::default());
+    while let Ok(Some(_)) = decoder.next_element() {}
+    assert!(
+        decoder.memory_footprint() < 64 * 1024,
+        "{} bytes",
+        decoder.memory_footprint()
+    );
 }
 
 #[test]

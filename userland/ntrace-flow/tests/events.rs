@@ -8,7 +8,7 @@ use ntrace_message::{
     Body, BranchType, MessageEncoder, MessageOptions, Process, ResourceFull, SyncReason,
 };
 use riscv_insn::DecodeOptions;
-use trace_elements::{ElementKind, GapReason, RangeEnd, TraceOnReason, TrapKind};
+use trace_elements::{Context, ElementKind, GapReason, RangeEnd, TraceOnReason, TrapKind};
 
 /// `c.nop` (0x0001) at each address, in 2-byte segments.
 fn nops(addresses: &[u64]) -> CodeImage {
@@ -154,7 +154,7 @@ fn ownership_becomes_a_context_change() {
         kinds.contains(&Ok(ElementKind::ContextChange {
             privilege: 0,
             virtualized: true,
-            context: Some(0x1d)
+            context: Some(Context::Process(0x1d))
         })),
         "{kinds:?}"
     );

@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use code_image::{load_elf, CodeImage, ElfInfo, SymbolTable, Xlen};
 use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
 use ntrace_message::{dump_message, AddressWidth, MessageDecoder, MessageOptions};
-use trace_elements::{ElementKind, RangeEnd, TraceElement};
+use trace_elements::{Context, ElementKind, RangeEnd, TraceElement};
 
 use crate::output::LineWriter;
 use crate::trace_file::TraceFile;
@@ -147,14 +147,11 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
                 &trace_name,
             )?;
         }
-        (_, None) => unreachable_without_elf()?,
+        // `run` refused every other mode without --elf above.
+        (_, None) => bail!("--elf is required"),
     }
     out.finish()?;
     Ok(())
-}
-
-fn unreachable_without_elf() -> Result<()> {
-    Err(anyhow!("--elf is required"))
 }
 
 fn dump_messages(
@@ -231,7 +228,10 @@ fn event_text(element: &TraceElement) -> Option<String> {
                 _ => "reserved",
             };
             match context {
-                Some(context) => format!("context {mode}-mode context={context:#x}"),
+                Some(Context::Process(id)) => format!("context {mode}-mode scontext={id:#x}"),
+                Some(Context::VirtualMachine(id)) => {
+                    format!("context {mode}-mode hcontext={id:#x}")
+                }
                 None => format!("context {mode}-mode"),
             }
         }

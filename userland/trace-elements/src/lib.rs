@@ -64,6 +64,15 @@ pub enum TrapKind {
     ExceptionOrInterrupt,
 }
 
+/// Which execution context an id names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Context {
+    /// The OS's id of the running process (RISC-V `scontext`).
+    Process(u64),
+    /// The hypervisor's id of the running virtual machine (RISC-V `hcontext`).
+    VirtualMachine(u64),
+}
+
 /// Why some execution is missing from the trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GapReason {
@@ -97,9 +106,11 @@ pub enum ElementKind {
     },
     /// Privilege mode or context (process/VM id) changed.
     ContextChange {
+        /// Privilege level as the ISA encodes it: 0 U, 1 S, 3 M.
         privilege: u8,
+        /// Running in a virtual machine (VU/VS).
         virtualized: bool,
-        context: Option<u64>,
+        context: Option<Context>,
     },
     /// The time of the preceding elements, in trace timestamp units.
     Timestamp { time: u64 },
@@ -111,7 +122,10 @@ pub enum ElementKind {
     /// Execution between the previous and the next element is missing.
     Gap { reason: GapReason },
     /// A message the decoder does not interpret (vendor-defined or reserved); surfaced, not dropped.
-    Unhandled { code: u8 },
+    Unhandled {
+        /// The protocol's message code (for N-Trace, the TCODE).
+        code: u8,
+    },
 }
 
 /// A trace element with where it came from.
