@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use code_image::{load_elf, CodeImage, ElfInfo, SymbolTable, Xlen};
 use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
 use ntrace_message::{dump_message, AddressWidth, MessageDecoder, MessageOptions};
-use trace_elements::{Context, ElementKind, RangeEnd, TraceElement};
+use trace_elements::{ElementKind, RangeEnd, TraceElement};
 
 use crate::output::LineWriter;
 use crate::trace_file::TraceFile;
@@ -228,8 +228,10 @@ fn event_text(element: &TraceElement) -> Option<String> {
                 _ => "reserved",
             };
             match context {
-                Some(Context::Process(id)) => format!("context {mode}-mode scontext={id:#x}"),
-                Some(Context::VirtualMachine(id)) => {
+                Some(trace_elements::Context::Process(id)) => {
+                    format!("context {mode}-mode scontext={id:#x}")
+                }
+                Some(trace_elements::Context::VirtualMachine(id)) => {
                     format!("context {mode}-mode hcontext={id:#x}")
                 }
                 None => format!("context {mode}-mode"),
