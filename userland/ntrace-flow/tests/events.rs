@@ -65,6 +65,32 @@ fn starts(kinds: &[Result<ElementKind, String>]) -> Vec<u64> {
         .collect()
 }
 
+/// Ranges that end with a taken branch.
+fn taken_branches(kinds: &[Result<ElementKind, String>]) -> usize {
+    kinds
+        .iter()
+        .filter(|kind| {
+            matches!(
+                kind,
+                Ok(ElementKind::InstructionRange {
+                    end: RangeEnd::BranchTaken,
+                    ..
+                })
+            )
+        })
+        .count()
+}
+
+/// 0x100 c.nop; 0x102 c.bnez a0, 0x100; 0x104 c.nop: a loop of two instructions.
+fn loop_image() -> CodeImage {
+    let mut image = CodeImage::new();
+    let file = image.add_file("loop");
+    image
+        .add_segment(0x100, vec![0x01, 0x00, 0x7d, 0xfd, 0x01, 0x00], true, file)
+        .unwrap();
+    image
+}
+
 fn sync(address: u64) -> Body {
     Body::ProgTraceSync {
         sync: SyncReason(3),
@@ -294,11 +320,7 @@ fn traps_carry_their_kind() {
 fn repeat_branch_replays_the_previous_branch_message() {
     // A loop: 0x100 c.nop, 0x102 c.bnez a0, -2 (0xfd75 = c.bnez a0,0x100). In BTM every
     // iteration is DirectBranch(I-CNT=2); RepeatBranch(B-CNT=4) stands for 4 more.
-    let mut image = CodeImage::new();
-    let file = image.add_file("loop");
-    image
-        .add_segment(0x100, vec![0x01, 0x00, 0x7d, 0xfd, 0x01, 0x00], true, file)
-        .unwrap();
+    let image = loop_image();
     let bytes = encode(
         MessageOptions::default(),
         &[
@@ -309,18 +331,7 @@ fn repeat_branch_replays_the_previous_branch_message() {
         ],
     );
     let kinds = elements(&image, DecoderOptions::default(), &bytes);
-    let taken = kinds
-        .iter()
-        .filter(|kind| {
-            matches!(
-                kind,
-                Ok(ElementKind::InstructionRange {
-                    end: RangeEnd::BranchTaken,
-                    ..
-                })
-            )
-        })
-        .count();
+    let taken = taken_branches(&kinds);
     assert_eq!(taken, 5, "{kinds:?}");
     // The final correlation falls out of the loop: one range through the not-taken
     // branch into the next instruction.
@@ -340,11 +351,7 @@ fn repeat_branch_replays_the_previous_branch_message() {
 fn repeated_history_plays_its_pattern_hrepeat_times() {
     // Same loop in HTM: ResourceFull RCODE 2 with pattern "1" x 30 and HREPEAT 3 is
     // 90 taken branches, then the correlation's HIST 0b10 leaves the loop.
-    let mut image = CodeImage::new();
-    let file = image.add_file("loop");
-    image
-        .add_segment(0x100, vec![0x01, 0x00, 0x7d, 0xfd, 0x01, 0x00], true, file)
-        .unwrap();
+    let image = loop_image();
     let pattern = (1u64 << 31) - 1; // stop bit + 30 ones
     let repeated = Body::ResourceFull(ResourceFull::RepeatedHist {
         hist: (1 << 30) | pattern,
@@ -361,18 +368,7 @@ fn repeated_history_plays_its_pattern_hrepeat_times() {
         &[(sync(0x100), None), (repeated, None), (last, None)],
     );
     let kinds = elements(&image, DecoderOptions::default(), &bytes);
-    let taken = kinds
-        .iter()
-        .filter(|kind| {
-            matches!(
-                kind,
-                Ok(ElementKind::InstructionRange {
-                    end: RangeEnd::BranchTaken,
-                    ..
-                })
-            )
-        })
-        .count();
+    let taken = taken_branches(&kinds);
     assert_eq!(taken, 90, "{:?}", kinds.last());
     assert!(kinds.iter().all(Result::is_ok), "{kinds:?}");
 }
