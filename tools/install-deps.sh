@@ -4,6 +4,8 @@
 #   - riscv64 cross toolchain: gcc-riscv64-linux-gnu, libc6-dev-riscv64-cross,
 #     binutils-riscv64-linux-gnu (riscv64-linux-gnu-gcc / -objdump)
 #   - QEMU user-mode emulator: qemu-user (/usr/bin/qemu-riscv64)
+#   - Linux perf (linux-perf), which the perf.data interoperability tests run
+#   - GNU time, for the benchmarks' peak-memory figures
 #
 # Idempotent and fast when everything is present: each package is checked with
 # dpkg-query first; `apt-get update` runs only when something is missing.
@@ -13,8 +15,8 @@ set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
 
-GROUP_NAMES=("riscv64 cross toolchain" "qemu user-mode emulator")
-GROUP_PKGS=("gcc-riscv64-linux-gnu libc6-dev-riscv64-cross binutils-riscv64-linux-gnu" "qemu-user")
+GROUP_NAMES=("riscv64 cross toolchain" "qemu user-mode emulator" "linux perf" "gnu time")
+GROUP_PKGS=("gcc-riscv64-linux-gnu libc6-dev-riscv64-cross binutils-riscv64-linux-gnu" "qemu-user" "linux-perf" "time")
 
 SUDO=()
 if [ "$(id -u)" -ne 0 ]; then
@@ -62,7 +64,7 @@ for i in "${!GROUP_NAMES[@]}"; do
 done
 
 # Sanity check that the tools the build/trace scripts use are on PATH.
-for tool in riscv64-linux-gnu-gcc riscv64-linux-gnu-objdump qemu-riscv64; do
+for tool in riscv64-linux-gnu-gcc riscv64-linux-gnu-objdump qemu-riscv64 perf /usr/bin/time; do
     if ! command -v "$tool" >/dev/null 2>&1; then
         echo "install-deps: $tool not found on PATH after installation" >&2
         exit 1

@@ -10,9 +10,6 @@ cd "$(dirname "$0")/../.."
 iterations=${1:-250}
 tools/install-deps.sh
 . tools/ensure-rust.sh
-if ! command -v /usr/bin/time >/dev/null; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null
-fi
 target=${CARGO_TARGET_DIR:-target}
 cargo build --release --locked --quiet -p rvperf -p rvperf-trace-gen
 rvperf=$target/release/rvperf
