@@ -1,1 +1,25 @@
-//! Work in progress (issue 3).
+//! The Linux perf ABI without I/O: perf's event syntax, `-j` branch filters,
+//! `perf_event_attr` construction and a zero-copy parser for the records the
+//! kernel writes into the ring buffer (and perf writes into perf.data).
+//!
+//! Struct layouts, constants and the attr type come from `perf-event-open-sys`
+//! (re-exported as [`sys`]) so that this crate never re-declares kernel ABI.
+//! Records are parsed in native byte order: the ring buffer is always native,
+//! and a byte-swapped perf.data must be swapped by its reader first.
+
+mod attr;
+mod branch;
+mod event;
+mod record;
+
+pub use perf_event_open_sys as sys;
+
+pub use attr::{build_attr, AttrOptions, Sampling, Wakeup};
+pub use branch::{parse_branch_filters, BranchFilterError, DASH_B_BRANCH_FILTER};
+pub use event::{parse_event, EventError, EventSpec};
+pub use record::{
+    format_brstack_entry, parse_record, AuxRecord, BranchEntry, BranchFlags, BranchStack,
+    CommRecord, LostRecord, Mmap2FileId, Mmap2Record, MmapRecord, ReadGroupEntry, ReadValues,
+    Record, RecordError, Regs, Sample, SampleFormat, SampleId, SwitchRecord, TaskRecord,
+    ThrottleRecord, U64Slice, RECORD_HEADER_SIZE,
+};

@@ -1,1 +1,21 @@
-//! Work in progress (issue 3).
+//! Read and write Linux `perf.data` files in file mode (`PERFILE2`).
+//!
+//! Reading goes through the `linux-perf-data` / `linux-perf-event-reader` crates, wrapped so
+//! that corrupt input yields a typed error with the byte offset instead of a panic or an
+//! absurd allocation. No crate writes perf.data, so [`PerfDataWriter`] follows
+//! `tools/perf/util/header.c` of Linux directly.
+
+mod abi;
+mod brstack;
+mod reader;
+mod writer;
+
+pub use abi::*;
+pub use brstack::{format_brstack, BranchEntry, BranchFlags, BranchStack};
+pub use reader::{
+    AttrInfo, BuildIdEntry, HeaderInfo, PerfDataReader, RawRecord, ReadError, Records, Sample,
+};
+pub use writer::{
+    EventAttr, EventDesc, Metadata, Mmap2, Mmap2FileId, PerfDataWriter, SampleData, SampleId,
+    WriteError,
+};
