@@ -57,72 +57,9 @@ impl BranchEntry {
             flags: flags.to_bits(),
         }
     }
-    pub fn mispred(&self) -> bool {
-        self.flags & 1 != 0
-    }
-    pub fn predicted(&self) -> bool {
-        self.flags & 2 != 0
-    }
-    pub fn in_tx(&self) -> bool {
-        self.flags & 4 != 0
-    }
-    pub fn abort(&self) -> bool {
-        self.flags & 8 != 0
-    }
-    pub fn cycles(&self) -> u16 {
-        ((self.flags >> 4) & 0xffff) as u16
-    }
-    /// `PERF_BR_*` type (4 bits).
-    pub fn branch_type(&self) -> u8 {
-        ((self.flags >> 20) & 0xf) as u8
-    }
-    /// `PERF_BR_NEW_*` type (4 bits at bit 26, after the 2-bit `spec` field).
-    pub fn new_type(&self) -> u8 {
-        ((self.flags >> 26) & 0xf) as u8
-    }
-}
-
-/// `branch_type_name()` of tools/perf/util/branch.c (perf 6.1); index 15 is
-/// PERF_BR_EXTEND_ABI, resolved through [`NEW_TYPE_NAMES`] instead.
-const TYPE_NAMES: [&str; 16] = [
-    "N/A",
-    "COND",
-    "UNCOND",
-    "IND",
-    "CALL",
-    "IND_CALL",
-    "RET",
-    "SYSCALL",
-    "SYSRET",
-    "COND_CALL",
-    "COND_RET",
-    "ERET",
-    "IRQ",
-    "SERROR",
-    "NO_TX",
-    "",
-];
-/// `branch_new_type_name()` of perf 6.1.
-const NEW_TYPE_NAMES: [&str; 8] = [
-    "FAULT_ALGN",
-    "FAULT_DATA",
-    "FAULT_INST",
-    "ARCH_1",
-    "ARCH_2",
-    "ARCH_3",
-    "ARCH_4",
-    "ARCH_5",
-];
-
-/// The type text perf 6.1's `get_branch_type()` prints: empty for PERF_BR_UNKNOWN.
-fn type_name(e: &BranchEntry) -> &'static str {
-    match e.branch_type() {
-        0 => "",
-        15 => NEW_TYPE_NAMES
-            .get(usize::from(e.new_type()))
-            .copied()
-            .unwrap_or(""),
-        t => TYPE_NAMES[usize::from(t)],
+    /// The flags word decoded (perf-abi owns the bitfield layout and the names).
+    pub fn decoded(&self) -> perf_abi::BranchFlags {
+        perf_abi::BranchFlags::from_word(self.flags)
     }
 }
 
@@ -133,24 +70,12 @@ fn type_name(e: &BranchEntry) -> &'static str {
 pub fn format_brstack(entries: &[BranchEntry]) -> String {
     let mut s = String::new();
     for e in entries {
-        let mp = if e.predicted() {
-            'P'
-        } else if e.mispred() {
-            'M'
-        } else {
-            '-'
+        let entry = perf_abi::BranchEntry {
+            from: e.from,
+            to: e.to,
+            flags: e.decoded(),
         };
-        let _ = write!(
-            s,
-            " 0x{:x}/0x{:x}/{}/{}/{}/{}/{} ",
-            e.from,
-            e.to,
-            mp,
-            if e.in_tx() { 'X' } else { '-' },
-            if e.abort() { 'A' } else { '-' },
-            e.cycles(),
-            type_name(e)
-        );
+        let _ = write!(s, " {} ", perf_abi::format_brstack_entry(&entry));
     }
     s
 }
