@@ -144,6 +144,83 @@ pub fn load_elf(
     })
 }
 
+/// `object` reads headers in place and needs them aligned; bytes from include_bytes!
+/// or from inside another buffer may not be, and are then copied into `storage`.
+fn aligned<'a>(bytes: &'a [u8], storage: &'a mut Vec<u8>) -> &'a [u8] {
+    if bytes.as_ptr().align_offset(8) == 0 {
+        return bytes;
+    }
+    storage.resize(bytes.len() + 8, 0u8);
+    let shift = storage.as_ptr().align_offset(8);
+    storage[shift..shift + bytes.len()].copy_from_slice(bytes);
+    &storage[shift..shift + bytes.len()]
+}
+
+/// A loadable segment: where a file offset lands in the ELF's virtual addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadSegment {
+    pub vaddr: u64,
+    pub offset: u64,
+    pub file_size: u64,
+}
+
+/// Function symbols of an ELF of any architecture, for symbolizing samples of
+/// processes: mapped at run time wherever the loader put them.
+#[derive(Clone, Debug, Default)]
+pub struct ElfSymbols {
+    pub symbols: SymbolTable,
+    pub segments: Vec<LoadSegment>,
+    pub build_id: Option<Vec<u8>>,
+}
+
+impl ElfSymbols {
+    /// The link-time address of the byte at `offset` in the file.
+    pub fn vaddr_of_offset(&self, offset: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|segment| {
+                offset >= segment.offset && offset - segment.offset < segment.file_size.max(1)
+            })
+            .map(|segment| segment.vaddr + (offset - segment.offset))
+    }
+}
+
+/// Reads the function symbols, loadable segments and build id of any ELF file.
+pub fn load_symbols(name: &str, bytes: &[u8]) -> Result<ElfSymbols, ImageError> {
+    let mut aligned_copy = Vec::new();
+    let bytes = aligned(bytes, &mut aligned_copy);
+    let file = object::File::parse(bytes).map_err(|error| ImageError::NotElf {
+        file: name.to_owned(),
+        reason: error.to_string(),
+    })?;
+    let mut symbols = SymbolTable::default();
+    for symbol in file.symbols().chain(file.dynamic_symbols()) {
+        let Ok(symbol_name) = symbol.name() else {
+            continue;
+        };
+        if symbol.kind() == SymbolKind::Text && symbol.is_definition() && symbol.address() != 0 {
+            symbols.add(symbol_name, symbol.address(), symbol.size(), 0);
+        }
+    }
+    symbols.finish();
+    let segments = file
+        .segments()
+        .map(|segment| {
+            let (offset, file_size) = segment.file_range();
+            LoadSegment {
+                vaddr: segment.address(),
+                offset,
+                file_size,
+            }
+        })
+        .collect();
+    Ok(ElfSymbols {
+        symbols,
+        segments,
+        build_id: file.build_id().ok().flatten().map(<[u8]>::to_vec),
+    })
+}
+
 /// Finds the `Tag_RISCV_arch` string in a `.riscv.attributes` section. Scanning for the
 /// NUL-terminated `rv32`/`rv64` string is enough: no other attribute holds such text, and
 /// it avoids depending on the exact sub-section layout that toolchains have varied.

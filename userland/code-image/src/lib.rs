@@ -11,7 +11,7 @@
 mod elf;
 mod symbols;
 
-pub use elf::{load_elf, ElfInfo, Xlen};
+pub use elf::{load_elf, load_symbols, ElfInfo, ElfSymbols, LoadSegment, Xlen};
 pub use symbols::{Symbol, SymbolTable};
 
 use std::sync::Arc;

@@ -2,6 +2,10 @@
 
 mod decode;
 mod output;
+mod perf_input;
+mod record;
+mod report;
+mod script;
 mod trace_file;
 
 use std::process::ExitCode;
@@ -23,12 +27,21 @@ struct Cli {
 enum Command {
     /// Decode a RISC-V N-Trace stream against the ELF files that ran.
     Decode(decode::DecodeArgs),
+    /// Sample a command, a process or the system into a perf.data file.
+    Record(record::RecordArgs),
+    /// Print the samples of a perf.data file (any perf's or rvperf's).
+    Script(script::ScriptArgs),
+    /// The functions samples fall in, with percentages.
+    Report(report::ReportArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Decode(arguments) => decode::run(&arguments),
+        Command::Record(arguments) => record::run(&arguments),
+        Command::Script(arguments) => script::run(&arguments),
+        Command::Report(arguments) => report::run(&arguments),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

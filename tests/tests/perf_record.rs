@@ -1,0 +1,246 @@
+//! `rvperf record`, `script` and `report` on the host kernel, for real, and their
+//! interoperability with Linux's own perf in both directions (Debian's linux-perf,
+//! installed by tools/install-deps.sh; missing tools fail the tests).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use common::{repository, rvperf_binary, scratch};
+use perf_data::{
+    BranchEntry, BranchFlags, BranchStack, EventAttr, EventDesc, Metadata, PerfDataReader,
+    PerfDataWriter, SampleData, ATTR_FLAG_SAMPLE_ID_ALL, PERF_SAMPLE_BRANCH_ANY,
+    PERF_SAMPLE_BRANCH_STACK, PERF_SAMPLE_IP, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
+};
+
+/// The host workload, built once per test process.
+fn hot_program() -> &'static Path {
+    static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+    PROGRAM.get_or_init(|| {
+        let out = scratch().join(format!("hot-{}", std::process::id()));
+        let status = Command::new("cc")
+            .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+            .arg(&out)
+            .arg(repository().join("tests/programs/host/hot.c"))
+            .status()
+            .expect("run cc (install build-essential)");
+        assert!(status.success(), "cc failed");
+        out
+    })
+}
+
+fn perf() -> Command {
+    let mut command = Command::new("perf");
+    command.env("PAGER", "cat");
+    command
+}
+
+fn run(command: &mut Command) -> (String, String) {
+    let output = command.output().unwrap_or_else(|error| {
+        panic!("cannot run {command:?}: {error} ({})", common::INSTALL_HINT)
+    });
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{command:?} failed: {stderr}");
+    (stdout, stderr)
+}
+
+fn text(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// (tid, ip) of every sample line of `perf script -F tid,ip`-like output.
+fn tid_ip_pairs(output: &str) -> Vec<(u64, u64)> {
+    output
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let tid = words.next()?.parse().ok()?;
+            let ip = u64::from_str_radix(words.next()?, 16).ok()?;
+            Some((tid, ip))
+        })
+        .collect()
+}
+
+#[test]
+fn record_finds_the_hot_function_and_linux_perf_reads_the_file() {
+    let program = hot_program();
+    let data = scratch().join(format!("rvperf-record-{}.data", std::process::id()));
+    let started = Instant::now();
+    let (_, stderr) = run(Command::new(rvperf_binary()).args([
+        "record",
+        "-F",
+        "999",
+        "-g",
+        "-o",
+        text(&data),
+        "--",
+        text(program),
+    ]));
+    let elapsed = started.elapsed().as_secs_f64();
+    assert!(
+        stderr.contains("samples") && stderr.contains("lost") && stderr.contains("bytes"),
+        "{stderr}"
+    );
+
+    let reader = PerfDataReader::open(&data).expect("rvperf's perf.data reads back");
+    let (mut samples, mut mmap2, mut comm) = (0u64, 0, 0);
+    let mut records = reader.records();
+    while let Some(record) = records.next_record().unwrap() {
+        match record.record_type {
+            9 => samples += 1,
+            10 => mmap2 += 1,
+            3 => comm += 1,
+            _ => {}
+        }
+    }
+    assert!(mmap2 > 0 && comm > 0, "MMAP2 {mmap2}, COMM {comm}");
+    let expected = elapsed * 999.0;
+    assert!(
+        (samples as f64) > expected * 0.8 && (samples as f64) < expected * 1.2,
+        "{samples} samples in {elapsed:.3} s at 999 Hz (expected about {expected:.0})"
+    );
+
+    // rvperf's own report: the hot function has at least 90% of the samples.
+    let (report, _) = run(Command::new(rvperf_binary()).args(["report", "-i", text(&data)]));
+    let top = report
+        .lines()
+        .find(|line| line.contains('%'))
+        .unwrap_or_default();
+    let share: f64 = top
+        .trim()
+        .split('%')
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(top.ends_with("hot_function") && share >= 90.0, "{report}");
+
+    // Linux perf reads the same file: same sample count, same hot symbol.
+    // tid,time: one line per sample (ip or sym would add the call chain's lines).
+    let (script, _) = run(perf().args(["script", "-i", text(&data), "-F", "tid,time"]));
+    assert_eq!(
+        script
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .count() as u64,
+        samples,
+        "perf script sample count"
+    );
+    let (perf_report, _) =
+        run(perf().args(["report", "-i", text(&data), "--stdio", "--no-children"]));
+    assert!(
+        perf_report.contains(&format!("# Samples: {samples}")),
+        "{perf_report}"
+    );
+    let perf_top = perf_report
+        .lines()
+        .find(|line| line.contains('%') && !line.starts_with('#'))
+        .unwrap_or_default();
+    assert!(perf_top.ends_with("hot_function"), "{perf_report}");
+}
+
+#[test]
+fn script_agrees_with_linux_perf_on_its_own_recording() {
+    let program = hot_program();
+    let data = scratch().join(format!("perf-record-{}.data", std::process::id()));
+    run(perf().args([
+        "record",
+        "-q",
+        "-e",
+        "cpu-clock",
+        "-F",
+        "999",
+        "-o",
+        text(&data),
+        "--",
+        text(program),
+        "5",
+    ]));
+    let (ours, _) =
+        run(Command::new(rvperf_binary()).args(["script", "-i", text(&data), "-F", "tid,ip"]));
+    let (theirs, _) = run(perf().args(["script", "-i", text(&data), "-F", "tid,ip"]));
+    let ours = tid_ip_pairs(&ours);
+    let theirs = tid_ip_pairs(&theirs);
+    assert!(
+        theirs.len() > 20,
+        "perf recorded only {} samples",
+        theirs.len()
+    );
+    assert_eq!(ours, theirs, "every sample's tid and ip, in order");
+    let (report, _) = run(Command::new(rvperf_binary()).args(["report", "-i", text(&data)]));
+    assert!(
+        report
+            .lines()
+            .nth(2)
+            .unwrap_or_default()
+            .ends_with("hot_function"),
+        "{report}"
+    );
+}
+
+#[test]
+fn branch_stacks_print_exactly_as_linux_perf_prints_them() {
+    let data = scratch().join(format!("brstack-{}.data", std::process::id()));
+    let attr = EventAttr {
+        type_: 1,
+        config: 0,
+        sample_period_or_freq: 100_000,
+        sample_type: PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_BRANCH_STACK,
+        read_format: 0,
+        flags: ATTR_FLAG_SAMPLE_ID_ALL,
+        branch_sample_type: PERF_SAMPLE_BRANCH_ANY,
+    };
+    let file = std::fs::File::create(&data).unwrap();
+    let events = vec![EventDesc {
+        attr,
+        name: "cpu-clock".to_owned(),
+        ids: vec![],
+    }];
+    let mut writer = PerfDataWriter::new(std::io::BufWriter::new(file), events).unwrap();
+    for sample in 0..5u64 {
+        let entries = (0..4u64)
+            .map(|entry| {
+                let flags = BranchFlags {
+                    mispred: entry % 2 == 1,
+                    predicted: entry % 3 == 0,
+                    in_tx: entry == 2,
+                    abort: sample == 4 && entry == 3,
+                    cycles: (sample * 7 + entry) as u16,
+                    type_: [1u8, 4, 6, 0][entry as usize],
+                    new_type: 0,
+                };
+                BranchEntry::new(
+                    0x40_1000 + sample * 16 + entry,
+                    0x40_2000 + entry * 8,
+                    flags,
+                )
+            })
+            .collect();
+        let data = SampleData {
+            ip: 0x40_1000 + sample,
+            pid: 4242,
+            tid: 4242,
+            time: 1_000_000 + sample * 1000,
+            branch_stack: Some(BranchStack {
+                hw_idx: None,
+                entries,
+            }),
+            misc: 2,
+            ..SampleData::default()
+        };
+        writer.write_sample(0, &data).unwrap();
+    }
+    writer
+        .finish(&Metadata::from_host("rvperf-test", vec![]))
+        .unwrap();
+    let (ours, _) =
+        run(Command::new(rvperf_binary()).args(["script", "-i", text(&data), "-F", "ip,brstack"]));
+    let (theirs, _) = run(perf().args(["script", "-i", text(&data), "-F", "ip,brstack"]));
+    assert_eq!(ours.lines().count(), 5);
+    assert_eq!(ours, theirs);
+}

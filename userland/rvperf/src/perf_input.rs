@@ -1,0 +1,182 @@
+//! Reading perf.data for `script` and `report`: samples with their process, command
+//! name and symbol, whichever tool wrote the file.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use code_image::ElfSymbols;
+use perf_abi::{parse_record, Record, SampleFormat};
+use perf_data::{PerfDataReader, Sample};
+
+/// A mapping of a file into a process.
+#[derive(Clone, Debug)]
+struct Mapping {
+    end: u64,
+    file_offset: u64,
+    filename: String,
+}
+
+/// Process address spaces and command names, built from the side-band records in file
+/// order, and the symbols of the files they map (loaded once each, on first use).
+#[derive(Default)]
+pub struct Processes {
+    maps: HashMap<u32, BTreeMap<u64, Mapping>>,
+    comms: HashMap<u32, String>,
+    files: HashMap<String, Option<ElfSymbols>>,
+}
+
+/// Where a sample's instruction pointer lands.
+pub struct Place {
+    pub dso: String,
+    pub symbol: Option<String>,
+}
+
+impl Processes {
+    /// Applies a side-band record; returns true if it was one.
+    pub fn observe(&mut self, record_type: u32, misc: u16, body: &[u8]) -> bool {
+        // Only the leading fields are used, so the sample_id trailer layout is irrelevant.
+        let Ok(record) = parse_record(record_type, misc, body, &SampleFormat::default()) else {
+            return false;
+        };
+        match record {
+            Record::Mmap(mmap) => {
+                self.map(mmap.pid, mmap.addr, mmap.len, mmap.pgoff, mmap.filename);
+                true
+            }
+            Record::Mmap2(mmap) => {
+                self.map(mmap.pid, mmap.addr, mmap.len, mmap.pgoff, mmap.filename);
+                true
+            }
+            Record::Comm(comm) => {
+                self.comms
+                    .insert(comm.tid, String::from_utf8_lossy(comm.comm).into_owned());
+                true
+            }
+            Record::Fork(task) => {
+                if let Some(parent) = self.maps.get(&task.ppid).cloned() {
+                    self.maps.entry(task.pid).or_insert(parent);
+                }
+                if let Some(comm) = self.comms.get(&task.ptid).cloned() {
+                    self.comms.entry(task.tid).or_insert(comm);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn map(&mut self, pid: u32, start: u64, length: u64, file_offset: u64, filename: &[u8]) {
+        let filename = String::from_utf8_lossy(filename).into_owned();
+        let end = start.saturating_add(length);
+        self.maps.entry(pid).or_default().insert(
+            start,
+            Mapping {
+                end,
+                file_offset,
+                filename,
+            },
+        );
+    }
+
+    pub fn comm(&self, tid: u32) -> &str {
+        self.comms.get(&tid).map_or(":unknown", String::as_str)
+    }
+
+    /// The file and function `ip` of process `pid` is in.
+    pub fn place(&mut self, pid: u32, ip: u64) -> Place {
+        let mapping = self
+            .maps
+            .get(&pid)
+            .and_then(|maps| maps.range(..=ip).next_back())
+            .filter(|(_, mapping)| ip < mapping.end)
+            .map(|(&start, mapping)| (start, mapping.clone()));
+        let Some((start, mapping)) = mapping else {
+            let dso = if ip >= 0xffff_0000_0000_0000 {
+                "[kernel.kallsyms]"
+            } else {
+                "[unknown]"
+            };
+            return Place {
+                dso: dso.to_owned(),
+                symbol: None,
+            };
+        };
+        let short = Path::new(&mapping.filename)
+            .file_name()
+            .map_or(mapping.filename.clone(), |name| {
+                name.to_string_lossy().into_owned()
+            });
+        let elf = self
+            .files
+            .entry(mapping.filename.clone())
+            .or_insert_with(|| {
+                std::fs::read(&mapping.filename)
+                    .ok()
+                    .and_then(|bytes| code_image::load_symbols(&mapping.filename, &bytes).ok())
+            });
+        let symbol = elf.as_ref().and_then(|elf| {
+            let vaddr = elf.vaddr_of_offset(mapping.file_offset + (ip - start))?;
+            elf.symbols
+                .lookup(vaddr)
+                .map(|(symbol, _)| symbol.name.clone())
+        });
+        Place { dso: short, symbol }
+    }
+}
+
+/// Opens a perf.data file, naming it in errors.
+pub fn open(path: &Path) -> Result<PerfDataReader<'static>> {
+    PerfDataReader::open(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// Walks every record: side-band records update `processes` as they come; samples go
+/// to `visit` in time order, as perf script shows them. Samples are sorted with perf's
+/// round rule: at each FINISHED_ROUND record, every buffered sample not newer than the
+/// newest time seen before the previous round marker is final, so memory holds about
+/// two rounds of samples, not the file.
+pub fn for_each_sample(
+    reader: &PerfDataReader<'_>,
+    processes: &mut Processes,
+    mut visit: impl FnMut(&mut Processes, Option<usize>, &Sample) -> Result<()>,
+) -> Result<u64> {
+    let mut records = reader.records();
+    let mut samples = 0;
+    let mut pending: Vec<(u64, u64, Option<usize>, Sample)> = Vec::new();
+    let mut newest = 0u64;
+    let mut flushable_up_to = 0u64;
+    let mut flush = |pending: &mut Vec<(u64, u64, Option<usize>, Sample)>,
+                     limit: u64,
+                     processes: &mut Processes|
+     -> Result<()> {
+        pending.sort_by_key(|(time, sequence, _, _)| (*time, *sequence));
+        let ready = pending.partition_point(|(time, _, _, _)| *time <= limit);
+        for (_, _, attr, sample) in pending.drain(..ready) {
+            visit(processes, attr, &sample)?;
+        }
+        Ok(())
+    };
+    while let Some(record) = records.next_record()? {
+        match record.record_type {
+            perf_abi::sys::bindings::PERF_RECORD_SAMPLE => {
+                let sample = reader.parse_sample(&record)?;
+                let time = sample.time.unwrap_or(0);
+                newest = newest.max(time);
+                pending.push((time, samples, record.attr_index, sample));
+                samples += 1;
+            }
+            FINISHED_ROUND => {
+                flush(&mut pending, flushable_up_to, processes)?;
+                flushable_up_to = newest;
+            }
+            _ => {
+                processes.observe(record.record_type, record.misc, record.body);
+            }
+        }
+    }
+    flush(&mut pending, u64::MAX, processes)?;
+    Ok(samples)
+}
+
+/// PERF_RECORD_FINISHED_ROUND, a record type of the perf tool (not the kernel).
+const FINISHED_ROUND: u32 = 68;

@@ -1,0 +1,432 @@
+//! `rvperf record`: sample a command, a process or the whole system with
+//! `perf_event_open` and write a perf.data that Linux perf reads.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use perf_abi::sys::bindings as b;
+use perf_abi::{
+    build_attr, parse_branch_filters, parse_event, AttrOptions, Record, SampleFormat, Sampling,
+    DASH_B_BRANCH_FILTER,
+};
+use perf_data::{EventAttr, EventDesc, Metadata, PerfDataWriter};
+use perf_ring::{online_cpus, poll_readable, Event, RingBuffer};
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Event to sample (perf syntax: cpu-clock, cycles, rNNNN, pmu/config=.../); repeatable.
+    #[arg(short = 'e', long = "event")]
+    events: Vec<String>,
+    /// Sampling frequency in Hz.
+    #[arg(short = 'F', long = "freq", conflicts_with = "count")]
+    frequency: Option<u64>,
+    /// Sampling period in events.
+    #[arg(short = 'c', long = "count")]
+    count: Option<u64>,
+    /// Record call chains.
+    #[arg(short = 'g')]
+    call_graph: bool,
+    /// Record branch stacks of any taken branch.
+    #[arg(short = 'b', long = "branch-any", conflicts_with = "branch_filter")]
+    branch_any: bool,
+    /// Record branch stacks with perf's filter names (any, any_call, any_ret, ind_call, u, k, ...).
+    #[arg(short = 'j', long = "branch-filter", value_name = "FILTERS")]
+    branch_filter: Option<String>,
+    /// System-wide, on every online CPU.
+    #[arg(short = 'a', long = "all-cpus", conflicts_with = "pid")]
+    all_cpus: bool,
+    /// An existing process.
+    #[arg(short = 'p', long = "pid")]
+    pid: Option<i32>,
+    /// Output file.
+    #[arg(short = 'o', long = "output", default_value = "perf.data")]
+    output: PathBuf,
+    /// The command to run and sample.
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn request_stop(_signal: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn install_stop_handlers() {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: `request_stop` only stores to an atomic, which is async-signal-safe,
+        // and it has the `extern "C" fn(c_int)` signature `signal` expects.
+        unsafe {
+            libc::signal(
+                signal,
+                request_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
+    }
+}
+
+/// The workload, started but held before its `exec` until the events are open, so its
+/// first instruction is sampled (`enable_on_exec`) and nothing of ours is.
+struct Workload {
+    child: Child,
+    gate: PathBuf,
+}
+
+impl Workload {
+    fn start(command: &[String], directory: &Path) -> Result<Workload> {
+        let gate = directory.join("gate");
+        let status = Command::new("mkfifo")
+            .arg(&gate)
+            .status()
+            .context("cannot run mkfifo")?;
+        if !status.success() {
+            bail!("mkfifo {} failed", gate.display());
+        }
+        // The shell waits for one line on the gate, then becomes the command.
+        let child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg("read go < \"$0\" && exec \"$@\"")
+            .arg(&gate)
+            .args(command)
+            .spawn()
+            .with_context(|| format!("cannot start {}", command[0]))?;
+        Ok(Workload { child, gate })
+    }
+
+    fn release(&self) -> Result<()> {
+        let mut gate = File::options()
+            .write(true)
+            .open(&self.gate)
+            .context("cannot open the start gate")?;
+        gate.write_all(b"go\n")?;
+        Ok(())
+    }
+}
+
+fn attr_flags(options: &AttrOptions) -> u64 {
+    // Bit positions of perf_event_attr's flag word (include/uapi/linux/perf_event.h).
+    let bits = [
+        (options.disabled, 0),
+        (options.inherit, 1),
+        (options.exclude_user, 4),
+        (options.exclude_kernel, 5),
+        (options.mmap, 8),
+        (options.comm, 9),
+        (matches!(options.sampling, Sampling::Frequency(_)), 10),
+        (options.enable_on_exec, 12),
+        (options.task, 13),
+        (options.sample_id_all, 18),
+        (options.mmap2, 23),
+        (options.comm, 24),
+        (options.context_switch, 26),
+    ];
+    bits.iter()
+        .filter(|(on, _)| *on)
+        .fold(0, |flags, (_, bit)| flags | 1 << bit)
+}
+
+pub fn run(arguments: &RecordArgs) -> Result<()> {
+    if arguments.command.is_empty() && arguments.pid.is_none() && !arguments.all_cpus {
+        bail!("nothing to record: give -- COMMAND, -p PID or -a");
+    }
+    let sysfs = Path::new("/sys");
+    let names = if arguments.events.is_empty() {
+        vec!["cpu-clock".to_owned()]
+    } else {
+        arguments.events.clone()
+    };
+    let branch_sample_type = match (&arguments.branch_filter, arguments.branch_any) {
+        (Some(filters), _) => parse_branch_filters(filters)?,
+        (None, true) => DASH_B_BRANCH_FILTER,
+        (None, false) => 0,
+    };
+    let sampling = match (arguments.count, arguments.frequency) {
+        (Some(period), _) => Sampling::Period(period),
+        (None, Some(hz)) => Sampling::Frequency(hz),
+        (None, None) => Sampling::Frequency(4000),
+    };
+    let scratch = std::env::temp_dir().join(format!("rvperf-record-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    let result = record(
+        arguments,
+        &names,
+        sysfs,
+        sampling,
+        branch_sample_type,
+        &scratch,
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+struct Opened {
+    descs: Vec<EventDesc>,
+    rings: Vec<RingBuffer>,
+    events: Vec<Event>,
+    format: SampleFormat,
+}
+
+fn open_events(
+    names: &[String],
+    sysfs: &Path,
+    base: &AttrOptions,
+    pid: i32,
+    cpus: &[u32],
+) -> Result<Opened> {
+    let mut descs = Vec::new();
+    let mut rings: Vec<RingBuffer> = Vec::new();
+    let mut events: Vec<Event> = Vec::new();
+    let mut leaders: Vec<usize> = Vec::new();
+    let mut format = None;
+    for (index, name) in names.iter().enumerate() {
+        let spec = parse_event(name, sysfs)?;
+        let mut options = base.clone();
+        // Side-band records (mmaps, comms, forks) once, from the first event.
+        let tracks = index == 0;
+        // The kernel reports executable mappings only with `mmap` set; `mmap2` only
+        // chooses the richer record format (inode or build id), as perf sets both.
+        options.mmap = tracks;
+        options.mmap2 = tracks;
+        options.comm = tracks;
+        options.task = tracks;
+        let attr = build_attr(&spec, &options);
+        format.get_or_insert_with(|| SampleFormat::from_attr(&attr));
+        let mut ids = Vec::new();
+        for (slot, &cpu) in cpus.iter().enumerate() {
+            let event = Event::open(name, &attr, pid, cpu as i32, None, 0)?;
+            ids.push(event.id()?);
+            if index == 0 {
+                rings.push(
+                    RingBuffer::new(&event, 64)
+                        .with_context(|| format!("cannot map the ring buffer of {name}"))?,
+                );
+                leaders.push(events.len());
+            } else {
+                event.set_output(&events[leaders[slot]])?;
+            }
+            events.push(event);
+        }
+        let period = match options.sampling {
+            Sampling::Period(period) => period,
+            Sampling::Frequency(hz) => hz,
+            Sampling::Counting => 0,
+        };
+        let attr_record = EventAttr {
+            type_: spec.pmu_type,
+            config: spec.config,
+            sample_period_or_freq: period,
+            sample_type: attr.sample_type,
+            read_format: attr.read_format,
+            flags: attr_flags(&options),
+            branch_sample_type: attr.branch_sample_type,
+        };
+        descs.push(EventDesc {
+            attr: attr_record,
+            name: name.clone(),
+            ids,
+        });
+    }
+    Ok(Opened {
+        descs,
+        rings,
+        events,
+        format: format.context("no event")?,
+    })
+}
+
+#[derive(Default)]
+struct Counts {
+    samples: u64,
+    lost: u64,
+    bytes: u64,
+}
+
+fn drain(
+    rings: &mut [RingBuffer],
+    format: &SampleFormat,
+    writer: &mut PerfDataWriter<BufWriter<File>>,
+    counts: &mut Counts,
+    mappings: &mut BTreeMap<String, (i32, Option<Vec<u8>>)>,
+) -> Result<()> {
+    let mut record_bytes = Vec::with_capacity(4096);
+    let mut scratch = Vec::new();
+    for ring in rings.iter_mut() {
+        let mut batch = ring.read();
+        while let Some(record) = batch.next_record()? {
+            record_bytes.clear();
+            record_bytes.extend_from_slice(&record.record_type.to_ne_bytes());
+            record_bytes.extend_from_slice(&record.misc.to_ne_bytes());
+            record_bytes.extend_from_slice(&(record.size() as u16).to_ne_bytes());
+            record.body.copy_to(&mut record_bytes);
+            writer.write_record(&record_bytes)?;
+            counts.bytes += record_bytes.len() as u64;
+            match record.parse(format, &mut scratch) {
+                Ok(Record::Sample(_)) => counts.samples += 1,
+                Ok(Record::Lost(lost)) => counts.lost += lost.lost,
+                Ok(Record::Mmap2(mmap)) if mmap.prot & (libc::PROT_EXEC as u32) != 0 => {
+                    let build_id = match mmap.file_id {
+                        perf_abi::Mmap2FileId::BuildId(id) => Some(id.to_vec()),
+                        _ => None,
+                    };
+                    mappings
+                        .entry(String::from_utf8_lossy(mmap.filename).into_owned())
+                        .or_insert((mmap.pid as i32, build_id));
+                }
+                _ => {}
+            }
+        }
+    }
+    writer.write_finished_round()?;
+    Ok(())
+}
+
+fn record(
+    arguments: &RecordArgs,
+    names: &[String],
+    sysfs: &Path,
+    sampling: Sampling,
+    branch_sample_type: u64,
+    scratch: &Path,
+) -> Result<()> {
+    let cpus = online_cpus()?;
+    let workload = if arguments.command.is_empty() {
+        None
+    } else {
+        Some(Workload::start(&arguments.command, scratch)?)
+    };
+    let pid = match (&workload, arguments.pid) {
+        (Some(workload), _) => workload.child.id() as i32,
+        (None, Some(pid)) => pid,
+        (None, None) => -1,
+    };
+    let mut base = AttrOptions::default();
+    base.sampling = sampling;
+    base.sample_type = u64::from(
+        b::PERF_SAMPLE_IP
+            | b::PERF_SAMPLE_TID
+            | b::PERF_SAMPLE_TIME
+            | b::PERF_SAMPLE_CPU
+            | b::PERF_SAMPLE_PERIOD
+            | b::PERF_SAMPLE_ID,
+    );
+    base.callchain = arguments.call_graph;
+    base.branch_sample_type = branch_sample_type;
+    // A per-task event that follows the task's children must be opened per CPU to be
+    // mmap-able (inherit with cpu=-1 cannot be), so every event is opened on every CPU.
+    base.inherit = !arguments.all_cpus;
+    base.disabled = true;
+    base.enable_on_exec = workload.is_some();
+    base.sample_id_all = true;
+    let mut opened = match open_events(names, sysfs, &base, pid, &cpus) {
+        Ok(opened) => opened,
+        Err(error) => {
+            if let Some(mut workload) = workload {
+                let _ = workload.child.kill();
+                let _ = workload.child.wait();
+            }
+            return Err(error);
+        }
+    };
+    let temporary = arguments.output.with_extension("tmp");
+    let file = File::create(&temporary)
+        .with_context(|| format!("cannot create {}", temporary.display()))?;
+    let mut writer = PerfDataWriter::new(
+        BufWriter::with_capacity(1 << 20, file),
+        opened.descs.clone(),
+    )?;
+    install_stop_handlers();
+    match &workload {
+        Some(workload) => workload.release()?,
+        None => {
+            for event in &opened.events {
+                event.enable()?;
+            }
+        }
+    }
+    let mut counts = Counts::default();
+    let mut mappings = BTreeMap::new();
+    let mut workload = workload;
+    let status = loop {
+        let fds: Vec<_> = opened.events.iter().map(AsFd::as_fd).collect();
+        poll_readable(&fds, Some(Duration::from_millis(100)))?;
+        drain(
+            &mut opened.rings,
+            &opened.format,
+            &mut writer,
+            &mut counts,
+            &mut mappings,
+        )?;
+        if let Some(workload) = workload.as_mut() {
+            if let Some(status) = workload.child.try_wait()? {
+                break Some(status);
+            }
+        }
+        if STOP.load(Ordering::Relaxed) {
+            break None;
+        }
+    };
+    for event in &opened.events {
+        let _ = event.disable();
+    }
+    drain(
+        &mut opened.rings,
+        &opened.format,
+        &mut writer,
+        &mut counts,
+        &mut mappings,
+    )?;
+    if let (Some(workload), None) = (workload.as_mut(), status) {
+        let _ = workload.child.wait();
+    }
+    let mut metadata = Metadata::from_host("rvperf", std::env::args().collect());
+    for (filename, (pid, build_id)) in &mappings {
+        let build_id = build_id.clone().or_else(|| {
+            std::fs::read(filename)
+                .ok()
+                .and_then(|bytes| code_image::load_symbols(filename, &bytes).ok())
+                .and_then(|elf| elf.build_id)
+        });
+        if let Some(build_id) = build_id {
+            metadata.build_ids.push((
+                *pid,
+                build_id,
+                filename.clone(),
+                u16::try_from(b::PERF_RECORD_MISC_USER).unwrap_or(2),
+            ));
+        }
+    }
+    let mut inner = writer.finish(&metadata)?;
+    inner.flush()?;
+    drop(inner);
+    std::fs::rename(&temporary, &arguments.output).with_context(|| {
+        format!(
+            "cannot rename {} to {}",
+            temporary.display(),
+            arguments.output.display()
+        )
+    })?;
+    let written = std::fs::metadata(&arguments.output)
+        .map(|meta| meta.len())
+        .unwrap_or(counts.bytes);
+    eprintln!(
+        "[ rvperf record: {} samples, {} lost, {} bytes written to {} ]",
+        counts.samples,
+        counts.lost,
+        written,
+        arguments.output.display()
+    );
+    if let Some(status) = status {
+        if !status.success() {
+            eprintln!("rvperf: warning: the command exited with {status}");
+        }
+    }
+    Ok(())
+}
