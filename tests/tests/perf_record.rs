@@ -244,3 +244,158 @@ fn branch_stacks_print_exactly_as_linux_perf_prints_them() {
     assert_eq!(ours.lines().count(), 5);
     assert_eq!(ours, theirs);
 }
+
+/// Counts the SAMPLE records of a perf.data file with rvperf's reader.
+fn sample_count(data: &Path) -> u64 {
+    let reader = PerfDataReader::open(data).expect("perf.data reads back");
+    let mut records = reader.records();
+    let mut samples = 0;
+    while let Some(record) = records.next_record().unwrap() {
+        samples += u64::from(record.record_type == 9);
+    }
+    samples
+}
+
+#[test]
+fn record_attaches_to_a_running_process_and_stops_when_it_exits() {
+    let mut workload = Command::new(hot_program())
+        .arg("40")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let data = scratch().join(format!("rvperf-pid-{}.data", std::process::id()));
+    let pid = workload.id().to_string();
+    let recorder = Command::new(rvperf_binary())
+        .args(["record", "-F", "499", "-p", &pid, "-o", text(&data)])
+        .output()
+        .unwrap();
+    // The recorder returns by itself once the process has exited (the test reaps it after).
+    assert!(
+        recorder.status.success(),
+        "{}",
+        String::from_utf8_lossy(&recorder.stderr)
+    );
+    workload.wait().unwrap();
+    assert!(sample_count(&data) > 20);
+}
+
+#[test]
+fn record_system_wide_sees_the_workload() {
+    let data = scratch().join(format!("rvperf-all-{}.data", std::process::id()));
+    run(Command::new(rvperf_binary()).args([
+        "record",
+        "-a",
+        "-F",
+        "499",
+        "-o",
+        text(&data),
+        "--",
+        text(hot_program()),
+        "20",
+    ]));
+    let (report, _) = run(Command::new(rvperf_binary()).args(["report", "-i", text(&data)]));
+    assert!(report.contains("hot_function"), "{report}");
+}
+
+#[test]
+fn sigint_stops_recording_cleanly_with_everything_read_so_far() {
+    let data = scratch().join(format!("rvperf-sigint-{}.data", std::process::id()));
+    let mut recorder = Command::new(rvperf_binary())
+        .args([
+            "record",
+            "-F",
+            "499",
+            "-o",
+            text(&data),
+            "--",
+            text(hot_program()),
+            "1000",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    // SAFETY: plain kill(2) on the recorder's pid, which this test spawned and has not reaped.
+    let sent = unsafe { libc::kill(recorder.id() as i32, libc::SIGINT) };
+    assert_eq!(sent, 0);
+    let output = recorder.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("samples"),
+        "no summary after SIGINT: {stderr}"
+    );
+    assert!(
+        sample_count(&data) > 50,
+        "samples recorded before SIGINT were lost"
+    );
+    let (script, _) = run(perf().args(["script", "-i", text(&data), "-F", "tid,time"]));
+    assert_eq!(script.lines().count() as u64, sample_count(&data));
+}
+
+#[test]
+fn bad_events_and_bad_files_are_reported_in_one_line() {
+    let output = Command::new(rvperf_binary())
+        .args([
+            "record",
+            "-e",
+            "no-such-event",
+            "-o",
+            "/dev/null",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no-such-event") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    let output = Command::new(rvperf_binary())
+        .args([
+            "record",
+            "-e",
+            "nopmu/config=1/",
+            "-o",
+            "/dev/null",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("nopmu"),
+        "PMU not named"
+    );
+
+    // A perf.data cut short: an error with the offset, not a panic.
+    let data = scratch().join(format!("rvperf-cut-{}.data", std::process::id()));
+    run(Command::new(rvperf_binary()).args([
+        "record",
+        "-F",
+        "499",
+        "-o",
+        text(&data),
+        "--",
+        text(hot_program()),
+        "3",
+    ]));
+    let bytes = std::fs::read(&data).unwrap();
+    let cut = scratch().join(format!("rvperf-cut-{}-short.data", std::process::id()));
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let output = Command::new(rvperf_binary())
+        .args(["report", "-i", text(&cut)])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("rvperf: error:")
+            && stderr.contains("offset")
+            && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+}

@@ -111,6 +111,38 @@ impl Workload {
     }
 }
 
+/// Whether `pid` still runs: gone or a zombie (exited, not yet reaped by its parent)
+/// both mean its events will produce nothing more.
+fn process_alive(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the parenthesised command name, which may itself contain ')'.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    !matches!(state, Some("Z" | "X") | None)
+}
+
+/// Splits perf's event modifiers off an event name: `cycles:u` and `pmu/config=1/u`
+/// both give ("...", "u").
+fn split_modifiers(name: &str) -> (&str, &str) {
+    if let Some(end) = name.rfind('/') {
+        if name[..end].contains('/') {
+            let (event, rest) = name.split_at(end + 1);
+            return (event, rest.trim_start_matches(':'));
+        }
+    }
+    match name.rsplit_once(':') {
+        Some((event, modifiers))
+            if !modifiers.is_empty() && modifiers.chars().all(|c| c.is_ascii_lowercase()) =>
+        {
+            (event, modifiers)
+        }
+        _ => (name, ""),
+    }
+}
+
 fn attr_flags(options: &AttrOptions) -> u64 {
     // Bit positions of perf_event_attr's flag word (include/uapi/linux/perf_event.h).
     let bits = [
@@ -118,6 +150,7 @@ fn attr_flags(options: &AttrOptions) -> u64 {
         (options.inherit, 1),
         (options.exclude_user, 4),
         (options.exclude_kernel, 5),
+        (options.exclude_kernel || options.exclude_user, 6),
         (options.mmap, 8),
         (options.comm, 9),
         (matches!(options.sampling, Sampling::Frequency(_)), 10),
@@ -187,8 +220,17 @@ fn open_events(
     let mut leaders: Vec<usize> = Vec::new();
     let mut format = None;
     for (index, name) in names.iter().enumerate() {
-        let spec = parse_event(name, sysfs)?;
+        let (event, modifiers) = split_modifiers(name);
+        let spec = parse_event(event, sysfs)?;
         let mut options = base.clone();
+        for modifier in modifiers.chars() {
+            match modifier {
+                'u' => options.exclude_kernel = true,
+                'k' => options.exclude_user = true,
+                'p' => options.precise_ip = (options.precise_ip + 1).min(3),
+                other => bail!("event {name}: unknown modifier {other:?} (known: u, k, p)"),
+            }
+        }
         // Side-band records (mmaps, comms, forks) once, from the first event.
         let tracks = index == 0;
         // The kernel reports executable mappings only with `mmap` set; `mmap2` only
@@ -258,6 +300,7 @@ fn drain(
 ) -> Result<()> {
     let mut record_bytes = Vec::with_capacity(4096);
     let mut scratch = Vec::new();
+    let before = counts.bytes;
     for ring in rings.iter_mut() {
         let mut batch = ring.read();
         while let Some(record) = batch.next_record()? {
@@ -284,7 +327,10 @@ fn drain(
             }
         }
     }
-    writer.write_finished_round()?;
+    // A round marker lets perf sort what came before it; empty rounds would only bloat.
+    if counts.bytes != before {
+        writer.write_finished_round()?;
+    }
     Ok(())
 }
 
@@ -323,7 +369,8 @@ fn record(
     // mmap-able (inherit with cpu=-1 cannot be), so every event is opened on every CPU.
     base.inherit = !arguments.all_cpus;
     base.disabled = true;
-    base.enable_on_exec = workload.is_some();
+    // A task's events start at its exec; CPU-wide events are enabled explicitly.
+    base.enable_on_exec = workload.is_some() && !arguments.all_cpus;
     base.sample_id_all = true;
     let mut opened = match open_events(names, sysfs, &base, pid, &cpus) {
         Ok(opened) => opened,
@@ -343,13 +390,13 @@ fn record(
         opened.descs.clone(),
     )?;
     install_stop_handlers();
-    match &workload {
-        Some(workload) => workload.release()?,
-        None => {
-            for event in &opened.events {
-                event.enable()?;
-            }
+    if !base.enable_on_exec {
+        for event in &opened.events {
+            event.enable()?;
         }
+    }
+    if let Some(workload) = &workload {
+        workload.release()?;
     }
     let mut counts = Counts::default();
     let mut mappings = BTreeMap::new();
@@ -367,6 +414,13 @@ fn record(
         if let Some(workload) = workload.as_mut() {
             if let Some(status) = workload.child.try_wait()? {
                 break Some(status);
+            }
+        }
+        // A followed process (-p) that exits hangs its events up, and poll then returns
+        // at once: stop when it is gone (or a zombie) rather than spin.
+        if let (None, Some(pid)) = (&workload, arguments.pid) {
+            if !process_alive(pid) {
+                break None;
             }
         }
         if STOP.load(Ordering::Relaxed) {
