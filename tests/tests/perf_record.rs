@@ -301,7 +301,7 @@ fn record_system_wide_sees_the_workload() {
 #[test]
 fn sigint_stops_recording_cleanly_with_everything_read_so_far() {
     let data = scratch().join(format!("rvperf-sigint-{}.data", std::process::id()));
-    let mut recorder = Command::new(rvperf_binary())
+    let recorder = Command::new(rvperf_binary())
         .args([
             "record",
             "-F",
