@@ -15,7 +15,7 @@ use clap::Args;
 use perf_abi::sys::bindings as b;
 use perf_abi::{
     build_attr, parse_branch_filters, parse_event, AttrOptions, Record, SampleFormat, Sampling,
-    DASH_B_BRANCH_FILTER,
+    Wakeup, DASH_B_BRANCH_FILTER,
 };
 use perf_data::{EventAttr, EventDesc, Metadata, PerfDataWriter};
 use perf_ring::{online_cpus, poll_readable, Event, RingBuffer};
@@ -55,6 +55,9 @@ pub struct RecordArgs {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Data pages of each CPU's ring (256 KiB with 4 KiB pages).
+const RING_PAGES: usize = 64;
 
 extern "C" fn request_stop(_signal: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
@@ -372,6 +375,9 @@ fn record(
     // A task's events start at its exec; CPU-wide events are enabled explicitly.
     base.enable_on_exec = workload.is_some() && !arguments.all_cpus;
     base.sample_id_all = true;
+    // Wake the recorder when a ring is a quarter full, not per sample (each wake-up is a
+    // poll and a drain); the poll timeout drains the rest regularly anyway.
+    base.wakeup = Wakeup::Watermark((RING_PAGES * perf_ring::page_size() / 4) as u32);
     let mut opened = match open_events(names, sysfs, &base, pid, &cpus) {
         Ok(opened) => opened,
         Err(error) => {
