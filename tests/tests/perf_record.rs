@@ -399,3 +399,39 @@ fn bad_events_and_bad_files_are_reported_in_one_line() {
         "{stderr}"
     );
 }
+
+#[test]
+fn event_groups_record_every_member_and_perf_names_them() {
+    let data = scratch().join(format!("rvperf-group-{}.data", std::process::id()));
+    run(Command::new(rvperf_binary()).args([
+        "record",
+        "-e",
+        "{cpu-clock,task-clock}:u",
+        "-F",
+        "499",
+        "-o",
+        text(&data),
+        "--",
+        text(hot_program()),
+        "10",
+    ]));
+    let (events, _) = run(perf().args(["script", "-i", text(&data), "-F", "event"]));
+    let cpu_clock = events
+        .lines()
+        .filter(|line| line.trim() == "cpu-clock:u:")
+        .count();
+    let task_clock = events
+        .lines()
+        .filter(|line| line.trim() == "task-clock:u:")
+        .count();
+    assert!(
+        cpu_clock > 10 && task_clock > 10,
+        "cpu-clock {cpu_clock}, task-clock {task_clock}:\n{events}"
+    );
+    // :u excludes the kernel: no sample in kernel addresses.
+    let (ips, _) = run(perf().args(["script", "-i", text(&data), "-F", "ip"]));
+    assert!(
+        ips.lines().all(|line| !line.trim().starts_with("ffff")),
+        "kernel samples with :u"
+    );
+}

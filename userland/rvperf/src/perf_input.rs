@@ -125,6 +125,11 @@ impl Processes {
     }
 }
 
+/// The size of `path`, for progress display (0 when unknown).
+pub fn file_size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |metadata| metadata.len())
+}
+
 /// Opens a perf.data file, naming it in errors.
 pub fn open(path: &Path) -> Result<PerfDataReader<'static>> {
     PerfDataReader::open(path).with_context(|| format!("cannot read {}", path.display()))
@@ -137,6 +142,7 @@ pub fn open(path: &Path) -> Result<PerfDataReader<'static>> {
 /// two rounds of samples, not the file.
 pub fn for_each_sample(
     reader: &PerfDataReader<'_>,
+    file_size: u64,
     processes: &mut Processes,
     mut visit: impl FnMut(&mut Processes, Option<usize>, &Sample) -> Result<()>,
 ) -> Result<u64> {
@@ -156,7 +162,9 @@ pub fn for_each_sample(
         }
         Ok(())
     };
+    let mut progress = Progress::new(file_size);
     while let Some(record) = records.next_record()? {
+        progress.at(record.offset);
         match record.record_type {
             perf_abi::sys::bindings::PERF_RECORD_SAMPLE => {
                 let sample = reader.parse_sample(&record)?;
@@ -175,7 +183,48 @@ pub fn for_each_sample(
         }
     }
     flush(&mut pending, u64::MAX, processes)?;
+    progress.done();
     Ok(samples)
+}
+
+/// A percentage on stderr while a large file is read, when stderr is a terminal.
+struct Progress {
+    total: u64,
+    shown: u64,
+    enabled: bool,
+}
+
+impl Progress {
+    /// Files smaller than this read in well under a second.
+    const WORTH_SHOWING: u64 = 64 << 20;
+
+    fn new(total: u64) -> Self {
+        use std::io::IsTerminal;
+        let enabled = total >= Self::WORTH_SHOWING && std::io::stderr().is_terminal();
+        Self {
+            total,
+            shown: 0,
+            enabled,
+        }
+    }
+
+    #[inline]
+    fn at(&mut self, offset: u64) {
+        if !self.enabled {
+            return;
+        }
+        let percent = offset.saturating_mul(100) / self.total.max(1);
+        if percent > self.shown {
+            self.shown = percent;
+            eprint!("\rrvperf: reading {percent:3}%");
+        }
+    }
+
+    fn done(&self) {
+        if self.enabled {
+            eprint!("\r{:20}\r", "");
+        }
+    }
 }
 
 /// PERF_RECORD_FINISHED_ROUND, a record type of the perf tool (not the kernel).

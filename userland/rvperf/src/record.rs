@@ -127,6 +127,49 @@ fn process_alive(pid: i32) -> bool {
     !matches!(state, Some("Z" | "X") | None)
 }
 
+/// Expands perf's group syntax: `{a,b}:u` is `a:u` leading `b:u`. Each result names its
+/// group leader's position (None for leaders and ungrouped events). Commas inside a
+/// PMU's `/terms/` do not separate members.
+fn expand_groups(names: &[String]) -> Result<Vec<(String, Option<usize>)>> {
+    let mut expanded = Vec::new();
+    for name in names {
+        let Some(inner) = name.strip_prefix('{') else {
+            expanded.push((name.clone(), None));
+            continue;
+        };
+        let Some((body, modifiers)) = inner.rsplit_once('}') else {
+            bail!("event group {name}: no closing brace");
+        };
+        let suffix = modifiers.trim_start_matches(':');
+        let mut members = Vec::new();
+        let (mut start, mut inside_terms) = (0, false);
+        for (position, character) in body.char_indices() {
+            match character {
+                '/' => inside_terms = !inside_terms,
+                ',' if !inside_terms => {
+                    members.push(&body[start..position]);
+                    start = position + 1;
+                }
+                _ => {}
+            }
+        }
+        members.push(&body[start..]);
+        let leader = expanded.len();
+        for (member_index, member) in members.into_iter().enumerate() {
+            if member.is_empty() {
+                bail!("event group {name}: empty member");
+            }
+            let member = if suffix.is_empty() {
+                member.to_owned()
+            } else {
+                format!("{member}:{suffix}")
+            };
+            expanded.push((member, (member_index > 0).then_some(leader)));
+        }
+    }
+    Ok(expanded)
+}
+
 /// Splits perf's event modifiers off an event name: `cycles:u` and `pmu/config=1/u`
 /// both give ("...", "u").
 fn split_modifiers(name: &str) -> (&str, &str) {
@@ -221,8 +264,10 @@ fn open_events(
     let mut rings: Vec<RingBuffer> = Vec::new();
     let mut events: Vec<Event> = Vec::new();
     let mut leaders: Vec<usize> = Vec::new();
+    // events[placed[name index][cpu slot]] is that event on that CPU.
+    let mut placed: Vec<Vec<usize>> = Vec::new();
     let mut format = None;
-    for (index, name) in names.iter().enumerate() {
+    for (index, (name, group_leader)) in expand_groups(names)?.iter().enumerate() {
         let (event, modifiers) = split_modifiers(name);
         let spec = parse_event(event, sysfs)?;
         let mut options = base.clone();
@@ -242,23 +287,32 @@ fn open_events(
         options.mmap2 = tracks;
         options.comm = tracks;
         options.task = tracks;
+        if group_leader.is_some() {
+            // Group members start and stop with their leader.
+            options.disabled = false;
+            options.enable_on_exec = false;
+        }
         let attr = build_attr(&spec, &options);
         format.get_or_insert_with(|| SampleFormat::from_attr(&attr));
         let mut ids = Vec::new();
+        let mut here = Vec::new();
         for (slot, &cpu) in cpus.iter().enumerate() {
-            let event = Event::open(name, &attr, pid, cpu as i32, None, 0)?;
+            let leader = group_leader.map(|leader: usize| &events[placed[leader][slot]]);
+            let event = Event::open(name, &attr, pid, cpu as i32, leader, 0)?;
             ids.push(event.id()?);
             if index == 0 {
                 rings.push(
-                    RingBuffer::new(&event, 64)
+                    RingBuffer::new(&event, RING_PAGES)
                         .with_context(|| format!("cannot map the ring buffer of {name}"))?,
                 );
                 leaders.push(events.len());
             } else {
                 event.set_output(&events[leaders[slot]])?;
             }
+            here.push(events.len());
             events.push(event);
         }
+        placed.push(here);
         let period = match options.sampling {
             Sampling::Period(period) => period,
             Sampling::Frequency(hz) => hz,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use crate::perf_input::{for_each_sample, open, Processes};
+use crate::perf_input::{file_size, for_each_sample, open, Processes};
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -25,19 +25,24 @@ pub fn run(arguments: &ReportArgs) -> Result<()> {
     // (command, dso, symbol) -> summed sample periods.
     let mut totals: HashMap<(String, String, String), u64> = HashMap::new();
     let mut total_period = 0u64;
-    let samples = for_each_sample(&reader, &mut processes, |processes, _, sample| {
-        let pid = sample.pid.unwrap_or(-1) as u32;
-        let tid = sample.tid.unwrap_or(-1) as u32;
-        let ip = sample.ip.unwrap_or(0);
-        let period = sample.period.unwrap_or(1).max(1);
-        let place = processes.place(pid, ip);
-        let symbol = place.symbol.unwrap_or_else(|| format!("{ip:#x}"));
-        *totals
-            .entry((processes.comm(tid).to_owned(), place.dso, symbol))
-            .or_default() += period;
-        total_period += period;
-        Ok(())
-    })?;
+    let samples = for_each_sample(
+        &reader,
+        file_size(&arguments.input),
+        &mut processes,
+        |processes, _, sample| {
+            let pid = sample.pid.unwrap_or(-1) as u32;
+            let tid = sample.tid.unwrap_or(-1) as u32;
+            let ip = sample.ip.unwrap_or(0);
+            let period = sample.period.unwrap_or(1).max(1);
+            let place = processes.place(pid, ip);
+            let symbol = place.symbol.unwrap_or_else(|| format!("{ip:#x}"));
+            *totals
+                .entry((processes.comm(tid).to_owned(), place.dso, symbol))
+                .or_default() += period;
+            total_period += period;
+            Ok(())
+        },
+    )?;
     let mut ranked: Vec<_> = totals.into_iter().collect();
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let stdout = std::io::stdout();

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use crate::perf_input::{for_each_sample, open, Processes};
+use crate::perf_input::{file_size, for_each_sample, open, Processes};
 
 #[derive(Debug, Args)]
 pub struct ScriptArgs {
@@ -66,66 +66,71 @@ pub fn run(arguments: &ScriptArgs) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut line = String::new();
-    for_each_sample(&reader, &mut processes, |processes, attr, sample| {
-        line.clear();
-        let pid = sample.pid.unwrap_or(-1) as u32;
-        let tid = sample.tid.unwrap_or(-1) as u32;
-        let ip = sample.ip.unwrap_or(0);
-        let place = if fields
-            .iter()
-            .any(|field| matches!(field, Field::Sym | Field::Dso))
-        {
-            Some(processes.place(pid, ip))
-        } else {
-            None
-        };
-        for field in &fields {
-            match field {
-                Field::Comm => line.push_str(&format!("{:>16} ", processes.comm(tid))),
-                Field::Pid => line.push_str(&format!("{pid:>7} ")),
-                Field::Tid => line.push_str(&format!("{tid:>7} ")),
-                Field::Cpu => line.push_str(&format!("[{:03}] ", sample.cpu.unwrap_or(0))),
-                Field::Time => {
-                    let time = sample.time.unwrap_or(0);
-                    line.push_str(&format!(
-                        "{}.{:06}: ",
-                        time / 1_000_000_000,
-                        time % 1_000_000_000 / 1000
-                    ));
-                }
-                Field::Period => line.push_str(&format!("{:>10} ", sample.period.unwrap_or(1))),
-                Field::Event => {
-                    let name = attr
-                        .and_then(|index| names.get(index))
-                        .map_or("?", String::as_str);
-                    line.push_str(&format!("{name}: "));
-                }
-                // perf right-aligns the address in 16 columns after a space.
-                Field::Ip => line.push_str(&format!(" {ip:>16x}")),
-                Field::Sym => {
-                    let symbol = place
-                        .as_ref()
-                        .and_then(|place| place.symbol.as_deref())
-                        .unwrap_or("[unknown]");
-                    line.push_str(&format!(" {symbol}"));
-                }
-                Field::Dso => {
-                    let dso = place
-                        .as_ref()
-                        .map_or("[unknown]", |place| place.dso.as_str());
-                    line.push_str(&format!(" ({dso})"));
-                }
-                Field::Brstack => {
-                    if let Some(stack) = &sample.branch_stack {
-                        line.push_str(&perf_data::format_brstack(&stack.entries));
+    for_each_sample(
+        &reader,
+        file_size(&arguments.input),
+        &mut processes,
+        |processes, attr, sample| {
+            line.clear();
+            let pid = sample.pid.unwrap_or(-1) as u32;
+            let tid = sample.tid.unwrap_or(-1) as u32;
+            let ip = sample.ip.unwrap_or(0);
+            let place = if fields
+                .iter()
+                .any(|field| matches!(field, Field::Sym | Field::Dso))
+            {
+                Some(processes.place(pid, ip))
+            } else {
+                None
+            };
+            for field in &fields {
+                match field {
+                    Field::Comm => line.push_str(&format!("{:>16} ", processes.comm(tid))),
+                    Field::Pid => line.push_str(&format!("{pid:>7} ")),
+                    Field::Tid => line.push_str(&format!("{tid:>7} ")),
+                    Field::Cpu => line.push_str(&format!("[{:03}] ", sample.cpu.unwrap_or(0))),
+                    Field::Time => {
+                        let time = sample.time.unwrap_or(0);
+                        line.push_str(&format!(
+                            "{}.{:06}: ",
+                            time / 1_000_000_000,
+                            time % 1_000_000_000 / 1000
+                        ));
+                    }
+                    Field::Period => line.push_str(&format!("{:>10} ", sample.period.unwrap_or(1))),
+                    Field::Event => {
+                        let name = attr
+                            .and_then(|index| names.get(index))
+                            .map_or("?", String::as_str);
+                        line.push_str(&format!("{name}: "));
+                    }
+                    // perf right-aligns the address in 16 columns after a space.
+                    Field::Ip => line.push_str(&format!(" {ip:>16x}")),
+                    Field::Sym => {
+                        let symbol = place
+                            .as_ref()
+                            .and_then(|place| place.symbol.as_deref())
+                            .unwrap_or("[unknown]");
+                        line.push_str(&format!(" {symbol}"));
+                    }
+                    Field::Dso => {
+                        let dso = place
+                            .as_ref()
+                            .map_or("[unknown]", |place| place.dso.as_str());
+                        line.push_str(&format!(" ({dso})"));
+                    }
+                    Field::Brstack => {
+                        if let Some(stack) = &sample.branch_stack {
+                            line.push_str(&perf_data::format_brstack(&stack.entries));
+                        }
                     }
                 }
             }
-        }
-        line.push('\n');
-        out.write_all(line.as_bytes())?;
-        Ok(())
-    })?;
+            line.push('\n');
+            out.write_all(line.as_bytes())?;
+            Ok(())
+        },
+    )?;
     out.flush()?;
     Ok(())
 }
