@@ -87,21 +87,31 @@ fn record_finds_the_hot_function_and_linux_perf_reads_the_file() {
     );
 
     let reader = PerfDataReader::open(&data).expect("rvperf's perf.data reads back");
-    let (mut samples, mut mmap2, mut comm) = (0u64, 0, 0);
+    let (mut samples, mut mmap2, mut comm, mut cpu_nanoseconds) = (0u64, 0, 0, 0u64);
     let mut records = reader.records();
     while let Some(record) = records.next_record().unwrap() {
         match record.record_type {
-            9 => samples += 1,
+            9 => {
+                samples += 1;
+                cpu_nanoseconds += reader.parse_sample(&record).unwrap().period.unwrap_or(0);
+            }
             10 => mmap2 += 1,
             3 => comm += 1,
             _ => {}
         }
     }
     assert!(mmap2 > 0 && comm > 0, "MMAP2 {mmap2}, COMM {comm}");
-    let expected = elapsed * 999.0;
+    // cpu-clock counts the workload's CPU time (its periods are nanoseconds), which is
+    // its duration when it has the CPU; wall time bounds it from above on a busy machine.
+    let duration = cpu_nanoseconds as f64 / 1e9;
+    let expected = duration * 999.0;
     assert!(
         (samples as f64) > expected * 0.8 && (samples as f64) < expected * 1.2,
-        "{samples} samples in {elapsed:.3} s at 999 Hz (expected about {expected:.0})"
+        "{samples} samples for {duration:.3} s of CPU at 999 Hz (expected about {expected:.0})"
+    );
+    assert!(
+        duration > 0.1 && duration <= elapsed * 1.05,
+        "CPU {duration:.3} s, wall {elapsed:.3} s"
     );
 
     // rvperf's own report: the hot function has at least 90% of the samples.
