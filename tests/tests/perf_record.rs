@@ -221,8 +221,8 @@ fn branch_stacks_print_exactly_as_linux_perf_prints_them() {
                     in_tx: entry == 2,
                     abort: sample == 4 && entry == 3,
                     cycles: (sample * 7 + entry) as u16,
-                    type_: [1u8, 4, 6, 0][entry as usize],
-                    new_type: 0,
+                    branch_type: [1u8, 4, 6, 0][entry as usize],
+                    ..BranchFlags::default()
                 };
                 BranchEntry::new(
                     0x40_1000 + sample * 16 + entry,

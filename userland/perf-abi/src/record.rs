@@ -164,6 +164,26 @@ impl BranchFlags {
             privilege: entry.priv_() as u8,
         }
     }
+
+    /// Packs the fields into the flags word, through the same bitfield accessors.
+    pub fn to_word(&self) -> u64 {
+        let mut entry = perf_branch_entry {
+            from: 0,
+            to: 0,
+            _bitfield_align_1: [],
+            _bitfield_1: b::__BindgenBitfieldUnit::new([0; 8]),
+        };
+        entry.set_mispred(self.mispred.into());
+        entry.set_predicted(self.predicted.into());
+        entry.set_in_tx(self.in_tx.into());
+        entry.set_abort(self.abort.into());
+        entry.set_cycles(self.cycles.into());
+        entry.set_type(self.branch_type.into());
+        entry.set_spec(self.spec.into());
+        entry.set_new_type(self.new_type.into());
+        entry.set_priv(self.privilege.into());
+        entry._bitfield_1.get(0, 64)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -21,32 +21,7 @@ pub struct BranchStack {
     pub entries: Vec<BranchEntry>,
 }
 
-/// Decoded `perf_branch_entry` flag fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct BranchFlags {
-    pub mispred: bool,
-    pub predicted: bool,
-    pub in_tx: bool,
-    pub abort: bool,
-    pub cycles: u16,
-    /// `PERF_BR_*`; 4 bits wide in the ABI, higher bits are dropped as the kernel would.
-    pub type_: u8,
-    /// `PERF_BR_NEW_*` (4 bits), meaningful when `type_` is `PERF_BR_EXTEND_ABI` (15).
-    pub new_type: u8,
-}
-
-impl BranchFlags {
-    /// Packs into the little-endian bitfield word of include/uapi/linux/perf_event.h.
-    pub fn to_bits(&self) -> u64 {
-        u64::from(self.mispred)
-            | u64::from(self.predicted) << 1
-            | u64::from(self.in_tx) << 2
-            | u64::from(self.abort) << 3
-            | u64::from(self.cycles) << 4
-            | u64::from(self.type_ & 0xf) << 20
-            | u64::from(self.new_type & 0xf) << 26
-    }
-}
+pub use perf_abi::BranchFlags;
 
 impl BranchEntry {
     /// Builds an entry from decoded flags.
@@ -54,7 +29,7 @@ impl BranchEntry {
         Self {
             from,
             to,
-            flags: flags.to_bits(),
+            flags: flags.to_word(),
         }
     }
     /// The flags word decoded (perf-abi owns the bitfield layout and the names).

@@ -70,8 +70,9 @@ fn branch_samples(prog: &HotProgram, hw_index: bool) -> Vec<(u64, Option<BranchS
                 in_tx,
                 abort,
                 cycles,
-                type_,
+                branch_type: type_,
                 new_type: if type_ == 15 { 2 } else { 0 },
+                ..BranchFlags::default()
             },
         )
     };

@@ -634,3 +634,22 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn branch_flags_pack_and_unpack_through_the_kernel_layout() {
+    let flags = BranchFlags {
+        mispred: true,
+        predicted: false,
+        in_tx: true,
+        abort: false,
+        cycles: 0xbeef,
+        branch_type: 15,
+        spec: 2,
+        new_type: 5,
+        privilege: 1,
+    };
+    assert_eq!(BranchFlags::from_word(flags.to_word()), flags);
+    // mispred is bit 0 and cycles bits 4..20 (include/uapi/linux/perf_event.h).
+    assert_eq!(flags.to_word() & 1, 1);
+    assert_eq!((flags.to_word() >> 4) & 0xffff, 0xbeef);
+}
