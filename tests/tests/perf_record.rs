@@ -65,21 +65,27 @@ fn tid_ip_pairs(output: &str) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// Runs `rvperf record OPTIONS -o <scratch>/<tag>-<pid>.data -- hot [ROUNDS]` and
+/// returns the file and the recorder's stderr.
+fn record_hot(tag: &str, options: &[&str], rounds: Option<&str>) -> (PathBuf, String) {
+    let data = scratch().join(format!("rvperf-{tag}-{}.data", std::process::id()));
+    let mut command = Command::new(rvperf_binary());
+    command
+        .arg("record")
+        .args(options)
+        .arg("-o")
+        .arg(&data)
+        .arg("--")
+        .arg(hot_program());
+    command.args(rounds);
+    let (_, stderr) = run(&mut command);
+    (data, stderr)
+}
+
 #[test]
 fn record_finds_the_hot_function_and_linux_perf_reads_the_file() {
-    let program = hot_program();
-    let data = scratch().join(format!("rvperf-record-{}.data", std::process::id()));
     let started = Instant::now();
-    let (_, stderr) = run(Command::new(rvperf_binary()).args([
-        "record",
-        "-F",
-        "999",
-        "-g",
-        "-o",
-        text(&data),
-        "--",
-        text(program),
-    ]));
+    let (data, stderr) = record_hot("record", &["-F", "999", "-g"], None);
     let elapsed = started.elapsed().as_secs_f64();
     assert!(
         stderr.contains("samples") && stderr.contains("lost") && stderr.contains("bytes"),
@@ -292,18 +298,7 @@ fn record_attaches_to_a_running_process_and_stops_when_it_exits() {
 
 #[test]
 fn record_system_wide_sees_the_workload() {
-    let data = scratch().join(format!("rvperf-all-{}.data", std::process::id()));
-    run(Command::new(rvperf_binary()).args([
-        "record",
-        "-a",
-        "-F",
-        "499",
-        "-o",
-        text(&data),
-        "--",
-        text(hot_program()),
-        "20",
-    ]));
+    let (data, _) = record_hot("all", &["-a", "-F", "499"], Some("20"));
     let (report, _) = run(Command::new(rvperf_binary()).args(["report", "-i", text(&data)]));
     assert!(report.contains("hot_function"), "{report}");
 }
@@ -382,17 +377,7 @@ fn bad_events_and_bad_files_are_reported_in_one_line() {
     );
 
     // A perf.data cut short: an error with the offset, not a panic.
-    let data = scratch().join(format!("rvperf-cut-{}.data", std::process::id()));
-    run(Command::new(rvperf_binary()).args([
-        "record",
-        "-F",
-        "499",
-        "-o",
-        text(&data),
-        "--",
-        text(hot_program()),
-        "3",
-    ]));
+    let (data, _) = record_hot("cut", &["-F", "499"], Some("3"));
     let bytes = std::fs::read(&data).unwrap();
     let cut = scratch().join(format!("rvperf-cut-{}-short.data", std::process::id()));
     std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
@@ -412,19 +397,11 @@ fn bad_events_and_bad_files_are_reported_in_one_line() {
 
 #[test]
 fn event_groups_record_every_member_and_perf_names_them() {
-    let data = scratch().join(format!("rvperf-group-{}.data", std::process::id()));
-    run(Command::new(rvperf_binary()).args([
-        "record",
-        "-e",
-        "{cpu-clock,task-clock}:u",
-        "-F",
-        "499",
-        "-o",
-        text(&data),
-        "--",
-        text(hot_program()),
-        "10",
-    ]));
+    let (data, _) = record_hot(
+        "group",
+        &["-e", "{cpu-clock,task-clock}:u", "-F", "499"],
+        Some("10"),
+    );
     let (events, _) = run(perf().args(["script", "-i", text(&data), "-F", "event"]));
     let cpu_clock = events
         .lines()
