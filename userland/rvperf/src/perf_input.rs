@@ -2,7 +2,7 @@
 //! name and symbol, whichever tool wrote the file.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use code_image::ElfSymbols;
@@ -24,6 +24,7 @@ pub struct Processes {
     maps: HashMap<u32, BTreeMap<u64, Mapping>>,
     comms: HashMap<u32, String>,
     files: HashMap<String, Option<ElfSymbols>>,
+    symfs: Option<PathBuf>,
 }
 
 /// Where a sample's instruction pointer lands.
@@ -33,6 +34,16 @@ pub struct Place {
 }
 
 impl Processes {
+    /// Files named by the recording are looked up under `symfs` when given (perf's
+    /// `--symfs`): a recording made on another machine, such as the riscv64 guest, is
+    /// read on the host against a copy of that machine's files.
+    pub fn new(symfs: Option<PathBuf>) -> Self {
+        Self {
+            symfs,
+            ..Self::default()
+        }
+    }
+
     /// Applies a side-band record; returns true if it was one.
     pub fn observe(&mut self, record_type: u32, misc: u16, body: &[u8]) -> bool {
         // Only the leading fields are used, so the sample_id trailer layout is irrelevant.
@@ -107,11 +118,16 @@ impl Processes {
             .map_or(mapping.filename.clone(), |name| {
                 name.to_string_lossy().into_owned()
             });
+        let symfs = self.symfs.as_deref();
         let elf = self
             .files
             .entry(mapping.filename.clone())
             .or_insert_with(|| {
-                std::fs::read(&mapping.filename)
+                let path = match symfs {
+                    Some(root) => root.join(mapping.filename.trim_start_matches('/')),
+                    None => PathBuf::from(&mapping.filename),
+                };
+                std::fs::read(path)
                     .ok()
                     .and_then(|bytes| code_image::load_symbols(&mapping.filename, &bytes).ok())
             });

@@ -14,6 +14,10 @@ pub struct ReportArgs {
     /// Input file.
     #[arg(short = 'i', long = "input", default_value = "perf.data")]
     input: PathBuf,
+    /// Look for the recorded programs' files under this directory (like perf's
+    /// `--symfs`), for recordings made on another machine.
+    #[arg(long, value_name = "DIR")]
+    symfs: Option<PathBuf>,
     /// How many entries to print.
     #[arg(long, default_value_t = 30)]
     top: usize,
@@ -21,7 +25,7 @@ pub struct ReportArgs {
 
 pub fn run(arguments: &ReportArgs) -> Result<()> {
     let reader = open(&arguments.input)?;
-    let mut processes = Processes::default();
+    let mut processes = Processes::new(arguments.symfs.clone());
     // (command, dso, symbol) -> summed sample periods.
     let mut totals: HashMap<(String, String, String), u64> = HashMap::new();
     let mut total_period = 0u64;

@@ -13,6 +13,10 @@ pub struct ScriptArgs {
     /// Input file.
     #[arg(short = 'i', long = "input", default_value = "perf.data")]
     input: PathBuf,
+    /// Look for the recorded programs' files under this directory (like perf's
+    /// `--symfs`), for recordings made on another machine.
+    #[arg(long, value_name = "DIR")]
+    symfs: Option<PathBuf>,
     /// Fields to print, comma-separated: comm, pid, tid, cpu, time, period, event, ip, sym, dso, brstack.
     #[arg(
         short = 'F',
@@ -62,7 +66,7 @@ pub fn run(arguments: &ScriptArgs) -> Result<()> {
     let fields = parse_fields(&arguments.fields)?;
     let reader = open(&arguments.input)?;
     let names = reader.event_names();
-    let mut processes = Processes::default();
+    let mut processes = Processes::new(arguments.symfs.clone());
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut line = String::new();

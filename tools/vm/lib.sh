@@ -1,0 +1,544 @@
+# shellcheck shell=bash
+# The rvperf VM harness: everything `tools/vm/{test,run,shell}` share.
+#
+# Build products live in a cache outside the checkout ($RVPERF_VM_CACHE,
+# default ~/.cache/rvperf-vm). Each product sits in a directory named after a
+# hash of everything that goes into it (sources, config, toolchain versions,
+# this file's build recipe), so a changed input builds anew and an unchanged
+# one is reused; a product is complete once its `.done` stamp exists, and is
+# built in a temporary directory renamed into place, so an interrupted build
+# never looks finished.
+#
+# Every function here prints its progress to stderr as `vm: ...` and fails
+# the whole script (set -e) on error.
+
+set -euo pipefail
+# Products are returned through $(...); a failure inside one must stop the run.
+shopt -s inherit_errexit
+
+VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_DIR=$(cd "$VM_DIR/../.." && pwd)
+CACHE_DIR=${RVPERF_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvperf-vm}
+JOBS=${RVPERF_VM_JOBS:-$(nproc)}
+LLVM_BIN=/usr/lib/llvm-19/bin
+# Debian's rustc-web (1.96) is what Rust-for-Linux and -Zbuild-std use; a
+# rustup toolchain earlier on PATH must not shadow it.
+DEBIAN_RUSTC=/usr/bin/rustc
+DEBIAN_CARGO=/usr/bin/cargo
+
+# The QEMU machine: Sscofpmf for sampling, Smctr/Ssctr for CTR, and the
+# indirect CSR access CTR entries are read through. smstateen stays off:
+# with it on, OpenSBI does not open CTR to S-mode.
+QEMU_CPU="rv64,sscofpmf=true,smctr=true,ssctr=true,smcsrind=true,sscsrind=true"
+QEMU_MEMORY=${RVPERF_VM_MEMORY:-2G}
+
+log() { echo "vm: $*" >&2; }
+die() {
+    echo "vm: error: $*" >&2
+    exit 1
+}
+
+mkdir -p "$CACHE_DIR"
+
+# hash_inputs FILE|STRING... -> one sha256 over the named files' contents and
+# the literal strings (prefixed so a file and a string never collide).
+hash_inputs() {
+    local item
+    for item in "$@"; do
+        if [ -f "$item" ]; then
+            printf 'file %s\n' "$(basename "$item")"
+            cat "$item"
+        else
+            printf 'text %s\n' "$item"
+        fi
+    done | sha256sum | cut -c1-16
+}
+
+# The text of one function of this file, so a product's key changes when its
+# recipe does, and not when an unrelated recipe does.
+recipe() { declare -f "$1"; }
+
+# cached NAME KEY BUILDER: runs BUILDER DIR once for this key; prints the
+# finished product directory.
+cached() {
+    local name=$1 key=$2 builder=$3
+    local dir="$CACHE_DIR/$name-$key"
+    if [ -f "$dir/.done" ]; then
+        echo "$dir"
+        return
+    fi
+    # One builder per product at a time; a second harness run waits here and
+    # then finds the product done.
+    local lock_fd
+    exec {lock_fd}>"$CACHE_DIR/$name.lock"
+    flock "$lock_fd"
+    if [ ! -f "$dir/.done" ]; then
+        local work="$dir.tmp"
+        rm -rf "$work"
+        mkdir -p "$work"
+        log "building $name ($key)"
+        local start=$SECONDS
+        "$builder" "$work"
+        touch "$work/.done"
+        rm -rf "$dir"
+        mv "$work" "$dir"
+        log "built $name in $((SECONDS - start)) s"
+        # Older keys of the same product are superseded; keep the cache from
+        # growing without bound.
+        find "$CACHE_DIR" -maxdepth 1 -name "$name-*" ! -name "$name-$key" \
+            ! -name "*.lock" -exec rm -rf {} + 2>/dev/null || true
+    fi
+    exec {lock_fd}>&-
+    echo "$dir"
+}
+
+# ---------------------------------------------------------------------------
+# Host packages
+
+VM_HOST_PACKAGES=(
+    # QEMU 10 (bookworm's 7.2 boots no current kernel and has no CTR).
+    qemu-system-riscv
+    # The kernel: clang/lld for Rust-for-Linux, the usual kbuild tools.
+    clang-19 lld-19 llvm-19 libclang-19-dev bc flex bison libelf-dev
+    libssl-dev cpio kmod dwarves xz-utils
+    # Rust-for-Linux and the riscv64 userland build (-Zbuild-std).
+    rustc-web cargo-web rust-web-src
+    # riscv64 C programs and the 6.12 compile-only module tree.
+    gcc-riscv64-linux-gnu libc6-dev-riscv64-cross binutils-riscv64-linux-gnu
+    # Host-side reading of the guest's perf.data.
+    linux-perf
+)
+
+install_host_packages() {
+    local missing=() pkg status
+    for pkg in "${VM_HOST_PACKAGES[@]}"; do
+        status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+        [ "$status" = "install ok installed" ] || missing+=("$pkg")
+    done
+    local qemu_version
+    qemu_version=$(qemu-system-riscv64 --version 2>/dev/null | sed -n 's/.*version \([0-9]*\)\..*/\1/p' || true)
+    if [ "${#missing[@]}" -eq 0 ] && [ "${qemu_version:-0}" -ge 10 ]; then
+        return
+    fi
+    [ "$(id -u)" -eq 0 ] || die "missing host packages (${missing[*]}); run as root to install them"
+    log "installing host packages: ${missing[*]}"
+    if [ ! -f /etc/apt/sources.list.d/rvperf-backports.sources ]; then
+        cat >/etc/apt/sources.list.d/rvperf-backports.sources <<'EOF'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+    fi
+    local apt_log
+    apt_log=$(mktemp)
+    if ! { apt-get update -q &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+            -t bookworm-backports qemu-system-riscv qemu-user &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+            "${VM_HOST_PACKAGES[@]}"; } >"$apt_log" 2>&1; then
+        tail -n 30 "$apt_log" >&2
+        rm -f "$apt_log"
+        die "apt-get failed"
+    fi
+    rm -f "$apt_log"
+}
+
+# bindgen-cli from crates.io: Debian's bindgen is older than the kernel's
+# minimum.
+BINDGEN_VERSION=0.73.2
+build_bindgen() {
+    local out=$1
+    CARGO_TARGET_DIR="$out/target" cargo install --quiet --locked \
+        "bindgen-cli@$BINDGEN_VERSION" --root "$out" >&2
+    rm -rf "$out/target"
+}
+bindgen_path() {
+    local dir
+    dir=$(cached bindgen "$(hash_inputs "$BINDGEN_VERSION" "$(recipe build_bindgen)")" build_bindgen)
+    echo "$dir/bin/bindgen"
+}
+
+# ---------------------------------------------------------------------------
+# Kernel sources, pinned in sources.lock and checked by SHA-256.
+
+# lock_field NAME FIELD
+lock_field() {
+    awk -v n="$1" -v f="$2" '$1 == n { print $f }' "$VM_DIR/sources.lock"
+}
+
+# fetch_source NAME -> path of the verified .deb in the download cache.
+fetch_source() {
+    local name=$1 url sha file
+    url=$(lock_field "$name" 2)
+    sha=$(lock_field "$name" 3)
+    [ -n "$url" ] || die "no entry for $name in tools/vm/sources.lock"
+    mkdir -p "$CACHE_DIR/downloads"
+    file="$CACHE_DIR/downloads/$(basename "$url")"
+    if [ ! -f "$file" ] || ! echo "$sha  $file" | sha256sum -c --quiet >/dev/null 2>&1; then
+        log "downloading $url"
+        curl -fsSL --retry 3 -o "$file.part" "$url" || die "download failed: $url"
+        echo "$sha  $file.part" | sha256sum -c --quiet >/dev/null 2>&1 ||
+            die "$(basename "$url"): SHA-256 differs from tools/vm/sources.lock"
+        mv "$file.part" "$file"
+    fi
+    echo "$file"
+}
+
+# unpack_kernel_source DEB DIR: the tarball inside linux-source-X.Y.
+unpack_kernel_source() {
+    local deb=$1 dir=$2
+    mkdir -p "$dir"
+    dpkg-deb --fsys-tarfile "$deb" | tar -xO --wildcards './usr/src/linux-source-*.tar.xz' |
+        xz -dc -T0 | tar -x -C "$dir" --strip-components=1
+}
+
+# ---------------------------------------------------------------------------
+# The 7.3 kernel: tinyconfig + kernel.config, clang, Rust.
+
+kernel_make() {
+    local src=$1 build=$2
+    shift 2
+    make -C "$src" O="$build" ARCH=riscv LLVM="$LLVM_BIN/" \
+        RUSTC="$DEBIAN_RUSTC" BINDGEN="$BINDGEN" -j"$JOBS" -s "$@"
+}
+
+build_kernel() {
+    local out=$1 deb
+    deb=$(fetch_source linux-source-7.3)
+    log "unpacking $(basename "$deb")"
+    unpack_kernel_source "$deb" "$out/src"
+    kernel_make "$out/src" "$out/build" tinyconfig >&2
+    "$out/src/scripts/kconfig/merge_config.sh" -m -O "$out/build" \
+        "$out/build/.config" "$VM_DIR/kernel.config" >/dev/null
+    kernel_make "$out/src" "$out/build" olddefconfig >&2
+    check_kernel_config "$out/build/.config" "$VM_DIR/kernel.config"
+    log "compiling Linux $(make -s -C "$out/src" kernelversion) (riscv64, clang, Rust)"
+    kernel_make "$out/src" "$out/build" Image modules >&2
+    kernel_make "$out/src" "$out/build" INSTALL_MOD_PATH="$out/modules" \
+        INSTALL_MOD_STRIP=1 modules_install >&2
+    cp "$out/build/arch/riscv/boot/Image" "$out/Image"
+    make -s -C "$out/build" kernelrelease >"$out/release"
+    # Only what out-of-tree module builds need is kept of the object tree.
+    find "$out/build" -name '*.o' ! -path '*/scripts/*' ! -path '*/rust/*' -delete
+}
+
+# Every option the fragment asks for must have survived olddefconfig: a
+# dependency that silently turned one off is an error, not a surprise later.
+check_kernel_config() {
+    local config=$1 fragment=$2 line option want have lost=()
+    while IFS= read -r line; do
+        case "$line" in '' | '#'*) continue ;; esac
+        option=${line%%=*}
+        want=${line#*=}
+        have=$(grep -E "^$option=|^# $option is not set" "$config" | head -n1 || true)
+        case "$have" in "# $option is not set") have=n ;; *) have=${have#*=} ;; esac
+        [ -n "$have" ] || have=n
+        [ "$have" = "$want" ] || lost+=("$option=$want (got $have)")
+    done <"$fragment"
+    [ "${#lost[@]}" -eq 0 ] || die "kernel config options lost to olddefconfig: ${lost[*]}"
+}
+
+toolchain_versions() {
+    "$LLVM_BIN/clang" --version | head -n1
+    "$DEBIAN_RUSTC" --version
+    echo "bindgen $BINDGEN_VERSION"
+}
+
+kernel_dir() {
+    BINDGEN=$(bindgen_path)
+    local key
+    key=$(hash_inputs "$VM_DIR/sources.lock" "$VM_DIR/kernel.config" \
+        "$(toolchain_versions)" "$(recipe build_kernel)" "$(recipe kernel_make)")
+    cached kernel-7.3 "$key" build_kernel
+}
+
+# A 6.12 tree (gcc, no Rust) prepared for compile-only module checks.
+build_kernel_6_12() {
+    local out=$1 deb
+    deb=$(fetch_source linux-source-6.12)
+    unpack_kernel_source "$deb" "$out/src"
+    local kmake=(make -C "$out/src" O="$out/build" ARCH=riscv
+        CROSS_COMPILE=riscv64-linux-gnu- -j"$JOBS" -s)
+    "${kmake[@]}" tinyconfig >&2
+    grep -v -E '^CONFIG_(RUST|SAMPLE)' "$VM_DIR/kernel.config" >"$out/fragment"
+    "$out/src/scripts/kconfig/merge_config.sh" -m -O "$out/build" \
+        "$out/build/.config" "$out/fragment" >/dev/null
+    "${kmake[@]}" olddefconfig modules_prepare >&2
+    rm -rf "$out/src/Documentation"
+}
+
+kernel_6_12_dir() {
+    local key
+    key=$(hash_inputs "$VM_DIR/sources.lock" "$VM_DIR/kernel.config" \
+        "$(riscv64-linux-gnu-gcc --version | head -n1)" "$(recipe build_kernel_6_12)")
+    cached kernel-6.12 "$key" build_kernel_6_12
+}
+
+# ---------------------------------------------------------------------------
+# The guest's riscv64 userland: busybox and Linux perf with the shared
+# libraries they need, from Debian trixie's riscv64 packages, fetched with a
+# private apt configuration that leaves the host's dpkg alone.
+
+RISCV_PACKAGES=(busybox-static linux-perf)
+# Data the guest never reads (documentation, locales, the Perl and Python
+# standard libraries perf's scripting would load), pruned from the image.
+RISCV_PRUNE=(usr/share usr/lib/python3 usr/lib/python3.13
+    usr/lib/riscv64-linux-gnu/perl usr/lib/riscv64-linux-gnu/perl-base
+    usr/lib/riscv64-linux-gnu/perl5 usr/lib/riscv64-linux-gnu/gconv)
+
+riscv_apt() {
+    local root=$1
+    shift
+    APT_CONFIG="$root/apt.conf" "$@"
+}
+
+setup_riscv_apt() {
+    local root=$1
+    mkdir -p "$root/lists/partial" "$root/archives/partial" "$root/etc/preferences.d"
+    : >"$root/status"
+    cat >"$root/sources.list" <<'EOF2'
+deb [arch=riscv64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
+EOF2
+    cat >"$root/apt.conf" <<EOF2
+APT::Architecture "riscv64";
+APT::Architectures { "riscv64"; };
+APT::Sandbox::User "root";
+Dir::State::Lists "$root/lists";
+Dir::State::status "$root/status";
+Dir::Cache "$root";
+Dir::Cache::archives "$root/archives";
+Dir::Etc::SourceList "$root/sources.list";
+Dir::Etc::SourceParts "/nonexistent";
+Dir::Etc::Preferences "/nonexistent";
+Dir::Etc::PreferencesParts "$root/etc/preferences.d";
+EOF2
+}
+
+build_riscv_userland() {
+    local out=$1 apt_root="$CACHE_DIR/apt-riscv64"
+    setup_riscv_apt "$apt_root"
+    riscv_apt "$apt_root" apt-get -q update >/dev/null || die "apt-get update (riscv64) failed"
+    local packages=()
+    mapfile -t packages < <(riscv_apt "$apt_root" apt-cache depends --recurse --no-recommends \
+        --no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances \
+        "${RISCV_PACKAGES[@]}" | grep -v -E '^[ <]' | sort -u)
+    [ "${#packages[@]}" -gt 0 ] || die "cannot resolve ${RISCV_PACKAGES[*]} for riscv64"
+    (cd "$apt_root/archives" && riscv_apt "$apt_root" apt-get -q download "${packages[@]}" >/dev/null) ||
+        die "apt-get download (riscv64) failed"
+    mkdir -p "$out/root"
+    local pkg deb
+    for pkg in "${packages[@]}"; do
+        deb=
+        for deb in "$apt_root/archives/${pkg}"_*_{riscv64,all}.deb; do
+            [ -f "$deb" ] && break
+        done
+        [ -f "$deb" ] || die "riscv64 package $pkg was not downloaded"
+        dpkg-deb -x "$deb" "$out/root"
+        basename "$deb" >>"$out/packages"
+    done
+    local path
+    for path in "${RISCV_PRUNE[@]}"; do rm -rf "${out:?}/root/$path"; done
+    # trixie is merged-/usr: the ELF interpreter is looked up as /lib/...
+    local top
+    for top in bin sbin lib; do
+        [ -e "$out/root/$top" ] || ln -s "usr/$top" "$out/root/$top"
+    done
+    [ -x "$out/root/usr/bin/busybox" ] || die "busybox missing from the riscv64 userland"
+    ls "$out"/root/usr/bin/perf* >/dev/null 2>&1 || die "perf missing from the riscv64 userland"
+}
+
+riscv_userland_dir() {
+    local key
+    key=$(hash_inputs "${RISCV_PACKAGES[*]}" "${RISCV_PRUNE[*]}" \
+        "$(recipe build_riscv_userland)" "$(recipe setup_riscv_apt)")
+    cached userland-riscv64 "$key" build_riscv_userland
+}
+
+# ---------------------------------------------------------------------------
+# riscv64 builds of the project: rvperf and the guest's test programs, into
+# $CACHE_DIR/guest (shared with the guest at /opt/rvperf). Cargo's own
+# incremental build is the cache here.
+
+GUEST_DIR="$CACHE_DIR/guest"
+RISCV_TARGET=riscv64gc-unknown-linux-gnu
+
+build_rvperf_riscv64() {
+    log "cross-building rvperf for riscv64"
+    # Debian ships no riscv64 std for rustc-web, so std is built from
+    # rust-web-src (-Zbuild-std, hence RUSTC_BOOTSTRAP); static, so the
+    # binary runs on any riscv64 Linux.
+    (cd "$REPO_DIR" &&
+        RUSTC_BOOTSTRAP=1 RUSTC="$DEBIAN_RUSTC" \
+            CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_LINKER=riscv64-linux-gnu-gcc \
+            CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
+            "$DEBIAN_CARGO" build --quiet --locked --release -p rvperf \
+            -Zbuild-std=std,panic_abort --target "$RISCV_TARGET" \
+            --target-dir "$CACHE_DIR/target-riscv64") >&2 ||
+        die "cross-building rvperf failed"
+    mkdir -p "$GUEST_DIR/bin"
+    install -m 755 "$CACHE_DIR/target-riscv64/$RISCV_TARGET/release/rvperf" "$GUEST_DIR/bin/rvperf"
+}
+
+# The guest's workloads: C programs with frame pointers and symbols, so
+# callchains and symbolisation work in the guest and on the host.
+build_guest_programs() {
+    mkdir -p "$GUEST_DIR/bin"
+    local source name
+    for source in "$REPO_DIR"/tests/programs/host/*.c; do
+        name=$(basename "$source" .c)
+        riscv64-linux-gnu-gcc -O2 -g -fno-omit-frame-pointer -fno-inline-functions \
+            -o "$GUEST_DIR/bin/$name" "$source" || die "cannot build $source for riscv64"
+    done
+}
+
+# Out-of-tree modules of the project (kmod-shim/*) built against the guest
+# kernel and put where the guest's init installs them from.
+build_guest_modules() {
+    local kernel=$1
+    mkdir -p "$GUEST_DIR/modules"
+    rm -f "$GUEST_DIR"/modules/*.ko
+    local dir
+    for dir in "$REPO_DIR"/kmod-shim/*/; do
+        [ -f "$dir/Kbuild" ] || continue
+        log "building module $(basename "$dir")"
+        local work
+        work="$CACHE_DIR/modules-build/$(basename "$dir")"
+        rm -rf "$work"
+        mkdir -p "$work"
+        cp -r "$dir"/. "$work"/
+        make -C "$kernel/build" M="$work" ARCH=riscv LLVM="$LLVM_BIN/" \
+            RUSTC="$DEBIAN_RUSTC" BINDGEN="$(bindgen_path)" -j"$JOBS" -s modules >&2 ||
+            die "module $(basename "$dir") failed to build"
+        cp "$work"/*.ko "$GUEST_DIR/modules/"
+    done
+}
+
+# ---------------------------------------------------------------------------
+# The initramfs: the riscv64 userland, the kernel's modules and init.
+
+build_initramfs() {
+    local out=$1 root="$1/root"
+    cp -a "$USERLAND/root" "$root"
+    mkdir -p "$root/usr/lib/modules" "$root/proc" "$root/sys" "$root/dev" \
+        "$root/tmp" "$root/run" "$root/root" "$root/etc"
+    cp -a "$KERNEL/modules/lib/modules/." "$root/usr/lib/modules/"
+    install -m 755 "$VM_DIR/guest/init" "$root/init"
+    ln -sf busybox "$root/usr/bin/sh"
+    echo "root:x:0:0:root:/root:/bin/sh" >"$root/etc/passwd"
+    echo "root:x:0:" >"$root/etc/group"
+    # Sorted, owned by root, no compression (the kernel unpacks it faster
+    # than it could decompress it under emulation).
+    (cd "$root" && find . -mindepth 1 | LC_ALL=C sort |
+        cpio -o -H newc -R 0:0 --quiet) >"$out/initramfs.cpio"
+    rm -rf "$root"
+}
+
+# initramfs_path: from $KERNEL and $USERLAND.
+initramfs_path() {
+    local key dir
+    key=$(hash_inputs "$(basename "$KERNEL")" "$(basename "$USERLAND")" \
+        "$VM_DIR/guest/init" "$(recipe build_initramfs)")
+    dir=$(cached initramfs "$key" build_initramfs)
+    echo "$dir/initramfs.cpio"
+}
+
+# prepare_guest: everything a boot needs, built or taken from the cache.
+# Sets KERNEL, USERLAND and INITRAMFS.
+prepare_guest() {
+    install_host_packages
+    KERNEL=$(kernel_dir)
+    USERLAND=$(riscv_userland_dir)
+    INITRAMFS=$(initramfs_path)
+    build_rvperf_riscv64
+    build_guest_programs
+    build_guest_modules "$KERNEL"
+}
+
+# ---------------------------------------------------------------------------
+# Booting
+
+# boot_guest MODE SMP OUT_DIR CONTROL_DIR CONSOLE_LOG: runs QEMU until the
+# guest powers off; returns QEMU's (or timeout's) status.
+boot_guest() {
+    local mode=$1 smp=$2 out=$3 control=$4 console=$5
+    local qemu=(qemu-system-riscv64 -machine virt -cpu "$QEMU_CPU" -smp "$smp"
+        -m "$QEMU_MEMORY" -bios default -kernel "$KERNEL/Image" -initrd "$INITRAMFS"
+        -append "console=ttyS0 earlycon=sbi quiet panic=-1 rdinit=/init"
+        -no-reboot -nic none)
+    local tag path flags
+    for tag in control:"$control":rw rvperf:"$REPO_DIR":ro guestbin:"$GUEST_DIR":ro out:"$out":rw; do
+        IFS=: read -r tag path flags <<<"$tag"
+        qemu+=(-fsdev "local,id=fs_$tag,path=$path,security_model=none$([ "$flags" = ro ] && echo ,readonly=on)"
+            -device "virtio-9p-pci,fsdev=fs_$tag,mount_tag=$tag")
+    done
+    if [ "$mode" = shell ]; then
+        "${qemu[@]}" -nographic
+        return
+    fi
+    local timeout_s=${RVPERF_VM_TIMEOUT:-1800}
+    # The serial console ends lines with CR LF; the command's output is printed
+    # without the CRs.
+    timeout -k 10 "$timeout_s" "${qemu[@]}" -display none -monitor none -serial stdio </dev/null |
+        tee "$console" |
+        awk '{ sub(/\r$/, "") } /^rvperf-vm: command ended/ { on = 0 } on { print; fflush() } /^rvperf-vm: command begins/ { on = 1 }'
+    local status=${PIPESTATUS[0]}
+    [ "$status" -ne 124 ] || log "the guest did not finish within $timeout_s s (RVPERF_VM_TIMEOUT)"
+    return "$status"
+}
+
+# run_in_guest SMP OUT_DIR CMD...: runs CMD in the guest as root, prints its
+# output, returns its exit status.
+run_in_guest() {
+    local smp=$1 out=$2
+    shift 2
+    mkdir -p "$out"
+    local control
+    control=$(mktemp -d -t rvperf-vm.XXXXXX)
+    echo run >"$control/mode"
+    {
+        printf 'cd /root\nexec'
+        local arg
+        for arg in "$@"; do
+            printf " '%s'" "${arg//\'/\'\\\'\'}"
+        done
+        printf '\n'
+    } >"$control/command"
+    local status=0
+    boot_guest run "$smp" "$out" "$control" "$control/console.log" || status=$?
+    if [ ! -f "$control/status" ]; then
+        log "the guest stopped before the command finished (QEMU status $status); console:"
+        tail -n 40 "$control/console.log" >&2
+        mkdir -p "$out" && cp "$control/console.log" "$out/console.log"
+        rm -rf "$control"
+        return 125
+    fi
+    status=$(cat "$control/status")
+    cp "$control/console.log" "$out/console.log" 2>/dev/null || true
+    rm -rf "$control"
+    return "$status"
+}
+
+# The project's C modules must also compile against 6.12 (compile-only:
+# modpost cannot resolve symbols without that kernel's Module.symvers, so its
+# warnings are not errors here).
+check_modules_6_12() {
+    local tree dir found=0
+    tree=$(kernel_6_12_dir)
+    for dir in "$REPO_DIR"/kmod-shim/*/; do
+        [ -f "$dir/Kbuild" ] || continue
+        grep -q '\.rs' "$dir/Kbuild" && continue
+        found=1
+        local work
+        work="$CACHE_DIR/modules-build-6.12/$(basename "$dir")"
+        rm -rf "$work"
+        mkdir -p "$work"
+        cp -r "$dir"/. "$work"/
+        make -C "$tree/build" M="$work" ARCH=riscv CROSS_COMPILE=riscv64-linux-gnu- \
+            KBUILD_MODPOST_WARN=1 -j"$JOBS" -s modules >&2 ||
+            die "module $(basename "$dir") does not compile against Linux 6.12"
+        log "module $(basename "$dir") compiles against Linux 6.12"
+    done
+    [ "$found" -eq 1 ] || log "no C modules under kmod-shim/ yet; the 6.12 tree is ready at $tree"
+}
