@@ -9,6 +9,7 @@
 
 mod attr;
 mod branch;
+pub mod ctr;
 mod event;
 mod record;
 

@@ -4,6 +4,7 @@ mod decode;
 mod output;
 mod perf_input;
 mod record;
+mod record_ctr;
 mod report;
 mod script;
 mod trace_file;

@@ -24,7 +24,7 @@ use perf_ring::{online_cpus, poll_readable, Event, RingBuffer};
 pub struct RecordArgs {
     /// Event to sample (perf syntax: cpu-clock, cycles, rNNNN, pmu/config=.../); repeatable.
     #[arg(short = 'e', long = "event")]
-    events: Vec<String>,
+    pub(crate) events: Vec<String>,
     /// Sampling frequency in Hz.
     #[arg(short = 'F', long = "freq", conflicts_with = "count")]
     frequency: Option<u64>,
@@ -33,7 +33,7 @@ pub struct RecordArgs {
     count: Option<u64>,
     /// Record call chains.
     #[arg(short = 'g')]
-    call_graph: bool,
+    pub(crate) call_graph: bool,
     /// Record branch stacks of any taken branch.
     #[arg(short = 'b', long = "branch-any", conflicts_with = "branch_filter")]
     branch_any: bool,
@@ -42,28 +42,31 @@ pub struct RecordArgs {
     branch_filter: Option<String>,
     /// System-wide, on every online CPU.
     #[arg(short = 'a', long = "all-cpus", conflicts_with = "pid")]
-    all_cpus: bool,
+    pub(crate) all_cpus: bool,
     /// An existing process.
     #[arg(short = 'p', long = "pid")]
-    pid: Option<i32>,
+    pub(crate) pid: Option<i32>,
+    /// AUX area pages per CPU for AUX-based PMUs such as rvperf_ctr (a power of two).
+    #[arg(long = "aux-pages", value_name = "PAGES", default_value_t = 512)]
+    pub(crate) aux_pages: usize,
     /// Output file.
     #[arg(short = 'o', long = "output", default_value = "perf.data")]
-    output: PathBuf,
+    pub(crate) output: PathBuf,
     /// The command to run and sample.
     #[arg(last = true)]
-    command: Vec<String>,
+    pub(crate) command: Vec<String>,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
+pub(crate) static STOP: AtomicBool = AtomicBool::new(false);
 
 /// Data pages of each CPU's ring (256 KiB with 4 KiB pages).
-const RING_PAGES: usize = 64;
+pub(crate) const RING_PAGES: usize = 64;
 
 extern "C" fn request_stop(_signal: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
-fn install_stop_handlers() {
+pub(crate) fn install_stop_handlers() {
     for signal in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: `request_stop` only stores to an atomic, which is async-signal-safe,
         // and it has the `extern "C" fn(c_int)` signature `signal` expects.
@@ -78,13 +81,13 @@ fn install_stop_handlers() {
 
 /// The workload, started but held before its `exec` until the events are open, so its
 /// first instruction is sampled (`enable_on_exec`) and nothing of ours is.
-struct Workload {
-    child: Child,
+pub(crate) struct Workload {
+    pub(crate) child: Child,
     gate: PathBuf,
 }
 
 impl Workload {
-    fn start(command: &[String], directory: &Path) -> Result<Workload> {
+    pub(crate) fn start(command: &[String], directory: &Path) -> Result<Workload> {
         let gate = directory.join("gate");
         let status = Command::new("mkfifo")
             .arg(&gate)
@@ -104,7 +107,7 @@ impl Workload {
         Ok(Workload { child, gate })
     }
 
-    fn release(&self) -> Result<()> {
+    pub(crate) fn release(&self) -> Result<()> {
         let mut gate = File::options()
             .write(true)
             .open(&self.gate)
@@ -116,7 +119,7 @@ impl Workload {
 
 /// Whether `pid` still runs: gone or a zombie (exited, not yet reaped by its parent)
 /// both mean its events will produce nothing more.
-fn process_alive(pid: i32) -> bool {
+pub(crate) fn process_alive(pid: i32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };
@@ -172,7 +175,7 @@ fn expand_groups(names: &[String]) -> Result<Vec<(String, Option<usize>)>> {
 
 /// Splits perf's event modifiers off an event name: `cycles:u` and `pmu/config=1/u`
 /// both give ("...", "u").
-fn split_modifiers(name: &str) -> (&str, &str) {
+pub(crate) fn split_modifiers(name: &str) -> (&str, &str) {
     if let Some(end) = name.rfind('/') {
         if name[..end].contains('/') {
             let (event, rest) = name.split_at(end + 1);
@@ -189,7 +192,7 @@ fn split_modifiers(name: &str) -> (&str, &str) {
     }
 }
 
-fn attr_flags(options: &AttrOptions) -> u64 {
+pub(crate) fn attr_flags(options: &AttrOptions) -> u64 {
     // Bit positions of perf_event_attr's flag word (include/uapi/linux/perf_event.h).
     let bits = [
         (options.disabled, 0),
@@ -234,14 +237,38 @@ pub fn run(arguments: &RecordArgs) -> Result<()> {
     };
     let scratch = std::env::temp_dir().join(format!("rvperf-record-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
-    let result = record(
-        arguments,
-        &names,
-        sysfs,
-        sampling,
-        branch_sample_type,
-        &scratch,
-    );
+    // Branch stacks on RISC-V come from the rvperf_ctr PMU (kmod-shim) where it is
+    // loaded: asked for by name, or picked for -b/-j.
+    let ctr_type = crate::record_ctr::ctr_pmu_type(sysfs);
+    let names_ctr = names
+        .iter()
+        .any(|name| name.starts_with(perf_abi::ctr::CTR_PMU_NAME));
+    let result = match ctr_type {
+        Some(ctr_type) if names_ctr || branch_sample_type != 0 => {
+            let names = if arguments.events.is_empty() {
+                vec!["cycles".to_owned()]
+            } else {
+                names
+            };
+            crate::record_ctr::record(
+                arguments,
+                &names,
+                sysfs,
+                sampling,
+                branch_sample_type,
+                ctr_type,
+                &scratch,
+            )
+        }
+        _ => record(
+            arguments,
+            &names,
+            sysfs,
+            sampling,
+            branch_sample_type,
+            &scratch,
+        ),
+    };
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }
@@ -342,18 +369,27 @@ fn open_events(
 }
 
 #[derive(Default)]
-struct Counts {
-    samples: u64,
-    lost: u64,
-    bytes: u64,
+pub(crate) struct Counts {
+    pub(crate) samples: u64,
+    pub(crate) lost: u64,
+    pub(crate) bytes: u64,
+    /// AUX areas that filled up (PERF_RECORD_AUX with the TRUNCATED flag).
+    pub(crate) aux_truncated: u64,
 }
 
-fn drain(
+/// The executable mappings seen, by file name: (pid, build id from MMAP2).
+pub(crate) type Mappings = BTreeMap<String, (i32, Option<Vec<u8>>)>;
+
+/// Copies what the data rings hold into the perf.data. With `consume_aux`, the AUX
+/// bookkeeping records (PERF_RECORD_AUX, ITRACE_START) are counted but not written:
+/// the AUX data they describe is turned into ordinary records instead.
+pub(crate) fn drain(
     rings: &mut [RingBuffer],
     format: &SampleFormat,
     writer: &mut PerfDataWriter<BufWriter<File>>,
     counts: &mut Counts,
-    mappings: &mut BTreeMap<String, (i32, Option<Vec<u8>>)>,
+    mappings: &mut Mappings,
+    consume_aux: bool,
 ) -> Result<()> {
     let mut record_bytes = Vec::with_capacity(4096);
     let mut scratch = Vec::new();
@@ -361,6 +397,16 @@ fn drain(
     for ring in rings.iter_mut() {
         let mut batch = ring.read();
         while let Some(record) = batch.next_record()? {
+            let aux_bookkeeping = record.record_type == b::PERF_RECORD_AUX
+                || record.record_type == b::PERF_RECORD_ITRACE_START;
+            if consume_aux && aux_bookkeeping {
+                if let Ok(Record::Aux(aux)) = record.parse(format, &mut scratch) {
+                    if aux.flags & u64::from(b::PERF_AUX_FLAG_TRUNCATED) != 0 {
+                        counts.aux_truncated += 1;
+                    }
+                }
+                continue;
+            }
             record_bytes.clear();
             record_bytes.extend_from_slice(&record.record_type.to_ne_bytes());
             record_bytes.extend_from_slice(&record.misc.to_ne_bytes());
@@ -470,6 +516,7 @@ fn record(
             &mut writer,
             &mut counts,
             &mut mappings,
+            false,
         )?;
         if let Some(workload) = workload.as_mut() {
             if let Some(status) = workload.child.try_wait()? {
@@ -496,12 +543,31 @@ fn record(
         &mut writer,
         &mut counts,
         &mut mappings,
+        false,
     )?;
     if let (Some(workload), None) = (workload.as_mut(), status) {
         let _ = workload.child.wait();
     }
+    finish(writer, &counts, &mappings, &temporary, &arguments.output)?;
+    if let Some(status) = status {
+        if !status.success() {
+            eprintln!("rvperf: warning: the command exited with {status}");
+        }
+    }
+    Ok(())
+}
+
+/// Ends a recording: the header features (build ids of every executable mapping), the
+/// rename of the temporary file into place, and the summary line.
+pub(crate) fn finish(
+    writer: PerfDataWriter<BufWriter<File>>,
+    counts: &Counts,
+    mappings: &Mappings,
+    temporary: &Path,
+    output: &Path,
+) -> Result<()> {
     let mut metadata = Metadata::from_host("rvperf", std::env::args().collect());
-    for (filename, (pid, build_id)) in &mappings {
+    for (filename, (pid, build_id)) in mappings {
         let build_id = build_id.clone().or_else(|| {
             std::fs::read(filename)
                 .ok()
@@ -520,27 +586,27 @@ fn record(
     let mut inner = writer.finish(&metadata)?;
     inner.flush()?;
     drop(inner);
-    std::fs::rename(&temporary, &arguments.output).with_context(|| {
+    std::fs::rename(temporary, output).with_context(|| {
         format!(
             "cannot rename {} to {}",
             temporary.display(),
-            arguments.output.display()
+            output.display()
         )
     })?;
-    let written = std::fs::metadata(&arguments.output)
+    let written = std::fs::metadata(output)
         .map(|meta| meta.len())
         .unwrap_or(counts.bytes);
+    let truncated = if counts.aux_truncated > 0 {
+        format!(", AUX area full {} times", counts.aux_truncated)
+    } else {
+        String::new()
+    };
     eprintln!(
-        "[ rvperf record: {} samples, {} lost, {} bytes written to {} ]",
+        "[ rvperf record: {} samples, {} lost{truncated}, {} bytes written to {} ]",
         counts.samples,
         counts.lost,
         written,
-        arguments.output.display()
+        output.display()
     );
-    if let Some(status) = status {
-        if !status.success() {
-            eprintln!("rvperf: warning: the command exited with {status}");
-        }
-    }
     Ok(())
 }

@@ -1,0 +1,311 @@
+//! The records the `rvperf_ctr` kernel PMU (kmod-shim/rvperf_ctr) writes into its
+//! AUX area: one per sample, a fixed header and the CTR branch stack as
+//! `struct perf_branch_entry`s, newest first. The layout is defined once, in
+//! `kmod-shim/include/uapi/rvperf_ctr.h`; the constants here mirror it and the
+//! module's KUnit suite checks the same offsets on the kernel side.
+
+use perf_event_open_sys::bindings::perf_branch_entry;
+
+use crate::record::BranchFlags;
+
+/// The PMU's name in /sys/bus/event_source/devices.
+pub const CTR_PMU_NAME: &str = "rvperf_ctr";
+/// "RCTR" in a little-endian dump.
+pub const CTR_RECORD_MAGIC: u32 = 0x5254_4352;
+pub const CTR_RECORD_VERSION: u8 = 1;
+pub const CTR_RECORD_HEADER_SIZE: usize = 48;
+const ENTRY_SIZE: usize = std::mem::size_of::<perf_branch_entry>();
+
+/// `attr.config1` trigger types (enum rvperf_ctr_trigger_type).
+pub const CTR_TRIGGER_HARDWARE: u64 = 0;
+pub const CTR_TRIGGER_HW_CACHE: u64 = 1;
+pub const CTR_TRIGGER_RAW: u64 = 2;
+
+/// Record flags.
+pub const CTR_RECORD_KERNEL: u8 = 1 << 0;
+pub const CTR_RECORD_SOFTWARE_FILTERED: u8 = 1 << 1;
+pub const CTR_RECORD_KERNEL_REDACTED: u8 = 1 << 2;
+pub const CTR_RECORD_STACK_FULL: u8 = 1 << 3;
+
+/// A stream of records that does not parse. `offset` counts from the start of
+/// the bytes given to [`CtrRecords::new`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CtrRecordError {
+    #[error("rvperf_ctr record at AUX offset {offset}: bad magic {found:#010x}")]
+    BadMagic { offset: usize, found: u32 },
+    #[error("rvperf_ctr record at AUX offset {offset}: version {found}, this rvperf reads {CTR_RECORD_VERSION}")]
+    BadVersion { offset: usize, found: u8 },
+    #[error(
+        "rvperf_ctr record at AUX offset {offset}: size {size} does not hold {entries} entries"
+    )]
+    BadSize {
+        offset: usize,
+        size: usize,
+        entries: usize,
+    },
+    #[error("rvperf_ctr record at AUX offset {offset}: {needed} bytes, only {available} left")]
+    Truncated {
+        offset: usize,
+        needed: usize,
+        available: usize,
+    },
+}
+
+/// One record, borrowed from the AUX bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CtrRecord<'a> {
+    pub flags: u8,
+    pub cpu: u32,
+    pub pid: u32,
+    pub tid: u32,
+    /// CTR depth the hardware used (16..256).
+    pub depth: u16,
+    pub time: u64,
+    pub ip: u64,
+    pub period: u64,
+    entries: &'a [u8],
+}
+
+/// One branch of a record, as perf's PERF_SAMPLE_BRANCH_STACK entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CtrBranch {
+    pub from: u64,
+    pub to: u64,
+    /// The raw perf_branch_entry flag word.
+    pub flags_word: u64,
+}
+
+impl CtrBranch {
+    pub fn flags(&self) -> BranchFlags {
+        BranchFlags::from_word(self.flags_word)
+    }
+}
+
+impl<'a> CtrRecord<'a> {
+    pub fn is_kernel(&self) -> bool {
+        self.flags & CTR_RECORD_KERNEL != 0
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len() / ENTRY_SIZE
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The branches, newest first.
+    pub fn branches(&self) -> impl ExactSizeIterator<Item = CtrBranch> + 'a {
+        self.entries
+            .chunks_exact(ENTRY_SIZE)
+            .map(|entry| CtrBranch {
+                from: u64_at(entry, 0),
+                to: u64_at(entry, 8),
+                flags_word: u64_at(entry, 16),
+            })
+    }
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_ne_bytes(word)
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_ne_bytes(word)
+}
+
+fn u16_at(bytes: &[u8], at: usize) -> u16 {
+    u16::from_ne_bytes([bytes[at], bytes[at + 1]])
+}
+
+/// Pull parser over AUX bytes holding whole records (the module commits each
+/// record with one `perf_aux_output_end`, so AUX data never ends mid-record).
+#[derive(Debug, Clone)]
+pub struct CtrRecords<'a> {
+    bytes: &'a [u8],
+    offset: usize,
+}
+
+impl<'a> CtrRecords<'a> {
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Self { bytes, offset: 0 }
+    }
+
+    /// Bytes consumed so far.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// The next record; `Ok(None)` at the end of the bytes.
+    pub fn next_record(&mut self) -> Result<Option<CtrRecord<'a>>, CtrRecordError> {
+        let offset = self.offset;
+        let rest = &self.bytes[offset..];
+        if rest.is_empty() {
+            return Ok(None);
+        }
+        if rest.len() < CTR_RECORD_HEADER_SIZE {
+            return Err(CtrRecordError::Truncated {
+                offset,
+                needed: CTR_RECORD_HEADER_SIZE,
+                available: rest.len(),
+            });
+        }
+        let magic = u32_at(rest, 0);
+        if magic != CTR_RECORD_MAGIC {
+            return Err(CtrRecordError::BadMagic {
+                offset,
+                found: magic,
+            });
+        }
+        let version = rest[6];
+        if version != CTR_RECORD_VERSION {
+            return Err(CtrRecordError::BadVersion {
+                offset,
+                found: version,
+            });
+        }
+        let size = usize::from(u16_at(rest, 4));
+        let entries = usize::from(u16_at(rest, 20));
+        if size != CTR_RECORD_HEADER_SIZE + entries * ENTRY_SIZE {
+            return Err(CtrRecordError::BadSize {
+                offset,
+                size,
+                entries,
+            });
+        }
+        if rest.len() < size {
+            return Err(CtrRecordError::Truncated {
+                offset,
+                needed: size,
+                available: rest.len(),
+            });
+        }
+        self.offset += size;
+        Ok(Some(CtrRecord {
+            flags: rest[7],
+            cpu: u32_at(rest, 8),
+            pid: u32_at(rest, 12),
+            tid: u32_at(rest, 16),
+            depth: u16_at(rest, 22),
+            time: u64_at(rest, 24),
+            ip: u64_at(rest, 32),
+            period: u64_at(rest, 40),
+            entries: &rest[CTR_RECORD_HEADER_SIZE..size],
+        }))
+    }
+}
+
+/// Builds one record's bytes, as the module lays it out (for tests and
+/// fixtures: the fake at the hardware boundary is the module's own format).
+pub fn encode_ctr_record(record: &CtrRecord<'_>, branches: &[CtrBranch]) -> Vec<u8> {
+    let size = CTR_RECORD_HEADER_SIZE + branches.len() * ENTRY_SIZE;
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(&CTR_RECORD_MAGIC.to_ne_bytes());
+    out.extend_from_slice(&(size as u16).to_ne_bytes());
+    out.push(CTR_RECORD_VERSION);
+    out.push(record.flags);
+    out.extend_from_slice(&record.cpu.to_ne_bytes());
+    out.extend_from_slice(&record.pid.to_ne_bytes());
+    out.extend_from_slice(&record.tid.to_ne_bytes());
+    out.extend_from_slice(&(branches.len() as u16).to_ne_bytes());
+    out.extend_from_slice(&record.depth.to_ne_bytes());
+    out.extend_from_slice(&record.time.to_ne_bytes());
+    out.extend_from_slice(&record.ip.to_ne_bytes());
+    out.extend_from_slice(&record.period.to_ne_bytes());
+    for branch in branches {
+        out.extend_from_slice(&branch.from.to_ne_bytes());
+        out.extend_from_slice(&branch.to.to_ne_bytes());
+        out.extend_from_slice(&branch.flags_word.to_ne_bytes());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(pid: u32) -> CtrRecord<'static> {
+        CtrRecord {
+            flags: CTR_RECORD_STACK_FULL,
+            cpu: 1,
+            pid,
+            tid: pid + 1,
+            depth: 16,
+            time: 123_456,
+            ip: 0x1_0000,
+            period: 20_000,
+            entries: &[],
+        }
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let branches = [
+            CtrBranch {
+                from: 0x1000,
+                to: 0x2000,
+                flags_word: 0x5,
+            },
+            CtrBranch {
+                from: 0x3000,
+                to: 0x4000,
+                flags_word: 0,
+            },
+        ];
+        let mut bytes = encode_ctr_record(&record(7), &branches);
+        bytes.extend(encode_ctr_record(&record(9), &[]));
+        let mut records = CtrRecords::new(&bytes);
+        let first = records.next_record().unwrap().unwrap();
+        assert_eq!((first.pid, first.tid, first.cpu), (7, 8, 1));
+        assert_eq!(
+            (first.time, first.ip, first.period),
+            (123_456, 0x1_0000, 20_000)
+        );
+        assert_eq!(first.depth, 16);
+        assert_eq!(first.branches().collect::<Vec<_>>(), branches);
+        let second = records.next_record().unwrap().unwrap();
+        assert_eq!((second.pid, second.len()), (9, 0));
+        assert_eq!(records.next_record(), Ok(None));
+        assert_eq!(records.offset(), bytes.len());
+    }
+
+    #[test]
+    fn bad_input_names_its_offset() {
+        let good = encode_ctr_record(&record(1), &[]);
+        let mut bytes = good.clone();
+        bytes.extend_from_slice(&[0u8; 48]);
+        let mut records = CtrRecords::new(&bytes);
+        records.next_record().unwrap();
+        assert_eq!(
+            records.next_record(),
+            Err(CtrRecordError::BadMagic {
+                offset: 48,
+                found: 0
+            })
+        );
+        let mut short = good.clone();
+        short.truncate(40);
+        assert!(matches!(
+            CtrRecords::new(&short).next_record(),
+            Err(CtrRecordError::Truncated { offset: 0, .. })
+        ));
+        let mut lying = good;
+        lying[20] = 3; // three entries claimed, none present
+        assert!(matches!(
+            CtrRecords::new(&lying).next_record(),
+            Err(CtrRecordError::BadSize { offset: 0, .. })
+        ));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
+            let mut records = CtrRecords::new(&bytes);
+            while let Ok(Some(_)) = records.next_record() {}
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! `rvperf record -b / -j` on RISC-V: branch stacks from the `rvperf_ctr` PMU
+//! (kmod-shim/rvperf_ctr), which delivers one record per sample through the AUX area.
+//! Each record becomes an ordinary PERF_RECORD_SAMPLE with PERF_SAMPLE_BRANCH_STACK,
+//! written under the attr of the sampling event that triggered it (cycles, ...), so
+//! that Linux perf and every perf.data reader see a normal branch-stack recording.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use perf_abi::ctr::{
+    CtrRecords, CTR_PMU_NAME, CTR_TRIGGER_HARDWARE, CTR_TRIGGER_HW_CACHE, CTR_TRIGGER_RAW,
+};
+use perf_abi::sys::bindings as b;
+use perf_abi::{build_attr, parse_event, AttrOptions, EventSpec, SampleFormat, Sampling, Wakeup};
+use perf_data::{BranchEntry, BranchStack, EventAttr, EventDesc, PerfDataWriter, SampleData};
+use perf_ring::{online_cpus, poll_readable, AuxMode, Event, RingBuffer};
+
+use crate::record::{
+    attr_flags, drain, finish, install_stop_handlers, process_alive, split_modifiers, Counts,
+    Mappings, RecordArgs, Workload, RING_PAGES, STOP,
+};
+
+/// The dynamic PMU type of rvperf_ctr, when the module is loaded.
+pub fn ctr_pmu_type(sysfs: &Path) -> Option<u32> {
+    let path = sysfs
+        .join("bus/event_source/devices")
+        .join(CTR_PMU_NAME)
+        .join("type");
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// The rvperf_ctr event for a requested sampling event, and the attr type and config
+/// of the trigger, under which perf.data presents the samples.
+fn ctr_event(spec: &EventSpec, ctr_type: u32) -> Result<(EventSpec, u32, u64)> {
+    if spec.pmu_type == ctr_type {
+        let trigger_type = match spec.config1 {
+            CTR_TRIGGER_HARDWARE => b::PERF_TYPE_HARDWARE,
+            CTR_TRIGGER_HW_CACHE => b::PERF_TYPE_HW_CACHE,
+            CTR_TRIGGER_RAW => b::PERF_TYPE_RAW,
+            other => bail!("event {}: unknown rvperf_ctr trigger {other}", spec.name),
+        };
+        return Ok((spec.clone(), trigger_type, spec.config));
+    }
+    let trigger = match spec.pmu_type {
+        b::PERF_TYPE_HARDWARE => CTR_TRIGGER_HARDWARE,
+        b::PERF_TYPE_HW_CACHE => CTR_TRIGGER_HW_CACHE,
+        b::PERF_TYPE_RAW => CTR_TRIGGER_RAW,
+        _ => bail!(
+            "event {} cannot trigger CTR branch stacks: rvperf_ctr samples on hardware, \
+             cache or raw SBI PMU events (cycles, instructions, rNNNN)",
+            spec.name
+        ),
+    };
+    let ctr = EventSpec {
+        name: spec.name.clone(),
+        pmu_type: ctr_type,
+        config: spec.config,
+        config1: trigger,
+        config2: 0,
+    };
+    Ok((ctr, spec.pmu_type, spec.config))
+}
+
+struct CpuEvent {
+    event: Event,
+    ring: RingBuffer,
+    id: u64,
+}
+
+pub fn record(
+    arguments: &RecordArgs,
+    names: &[String],
+    sysfs: &Path,
+    sampling: Sampling,
+    branch_sample_type: u64,
+    ctr_type: u32,
+    scratch: &Path,
+) -> Result<()> {
+    let [name] = names else {
+        bail!(
+            "rvperf_ctr records one sampling event at a time (CTR is one per hart); got {names:?}"
+        );
+    };
+    if arguments.call_graph {
+        bail!("-g: rvperf_ctr records branch stacks, not callchains; -j call_stack gives CTR's call stacks");
+    }
+    let (event_name, modifiers) = split_modifiers(name);
+    let spec = parse_event(event_name, sysfs)?;
+    let (ctr_spec, trigger_type, trigger_config) = ctr_event(&spec, ctr_type)?;
+
+    let cpus = online_cpus()?;
+    let workload = if arguments.command.is_empty() {
+        None
+    } else {
+        Some(Workload::start(&arguments.command, scratch)?)
+    };
+    let pid = match (&workload, arguments.pid) {
+        (Some(workload), _) => workload.child.id() as i32,
+        (None, Some(pid)) => pid,
+        (None, None) => -1,
+    };
+
+    let mut options = AttrOptions::default();
+    options.sampling = sampling;
+    options.sample_type = u64::from(
+        b::PERF_SAMPLE_IP
+            | b::PERF_SAMPLE_TID
+            | b::PERF_SAMPLE_TIME
+            | b::PERF_SAMPLE_CPU
+            | b::PERF_SAMPLE_PERIOD
+            | b::PERF_SAMPLE_ID,
+    );
+    options.branch_sample_type = if branch_sample_type == 0 {
+        perf_abi::DASH_B_BRANCH_FILTER
+    } else {
+        branch_sample_type
+    };
+    for modifier in modifiers.chars() {
+        match modifier {
+            'u' => options.exclude_kernel = true,
+            'k' => options.exclude_user = true,
+            other => bail!("event {name}: unknown modifier {other:?} (known: u, k)"),
+        }
+    }
+    // The module cannot follow forks (its trigger counter is created per event), so
+    // per-task events are opened on every CPU without inherit, which is mmap-able.
+    options.inherit = false;
+    options.disabled = true;
+    options.enable_on_exec = workload.is_some() && !arguments.all_cpus;
+    options.sample_id_all = true;
+    options.mmap = true;
+    options.mmap2 = true;
+    options.comm = true;
+    options.task = true;
+    options.wakeup = Wakeup::Watermark((RING_PAGES * perf_ring::page_size() / 4) as u32);
+    // The default 512 pages (2 MiB) hold 2,500 samples of a 32-entry CTR, 340 of a
+    // 256-entry one; rvperf is woken at each quarter.
+    let aux_pages = arguments.aux_pages;
+    if !aux_pages.is_power_of_two() {
+        bail!("--aux-pages {aux_pages}: must be a power of two");
+    }
+    options.aux_watermark = (aux_pages * perf_ring::page_size() / 4) as u32;
+    let attr = build_attr(&ctr_spec, &options);
+    let format = SampleFormat::from_attr(&attr);
+
+    let mut opened = Vec::new();
+    for &cpu in &cpus {
+        let opened_cpu = (|| -> Result<CpuEvent> {
+            let event = Event::open(name, &attr, pid, cpu as i32, None, 0)?;
+            let mut ring = RingBuffer::new(&event, RING_PAGES)
+                .with_context(|| format!("cannot map the ring buffer of {name}"))?;
+            ring.map_aux(aux_pages, AuxMode::Consume)
+                .with_context(|| format!("cannot map the AUX area of {name}"))?;
+            let id = event.id()?;
+            Ok(CpuEvent { event, ring, id })
+        })();
+        match opened_cpu {
+            Ok(cpu_event) => opened.push(cpu_event),
+            Err(error) => {
+                if let Some(mut workload) = workload {
+                    let _ = workload.child.kill();
+                    let _ = workload.child.wait();
+                }
+                return Err(error);
+            }
+        }
+    }
+
+    let period = match sampling {
+        Sampling::Period(period) => period,
+        Sampling::Frequency(hz) => hz,
+        Sampling::Counting => 0,
+    };
+    let desc = EventDesc {
+        attr: EventAttr {
+            type_: trigger_type,
+            config: trigger_config,
+            sample_period_or_freq: period,
+            sample_type: attr.sample_type,
+            read_format: attr.read_format,
+            flags: attr_flags(&options),
+            branch_sample_type: attr.branch_sample_type,
+        },
+        name: event_name.to_owned(),
+        ids: opened.iter().map(|cpu| cpu.id).collect(),
+    };
+    let temporary = arguments.output.with_extension("tmp");
+    let file = File::create(&temporary)
+        .with_context(|| format!("cannot create {}", temporary.display()))?;
+    let mut writer = PerfDataWriter::new(BufWriter::with_capacity(1 << 20, file), vec![desc])?;
+    install_stop_handlers();
+    if !options.enable_on_exec {
+        for cpu in &opened {
+            cpu.event.enable()?;
+        }
+    }
+    if let Some(workload) = &workload {
+        workload.release()?;
+    }
+
+    let mut counts = Counts::default();
+    let mut mappings = Mappings::new();
+    let mut workload = workload;
+    let status = loop {
+        let fds: Vec<_> = opened.iter().map(|cpu| cpu.event.as_fd()).collect();
+        poll_readable(&fds, Some(Duration::from_millis(100)))?;
+        drain_all(
+            &mut opened,
+            &format,
+            &mut writer,
+            &mut counts,
+            &mut mappings,
+        )?;
+        if let Some(workload) = workload.as_mut() {
+            if let Some(status) = workload.child.try_wait()? {
+                break Some(status);
+            }
+        }
+        if let (None, Some(pid)) = (&workload, arguments.pid) {
+            if !process_alive(pid) {
+                break None;
+            }
+        }
+        if STOP.load(Ordering::Relaxed) {
+            break None;
+        }
+    };
+    for cpu in &opened {
+        let _ = cpu.event.disable();
+    }
+    drain_all(
+        &mut opened,
+        &format,
+        &mut writer,
+        &mut counts,
+        &mut mappings,
+    )?;
+    if let (Some(workload), None) = (workload.as_mut(), status) {
+        let _ = workload.child.wait();
+    }
+    finish(writer, &counts, &mappings, &temporary, &arguments.output)?;
+    if let Some(status) = status {
+        if !status.success() {
+            eprintln!("rvperf: warning: the command exited with {status}");
+        }
+    }
+    Ok(())
+}
+
+/// Side-band records first (so a sample's mapping precedes it), then each CPU's AUX
+/// records as samples. A full AUX area disables the event in the kernel; once drained,
+/// it is enabled again, so a burst costs samples (counted), never the recording.
+fn drain_all(
+    opened: &mut [CpuEvent],
+    format: &SampleFormat,
+    writer: &mut PerfDataWriter<BufWriter<File>>,
+    counts: &mut Counts,
+    mappings: &mut Mappings,
+) -> Result<()> {
+    let truncated_before = counts.aux_truncated;
+    for cpu in opened.iter_mut() {
+        drain(
+            std::slice::from_mut(&mut cpu.ring),
+            format,
+            writer,
+            counts,
+            mappings,
+            true,
+        )?;
+    }
+    let mut scratch = Vec::new();
+    let mut wrote = false;
+    for cpu in opened.iter_mut() {
+        let Some(chunk) = cpu.ring.read_aux() else {
+            continue;
+        };
+        let bytes = chunk.data().contiguous(&mut scratch);
+        let mut records = CtrRecords::new(bytes);
+        while let Some(record) = records
+            .next_record()
+            .with_context(|| format!("rvperf_ctr AUX data of CPU event {}", cpu.id))?
+        {
+            let entries = record
+                .branches()
+                .map(|branch| BranchEntry {
+                    from: branch.from,
+                    to: branch.to,
+                    flags: branch.flags_word,
+                })
+                .collect();
+            let misc = if record.is_kernel() {
+                b::PERF_RECORD_MISC_KERNEL
+            } else {
+                b::PERF_RECORD_MISC_USER
+            };
+            writer.write_sample(
+                0,
+                &SampleData {
+                    ip: record.ip,
+                    pid: record.pid,
+                    tid: record.tid,
+                    time: record.time,
+                    id: cpu.id,
+                    cpu: record.cpu,
+                    period: record.period,
+                    branch_stack: Some(BranchStack {
+                        hw_idx: None,
+                        entries,
+                    }),
+                    misc: misc as u16,
+                    ..SampleData::default()
+                },
+            )?;
+            counts.samples += 1;
+            wrote = true;
+        }
+        drop(chunk);
+    }
+    if wrote {
+        writer.write_finished_round()?;
+    }
+    if counts.aux_truncated != truncated_before {
+        for cpu in opened.iter() {
+            let _ = cpu.event.enable();
+        }
+    }
+    Ok(())
+}
