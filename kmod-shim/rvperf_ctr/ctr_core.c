@@ -523,10 +523,45 @@ static ssize_t features_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_RO(features);
 
+/*
+ * The SBI PMU's counter inventory (sbi_pmu_counter_get_info), one line per
+ * counter: index, hw/fw, CSR and width. The built-in driver keeps it to
+ * itself; here userland (`rvperf list`) sees what the machine has.
+ */
+static ssize_t counters_show(struct device *dev, struct device_attribute *attr,
+			     char *buf)
+{
+	struct sbiret ret;
+	unsigned long i, count;
+	ssize_t len = 0;
+
+	ret = sbi_ecall(SBI_EXT_PMU, SBI_EXT_PMU_NUM_COUNTERS, 0, 0, 0, 0, 0, 0);
+	if (ret.error)
+		return sysfs_emit(buf, "SBI PMU: error %ld\n", ret.error);
+	count = ret.value;
+	for (i = 0; i < count; i++) {
+		union sbi_pmu_ctr_info info;
+
+		ret = sbi_ecall(SBI_EXT_PMU, SBI_EXT_PMU_COUNTER_GET_INFO, i, 0, 0, 0, 0, 0);
+		if (ret.error)
+			continue;
+		info.value = ret.value;
+		if (info.type)
+			len += sysfs_emit_at(buf, len, "%lu firmware\n", i);
+		else
+			len += sysfs_emit_at(buf, len, "%lu hardware csr=%#lx width=%lu\n", i,
+					     (unsigned long)info.csr,
+					     (unsigned long)info.width + 1);
+	}
+	return len;
+}
+static DEVICE_ATTR_RO(counters);
+
 static struct attribute *ctr_caps_attrs[] = {
 	&dev_attr_depth.attr,
 	&dev_attr_inhibits.attr,
 	&dev_attr_features.attr,
+	&dev_attr_counters.attr,
 	NULL,
 };
 

@@ -60,5 +60,19 @@ for recorder in "perf per task" "perf system-wide" "rvperf per task" "rvperf sys
         fi
     fi
 done
+# Cache events as CTR triggers. They are checked in this boot because it runs
+# without -icount: under -icount, QEMU 10 aborts ("Raised interrupt while not in
+# I/O function") when a TLB-miss counter overflows.
+modprobe rvperf_ctr
+count=$((count + 1))
+if rvperf record -e rvperf_ctr/event=0x10004,trigger=1/ -j any,u -c 10 \
+    -o /tmp/cache.data -- /opt/rvperf/bin/calls 200 >/dev/null 2>/tmp/cache.log &&
+    [ "$(rvperf script -F ip -i /tmp/cache.data 2>/dev/null | grep -c .)" -gt 0 ]; then
+    echo "ok $count - rvperf_ctr with an iTLB-miss (cache event) trigger: $(tail -n 1 /tmp/cache.log)" | tee -a "$TAP"
+else
+    failed=$((failed + 1))
+    echo "not ok $count - rvperf_ctr with an iTLB-miss (cache event) trigger: $(tail -n 1 /tmp/cache.log)" | tee -a "$TAP"
+fi
+
 echo "1..$count" | tee -a "$TAP"
 [ "$failed" -eq 0 ]

@@ -142,6 +142,10 @@ else
     not_ok "rvperf_ctr PMU registered with format/ and events/" "$(find "$pmu" 2>&1 | head -n 5)"
 fi
 check "perf list shows rvperf_ctr" sh -c 'perf list 2>/dev/null | grep -q "rvperf_ctr/cycles/"'
+check "rvperf list shows the SBI PMU counter inventory" \
+    sh -c 'rvperf list | grep -q "hardware csr=0xc00 width=64"'
+check "rvperf record with an instructions trigger" \
+    sh -c "rvperf record -e instructions -j any,u -c 20000 -o /tmp/insn.data -- calls 50 && rvperf script -F ip -i /tmp/insn.data | grep -q ."
 
 check "modprobe rvperf_ctr_test (KUnit)" modprobe rvperf_ctr_test
 results=/sys/kernel/debug/kunit/rvperf_ctr_logic/results
@@ -175,6 +179,21 @@ if grep -qE 'AUX area full [0-9]+ times' "$OUT/logs/ctr-aux-full.log"; then
 else
     not_ok "a full AUX area is accounted (TRUNCATED)" "$(cat "$OUT/logs/ctr-aux-full.log")"
 fi
+
+# Privileges as for any PMU: at perf_event_paranoid=2 an unprivileged user may
+# record its own user-mode branches and nothing of the kernel.
+echo 2 >/proc/sys/kernel/perf_event_paranoid
+mkdir -p /tmp/user && chown 1000:1000 /tmp/user
+check "unprivileged user: -j any,u is allowed" \
+    run_as 1000 rvperf record -j any,u -c 20000 -o /tmp/user/u.data -- calls 50
+cp /tmp/user/u.data "$OUT/ctr-unprivileged.data" 2>/dev/null
+if run_as 1000 rvperf record -j any,k -c 20000 -o /tmp/user/k.data -- calls 50 \
+    >"$OUT/logs/unprivileged-kernel.log" 2>&1; then
+    not_ok "unprivileged user: kernel branches refused" "$(tail -n 2 "$OUT/logs/unprivileged-kernel.log")"
+else
+    ok "unprivileged user: kernel branches refused ($(tail -n 1 "$OUT/logs/unprivileged-kernel.log" | cut -c1-100))"
+fi
+echo -1 >/proc/sys/kernel/perf_event_paranoid
 
 # Invalid attributes are refused with an error code, not a crash.
 refused() {

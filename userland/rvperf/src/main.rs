@@ -1,6 +1,7 @@
 //! `rvperf`: the command line, a thin layer over the rvperf libraries.
 
 mod decode;
+mod list;
 mod output;
 mod perf_input;
 mod record;
@@ -34,6 +35,8 @@ enum Command {
     Script(script::ScriptArgs),
     /// The functions samples fall in, with percentages.
     Report(report::ReportArgs),
+    /// The events and PMUs this machine can record (with CTR and SBI PMU counters).
+    List(list::ListArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +46,7 @@ fn main() -> ExitCode {
         Command::Record(arguments) => record::run(&arguments),
         Command::Script(arguments) => script::run(&arguments),
         Command::Report(arguments) => report::run(&arguments),
+        Command::List(arguments) => list::run(&arguments),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -66,6 +66,36 @@ fn ctr_event(spec: &EventSpec, ctr_type: u32) -> Result<(EventSpec, u32, u64)> {
     Ok((ctr, spec.pmu_type, spec.config))
 }
 
+fn privileged() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Data and AUX pages per CPU. Root gets RING_PAGES and `aux_pages`; anyone else what
+/// fits perf_event_mlock_kb across all CPUs (the kernel refuses larger mappings with
+/// EPERM), keeping the AUX area the larger part.
+fn ring_sizes(aux_pages: usize, cpus: usize) -> (usize, usize) {
+    if privileged() {
+        return (RING_PAGES, aux_pages);
+    }
+    let budget_kb: usize = std::fs::read_to_string("/proc/sys/kernel/perf_event_mlock_kb")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(516);
+    let budget = budget_kb * 1024 / perf_ring::page_size() / cpus.max(1);
+    let floor_pow2 = |n: usize| {
+        if n == 0 {
+            1
+        } else {
+            1 << (usize::BITS - 1 - n.leading_zeros())
+        }
+    };
+    // Each ring also maps one metadata page.
+    let data = floor_pow2(budget / 4).clamp(1, RING_PAGES);
+    let aux = floor_pow2(budget.saturating_sub(data + 1)).min(aux_pages);
+    (data, aux.max(1))
+}
+
 struct CpuEvent {
     event: Event,
     ring: RingBuffer,
@@ -127,6 +157,16 @@ pub fn record(
             other => bail!("event {name}: unknown modifier {other:?} (known: u, k)"),
         }
     }
+    // User-mode branches only: the trigger need not count in the kernel either, and
+    // an unprivileged user may then record at perf_event_paranoid=2 (as perf does).
+    let privilege = u64::from(
+        b::PERF_SAMPLE_BRANCH_USER | b::PERF_SAMPLE_BRANCH_KERNEL | b::PERF_SAMPLE_BRANCH_HV,
+    );
+    if options.branch_sample_type & privilege == u64::from(b::PERF_SAMPLE_BRANCH_USER)
+        || (modifiers.is_empty() && !privileged())
+    {
+        options.exclude_kernel = true;
+    }
     // The module cannot follow forks (its trigger counter is created per event), so
     // per-task events are opened on every CPU without inherit, which is mmap-able.
     options.inherit = false;
@@ -137,12 +177,16 @@ pub fn record(
     options.mmap2 = true;
     options.comm = true;
     options.task = true;
-    options.wakeup = Wakeup::Watermark((RING_PAGES * perf_ring::page_size() / 4) as u32);
     // The default 512 pages (2 MiB) hold 2,500 samples of a 32-entry CTR, 340 of a
-    // 256-entry one; rvperf is woken at each quarter.
-    let aux_pages = arguments.aux_pages;
-    if !aux_pages.is_power_of_two() {
-        bail!("--aux-pages {aux_pages}: must be a power of two");
+    // 256-entry one; rvperf is woken at each quarter. An unprivileged user's mappings
+    // count against perf_event_mlock_kb, so they get what fits in it.
+    let (data_pages, aux_pages) = ring_sizes(arguments.aux_pages, cpus.len());
+    options.wakeup = Wakeup::Watermark((data_pages * perf_ring::page_size() / 4) as u32);
+    if !arguments.aux_pages.is_power_of_two() {
+        bail!(
+            "--aux-pages {}: must be a power of two",
+            arguments.aux_pages
+        );
     }
     options.aux_watermark = (aux_pages * perf_ring::page_size() / 4) as u32;
     let attr = build_attr(&ctr_spec, &options);
@@ -152,7 +196,7 @@ pub fn record(
     for &cpu in &cpus {
         let opened_cpu = (|| -> Result<CpuEvent> {
             let event = Event::open(name, &attr, pid, cpu as i32, None, 0)?;
-            let mut ring = RingBuffer::new(&event, RING_PAGES)
+            let mut ring = RingBuffer::new(&event, data_pages)
                 .with_context(|| format!("cannot map the ring buffer of {name}"))?;
             ring.map_aux(aux_pages, AuxMode::Consume)
                 .with_context(|| format!("cannot map the AUX area of {name}"))?;
