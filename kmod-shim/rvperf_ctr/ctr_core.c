@@ -305,6 +305,8 @@ static int ctr_event_init(struct perf_event *event)
 	if (attr->config1 & ~RVPERF_CTR_CONFIG1_TRIGGER_MASK || attr->config2 ||
 	    trigger_type >= ARRAY_SIZE(trigger_types))
 		return -EINVAL;
+	if (ctr_trigger_is_firmware(trigger_type == RVPERF_CTR_TRIGGER_RAW, attr->config))
+		return -EOPNOTSUPP;
 	if (attr->exclude_hv || attr->exclude_idle || attr->exclude_host ||
 	    attr->exclude_guest || attr->use_clockid)
 		return -EOPNOTSUPP;

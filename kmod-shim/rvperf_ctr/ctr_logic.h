@@ -244,6 +244,17 @@ static inline int ctr_filter_from_perf(u64 branch_sample_type, bool user,
 }
 
 /*
+ * Whether a PERF_TYPE_RAW config names an SBI firmware event: riscv_pmu_sbi
+ * takes config bits 63:62 = 2 as "firmware". Firmware counters raise no
+ * overflow interrupt ("Firmware counter don't support overflow yet" in the
+ * driver), so as a trigger they would silently record nothing.
+ */
+static inline bool ctr_trigger_is_firmware(bool raw, u64 config)
+{
+	return raw && (config >> 62) == 2;
+}
+
+/*
  * One CTR entry as perf reports it. Returns false for an invalid entry (the
  * end of the recorded history). save_type and save_cycles follow perf's
  * PERF_SAMPLE_BRANCH_TYPE_SAVE and !PERF_SAMPLE_BRANCH_NO_CYCLES.

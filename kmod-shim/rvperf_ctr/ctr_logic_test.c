@@ -164,6 +164,15 @@ static void type_mapping(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ctr_type_inhibit(CTR_TYPE_COROUTINE_SWAP), CTRCTL_CORSWAPINH);
 }
 
+static void firmware_triggers(struct kunit *test)
+{
+	/* SBI_PMU_FW_ILLEGAL_INSN as riscv_pmu_sbi encodes it for PERF_TYPE_RAW. */
+	KUNIT_EXPECT_TRUE(test, ctr_trigger_is_firmware(true, (2ULL << 62) | 2));
+	KUNIT_EXPECT_FALSE(test, ctr_trigger_is_firmware(true, 0x12345));
+	KUNIT_EXPECT_FALSE(test, ctr_trigger_is_firmware(true, 1ULL << 62));
+	KUNIT_EXPECT_FALSE(test, ctr_trigger_is_firmware(false, 2ULL << 62));
+}
+
 static void record_layout(struct kunit *test)
 {
 	/* userland (perf-abi's rvperf_ctr module) relies on these. */
@@ -188,6 +197,7 @@ static struct kunit_case ctr_logic_cases[] = {
 	KUNIT_CASE(filter_refusals),
 	KUNIT_CASE(entry_conversion),
 	KUNIT_CASE(type_mapping),
+	KUNIT_CASE(firmware_triggers),
 	KUNIT_CASE(record_layout),
 	{}
 };

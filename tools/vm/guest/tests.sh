@@ -208,6 +208,7 @@ refused() {
 }
 refused "unknown trigger type" rvperf record -e rvperf_ctr/event=0,trigger=3/ -c 20000 -o /tmp/x.data -- true
 refused "trigger event the SBI PMU lacks" rvperf record -e rvperf_ctr/event=0x7fffffff,trigger=0/ -c 20000 -o /tmp/x.data -- true
+refused "firmware trigger (no overflow interrupt)" rvperf record -e rvperf_ctr/event=0x8000000000000002,trigger=2/ -c 20000 -o /tmp/x.data -- true
 refused "inherited event (perf record's default)" perf record -e rvperf_ctr/cycles/ -o /tmp/x.data -- true
 refused "software trigger" rvperf record -e cpu-clock -b -o /tmp/x.data -- true
 
