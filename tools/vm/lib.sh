@@ -28,6 +28,7 @@ DEBIAN_CARGO=/usr/bin/cargo
 # The QEMU machine: Sscofpmf for sampling, Smctr/Ssctr for CTR, and the
 # indirect CSR access CTR entries are read through. smstateen stays off:
 # with it on, OpenSBI does not open CTR to S-mode.
+# RVPERF_VM_CPU replaces it (the tier boots a CPU without CTR once).
 QEMU_CPU="rv64,sscofpmf=true,smctr=true,ssctr=true,smcsrind=true,sscsrind=true"
 QEMU_MEMORY=${RVPERF_VM_MEMORY:-2G}
 
@@ -473,7 +474,7 @@ prepare_guest() {
 # guest powers off; returns QEMU's (or timeout's) status.
 boot_guest() {
     local mode=$1 smp=$2 out=$3 control=$4 console=$5
-    local qemu=(qemu-system-riscv64 -machine virt -cpu "$QEMU_CPU" -smp "$smp"
+    local qemu=(qemu-system-riscv64 -machine virt -cpu "${RVPERF_VM_CPU:-$QEMU_CPU}" -smp "$smp"
         -m "$QEMU_MEMORY" -bios default -kernel "$KERNEL/Image" -initrd "$INITRAMFS"
         -append "console=ttyS0 earlycon=sbi quiet panic=-1 rdinit=/init"
         -no-reboot -nic none)
