@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -446,26 +446,8 @@ fn record(
     scratch: &Path,
 ) -> Result<()> {
     let cpus = online_cpus()?;
-    let workload = if arguments.command.is_empty() {
-        None
-    } else {
-        Some(Workload::start(&arguments.command, scratch)?)
-    };
-    let pid = match (&workload, arguments.pid) {
-        (Some(workload), _) => workload.child.id() as i32,
-        (None, Some(pid)) => pid,
-        (None, None) => -1,
-    };
-    let mut base = AttrOptions::default();
-    base.sampling = sampling;
-    base.sample_type = u64::from(
-        b::PERF_SAMPLE_IP
-            | b::PERF_SAMPLE_TID
-            | b::PERF_SAMPLE_TIME
-            | b::PERF_SAMPLE_CPU
-            | b::PERF_SAMPLE_PERIOD
-            | b::PERF_SAMPLE_ID,
-    );
+    let (workload, pid) = start_target(arguments, scratch)?;
+    let mut base = sampling_options(sampling);
     base.callchain = arguments.call_graph;
     base.branch_sample_type = branch_sample_type;
     // A per-task event that follows the task's children must be opened per CPU to be
@@ -501,15 +483,17 @@ fn record(
             event.enable()?;
         }
     }
-    if let Some(workload) = &workload {
-        workload.release()?;
-    }
     let mut counts = Counts::default();
     let mut mappings = BTreeMap::new();
-    let mut workload = workload;
-    let status = loop {
-        let fds: Vec<_> = opened.events.iter().map(AsFd::as_fd).collect();
-        poll_readable(&fds, Some(Duration::from_millis(100)))?;
+    let status = run_until_done(arguments, workload, |step| {
+        if step == Step::Finish {
+            for event in &opened.events {
+                let _ = event.disable();
+            }
+        } else {
+            let fds: Vec<_> = opened.events.iter().map(AsFd::as_fd).collect();
+            poll_readable(&fds, Some(Duration::from_millis(100)))?;
+        }
         drain(
             &mut opened.rings,
             &opened.format,
@@ -517,44 +501,16 @@ fn record(
             &mut counts,
             &mut mappings,
             false,
-        )?;
-        if let Some(workload) = workload.as_mut() {
-            if let Some(status) = workload.child.try_wait()? {
-                break Some(status);
-            }
-        }
-        // A followed process (-p) that exits hangs its events up, and poll then returns
-        // at once: stop when it is gone (or a zombie) rather than spin.
-        if let (None, Some(pid)) = (&workload, arguments.pid) {
-            if !process_alive(pid) {
-                break None;
-            }
-        }
-        if STOP.load(Ordering::Relaxed) {
-            break None;
-        }
-    };
-    for event in &opened.events {
-        let _ = event.disable();
-    }
-    drain(
-        &mut opened.rings,
-        &opened.format,
-        &mut writer,
-        &mut counts,
-        &mut mappings,
-        false,
-    )?;
-    if let (Some(workload), None) = (workload.as_mut(), status) {
-        let _ = workload.child.wait();
-    }
-    finish(writer, &counts, &mappings, &temporary, &arguments.output)?;
-    if let Some(status) = status {
-        if !status.success() {
-            eprintln!("rvperf: warning: the command exited with {status}");
-        }
-    }
-    Ok(())
+        )
+    })?;
+    finish(
+        writer,
+        &counts,
+        &mappings,
+        &temporary,
+        &arguments.output,
+        status,
+    )
 }
 
 /// Ends a recording: the header features (build ids of every executable mapping), the
@@ -565,6 +521,7 @@ pub(crate) fn finish(
     mappings: &Mappings,
     temporary: &Path,
     output: &Path,
+    status: Option<ExitStatus>,
 ) -> Result<()> {
     let mut metadata = Metadata::from_host("rvperf", std::env::args().collect());
     for (filename, (pid, build_id)) in mappings {
@@ -608,5 +565,89 @@ pub(crate) fn finish(
         written,
         output.display()
     );
+    if let Some(status) = status {
+        if !status.success() {
+            eprintln!("rvperf: warning: the command exited with {status}");
+        }
+    }
     Ok(())
+}
+
+/// The workload of `-- CMD` (started, held before its exec) and the pid the events
+/// follow: the workload's, `-p`'s, or -1 for CPU-wide recording.
+pub(crate) fn start_target(
+    arguments: &RecordArgs,
+    scratch: &Path,
+) -> Result<(Option<Workload>, i32)> {
+    let workload = if arguments.command.is_empty() {
+        None
+    } else {
+        Some(Workload::start(&arguments.command, scratch)?)
+    };
+    let pid = match (&workload, arguments.pid) {
+        (Some(workload), _) => workload.child.id() as i32,
+        (None, Some(pid)) => pid,
+        (None, None) => -1,
+    };
+    Ok((workload, pid))
+}
+
+/// Attr options every recording starts from: the sampling, and the fields each sample
+/// carries (ID, so that samples and side-band records name their event in perf.data).
+pub(crate) fn sampling_options(sampling: Sampling) -> AttrOptions {
+    let mut options = AttrOptions::default();
+    options.sampling = sampling;
+    options.sample_type = u64::from(
+        b::PERF_SAMPLE_IP
+            | b::PERF_SAMPLE_TID
+            | b::PERF_SAMPLE_TIME
+            | b::PERF_SAMPLE_CPU
+            | b::PERF_SAMPLE_PERIOD
+            | b::PERF_SAMPLE_ID,
+    );
+    options
+}
+
+/// What the recording loop asks of its caller's events.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Wait (at most 100 ms) for data, then drain it.
+    Poll,
+    /// Disable the events, then drain what is left.
+    Finish,
+}
+
+/// Releases the workload and records until it exits, the followed process (-p) is
+/// gone, or SIGINT/SIGTERM; then finishes and reaps. Returns the workload's status.
+pub(crate) fn run_until_done(
+    arguments: &RecordArgs,
+    mut workload: Option<Workload>,
+    mut step: impl FnMut(Step) -> Result<()>,
+) -> Result<Option<ExitStatus>> {
+    if let Some(workload) = &workload {
+        workload.release()?;
+    }
+    let status = loop {
+        step(Step::Poll)?;
+        if let Some(workload) = workload.as_mut() {
+            if let Some(status) = workload.child.try_wait()? {
+                break Some(status);
+            }
+        }
+        // A followed process (-p) that exits hangs its events up, and poll then returns
+        // at once: stop when it is gone (or a zombie) rather than spin.
+        if let (None, Some(pid)) = (&workload, arguments.pid) {
+            if !process_alive(pid) {
+                break None;
+            }
+        }
+        if STOP.load(Ordering::Relaxed) {
+            break None;
+        }
+    };
+    step(Step::Finish)?;
+    if let (Some(workload), None) = (workload.as_mut(), status) {
+        let _ = workload.child.wait();
+    }
+    Ok(status)
 }

@@ -8,7 +8,6 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -16,13 +15,13 @@ use perf_abi::ctr::{
     CtrRecords, CTR_PMU_NAME, CTR_TRIGGER_HARDWARE, CTR_TRIGGER_HW_CACHE, CTR_TRIGGER_RAW,
 };
 use perf_abi::sys::bindings as b;
-use perf_abi::{build_attr, parse_event, AttrOptions, EventSpec, SampleFormat, Sampling, Wakeup};
+use perf_abi::{build_attr, parse_event, EventSpec, SampleFormat, Sampling, Wakeup};
 use perf_data::{BranchEntry, BranchStack, EventAttr, EventDesc, PerfDataWriter, SampleData};
 use perf_ring::{online_cpus, poll_readable, AuxMode, Event, RingBuffer};
 
 use crate::record::{
-    attr_flags, drain, finish, install_stop_handlers, process_alive, split_modifiers, Counts,
-    Mappings, RecordArgs, Workload, RING_PAGES, STOP,
+    attr_flags, drain, finish, install_stop_handlers, run_until_done, sampling_options,
+    split_modifiers, start_target, Counts, Mappings, RecordArgs, Step, RING_PAGES,
 };
 
 /// The dynamic PMU type of rvperf_ctr, when the module is loaded.
@@ -124,27 +123,9 @@ pub fn record(
     let (ctr_spec, trigger_type, trigger_config) = ctr_event(&spec, ctr_type)?;
 
     let cpus = online_cpus()?;
-    let workload = if arguments.command.is_empty() {
-        None
-    } else {
-        Some(Workload::start(&arguments.command, scratch)?)
-    };
-    let pid = match (&workload, arguments.pid) {
-        (Some(workload), _) => workload.child.id() as i32,
-        (None, Some(pid)) => pid,
-        (None, None) => -1,
-    };
+    let (workload, pid) = start_target(arguments, scratch)?;
 
-    let mut options = AttrOptions::default();
-    options.sampling = sampling;
-    options.sample_type = u64::from(
-        b::PERF_SAMPLE_IP
-            | b::PERF_SAMPLE_TID
-            | b::PERF_SAMPLE_TIME
-            | b::PERF_SAMPLE_CPU
-            | b::PERF_SAMPLE_PERIOD
-            | b::PERF_SAMPLE_ID,
-    );
+    let mut options = sampling_options(sampling);
     options.branch_sample_type = if branch_sample_type == 0 {
         perf_abi::DASH_B_BRANCH_FILTER
     } else {
@@ -243,57 +224,33 @@ pub fn record(
             cpu.event.enable()?;
         }
     }
-    if let Some(workload) = &workload {
-        workload.release()?;
-    }
-
     let mut counts = Counts::default();
     let mut mappings = Mappings::new();
-    let mut workload = workload;
-    let status = loop {
-        let fds: Vec<_> = opened.iter().map(|cpu| cpu.event.as_fd()).collect();
-        poll_readable(&fds, Some(Duration::from_millis(100)))?;
+    let status = run_until_done(arguments, workload, |step| {
+        if step == Step::Finish {
+            for cpu in &opened {
+                let _ = cpu.event.disable();
+            }
+        } else {
+            let fds: Vec<_> = opened.iter().map(|cpu| cpu.event.as_fd()).collect();
+            poll_readable(&fds, Some(Duration::from_millis(100)))?;
+        }
         drain_all(
             &mut opened,
             &format,
             &mut writer,
             &mut counts,
             &mut mappings,
-        )?;
-        if let Some(workload) = workload.as_mut() {
-            if let Some(status) = workload.child.try_wait()? {
-                break Some(status);
-            }
-        }
-        if let (None, Some(pid)) = (&workload, arguments.pid) {
-            if !process_alive(pid) {
-                break None;
-            }
-        }
-        if STOP.load(Ordering::Relaxed) {
-            break None;
-        }
-    };
-    for cpu in &opened {
-        let _ = cpu.event.disable();
-    }
-    drain_all(
-        &mut opened,
-        &format,
-        &mut writer,
-        &mut counts,
-        &mut mappings,
-    )?;
-    if let (Some(workload), None) = (workload.as_mut(), status) {
-        let _ = workload.child.wait();
-    }
-    finish(writer, &counts, &mappings, &temporary, &arguments.output)?;
-    if let Some(status) = status {
-        if !status.success() {
-            eprintln!("rvperf: warning: the command exited with {status}");
-        }
-    }
-    Ok(())
+        )
+    })?;
+    finish(
+        writer,
+        &counts,
+        &mappings,
+        &temporary,
+        &arguments.output,
+        status,
+    )
 }
 
 /// Side-band records first (so a sample's mapping precedes it), then each CPU's AUX
