@@ -491,11 +491,14 @@ boot_guest() {
         read -r -a extra <<<"$RVPERF_VM_QEMU_ARGS"
         qemu+=("${extra[@]}")
     fi
-    local tag path flags
+    local tag path flags fsdev
     for tag in control:"$control":rw rvperf:"$REPO_DIR":ro guestbin:"$GUEST_DIR":ro out:"$out":rw; do
         IFS=: read -r tag path flags <<<"$tag"
-        qemu+=(-fsdev "local,id=fs_$tag,path=$path,security_model=none$([ "$flags" = ro ] && echo ,readonly=on)"
-            -device "virtio-9p-pci,fsdev=fs_$tag,mount_tag=$tag")
+        fsdev="local,id=fs_$tag,path=$path,security_model=none"
+        if [ "$flags" = ro ]; then
+            fsdev+=",readonly=on"
+        fi
+        qemu+=(-fsdev "$fsdev" -device "virtio-9p-pci,fsdev=fs_$tag,mount_tag=$tag")
     done
     if [ "$mode" = shell ]; then
         "${qemu[@]}" -nographic
