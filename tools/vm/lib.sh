@@ -99,7 +99,7 @@ VM_HOST_PACKAGES=(
     qemu-system-riscv
     # The kernel: clang/lld for Rust-for-Linux, the usual kbuild tools.
     clang-19 lld-19 llvm-19 libclang-19-dev bc flex bison libelf-dev
-    libssl-dev cpio kmod dwarves xz-utils
+    libssl-dev cpio kmod dwarves xz-utils curl
     # Rust-for-Linux and the riscv64 userland build (-Zbuild-std).
     rustc-web cargo-web rust-web-src
     # riscv64 C programs and the 6.12 compile-only module tree.
