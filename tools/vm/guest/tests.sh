@@ -226,7 +226,7 @@ while [ "$i" -lt 50 ]; do
         recorder=$!
         # Until the recorder's events hold the module (its use count).
         tries=0
-        while [ "$(awk '$1 == "rvperf_ctr" { print $3 }' /proc/modules)" = 0 ] && [ "$tries" -lt 100000 ]; do
+        while [ "$(awk '$1 == "rvperf_ctr" { print $3 }' /proc/modules)" = 0 ] && [ "$tries" -lt 2000 ]; do
             tries=$((tries + 1))
         done
         if ! rmmod rvperf_ctr 2>/dev/null; then
