@@ -339,54 +339,30 @@ fn sigint_stops_recording_cleanly_with_everything_read_so_far() {
     assert_eq!(script.lines().count() as u64, sample_count(&data));
 }
 
+/// Runs rvperf with `args`, which must fail; returns what it printed on stderr.
+fn rvperf_failure(args: &[&str]) -> String {
+    let output = Command::new(rvperf_binary()).args(args).output().unwrap();
+    assert!(!output.status.success(), "rvperf {args:?} succeeded");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 #[test]
 fn bad_events_and_bad_files_are_reported_in_one_line() {
-    let output = Command::new(rvperf_binary())
-        .args([
-            "record",
-            "-e",
-            "no-such-event",
-            "-o",
-            "/dev/null",
-            "--",
-            "true",
-        ])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let record = |event| ["record", "-e", event, "-o", "/dev/null", "--", "true"];
+    let stderr = rvperf_failure(&record("no-such-event"));
     assert!(
         stderr.contains("no-such-event") && stderr.lines().count() == 1,
         "{stderr}"
     );
-    let output = Command::new(rvperf_binary())
-        .args([
-            "record",
-            "-e",
-            "nopmu/config=1/",
-            "-o",
-            "/dev/null",
-            "--",
-            "true",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&output.stderr).contains("nopmu"),
-        "PMU not named"
-    );
+    let stderr = rvperf_failure(&record("nopmu/config=1/"));
+    assert!(stderr.contains("nopmu"), "PMU not named: {stderr}");
 
     // A perf.data cut short: an error with the offset, not a panic.
     let (data, _) = record_hot("cut", &["-F", "499"], Some("3"));
     let bytes = std::fs::read(&data).unwrap();
     let cut = scratch().join(format!("rvperf-cut-{}-short.data", std::process::id()));
     std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
-    let output = Command::new(rvperf_binary())
-        .args(["report", "-i", text(&cut)])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = rvperf_failure(&["report", "-i", text(&cut)]);
     assert!(
         stderr.starts_with("rvperf: error:")
             && stderr.contains("offset")

@@ -113,15 +113,20 @@ cp "$WORKLOAD" "$OUT/symfs/opt/rvperf/bin/"
 cat /proc/kallsyms >"$OUT/kallsyms"
 
 # --- KUnit ---------------------------------------------------------------------
-check "modprobe kunit-example-test" modprobe kunit-example-test
-results=/sys/kernel/debug/kunit/example/results
-if [ -r "$results" ] && grep -qE '^ok [0-9]+ example' "$results" && ! grep -q '^ *not ok' "$results"; then
-    ok "KUnit example suite passed ($(grep -c '^ *ok ' "$results") results ok)"
-else
-    not_ok "KUnit example suite passed" "$(tail -n 8 "$results" 2>&1)"
-fi
-cp "$results" "$OUT/kunit-example.tap" 2>/dev/null
-check "rmmod kunit-example-test" rmmod kunit_example_test
+# kunit_suite MODULE SUITE: loads a KUnit test module and checks its suite's
+# results: the suite's own "ok" line and no "not ok" anywhere in it.
+kunit_suite() {
+    check "modprobe $1" modprobe "$1"
+    results=/sys/kernel/debug/kunit/$2/results
+    if [ -r "$results" ] && grep -qE "^ok [0-9]+ $2\$" "$results" && ! grep -q 'not ok' "$results"; then
+        ok "KUnit suite $2 passed ($(grep -cE '^ +ok ' "$results") cases ok)"
+    else
+        not_ok "KUnit suite $2 passed" "$(tail -n 12 "$results" 2>&1)"
+    fi
+    cp "$results" "$OUT/kunit-$2.tap" 2>/dev/null
+    check "rmmod $1" rmmod "$1"
+}
+kunit_suite kunit-example-test example
 
 # --- Rust for Linux ------------------------------------------------------------
 check "modprobe rust_minimal" modprobe rust_minimal
@@ -147,15 +152,7 @@ check "rvperf list shows the SBI PMU counter inventory" \
 check "rvperf record with an instructions trigger" \
     sh -c "rvperf record -e instructions -j any,u -c 20000 -o /tmp/insn.data -- calls 50 && rvperf script -F ip -i /tmp/insn.data | grep -q ."
 
-check "modprobe rvperf_ctr_test (KUnit)" modprobe rvperf_ctr_test
-results=/sys/kernel/debug/kunit/rvperf_ctr_logic/results
-if [ -r "$results" ] && grep -qE '^ok [0-9]+ rvperf_ctr_logic' "$results" && ! grep -q 'not ok' "$results"; then
-    ok "KUnit rvperf_ctr_logic passed ($(grep -cE '^ +ok ' "$results") cases)"
-else
-    not_ok "KUnit rvperf_ctr_logic passed" "$(tail -n 12 "$results" 2>&1)"
-fi
-cp "$results" "$OUT/kunit-rvperf_ctr.tap" 2>/dev/null
-rmmod rvperf_ctr_test 2>/dev/null
+kunit_suite rvperf_ctr_test rvperf_ctr_logic
 
 # Recordings the host checks entry by entry against the ELFs (tools/vm/test).
 mkdir -p "$OUT/symfs/opt/rvperf/bin"

@@ -51,18 +51,27 @@ pub enum CtrRecordError {
     },
 }
 
-/// One record, borrowed from the AUX bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CtrRecord<'a> {
+/// The fixed fields of a record (`struct rvperf_ctr_record` without its entries).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CtrRecordHeader {
+    /// `CTR_RECORD_*` bits.
     pub flags: u8,
     pub cpu: u32,
     pub pid: u32,
     pub tid: u32,
     /// CTR depth the hardware used (16..256).
     pub depth: u16,
+    /// Perf clock, as PERF_SAMPLE_TIME.
     pub time: u64,
+    /// The trigger's interrupted pc.
     pub ip: u64,
     pub period: u64,
+}
+
+/// One record, borrowed from the AUX bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CtrRecord<'a> {
+    pub header: CtrRecordHeader,
     entries: &'a [u8],
 }
 
@@ -83,7 +92,7 @@ impl CtrBranch {
 
 impl<'a> CtrRecord<'a> {
     pub fn is_kernel(&self) -> bool {
-        self.flags & CTR_RECORD_KERNEL != 0
+        self.header.flags & CTR_RECORD_KERNEL != 0
     }
 
     pub fn len(&self) -> usize {
@@ -186,30 +195,19 @@ impl<'a> CtrRecords<'a> {
         }
         self.offset += size;
         Ok(Some(CtrRecord {
-            flags: rest[7],
-            cpu: u32_at(rest, 8),
-            pid: u32_at(rest, 12),
-            tid: u32_at(rest, 16),
-            depth: u16_at(rest, 22),
-            time: u64_at(rest, 24),
-            ip: u64_at(rest, 32),
-            period: u64_at(rest, 40),
+            header: CtrRecordHeader {
+                flags: rest[7],
+                cpu: u32_at(rest, 8),
+                pid: u32_at(rest, 12),
+                tid: u32_at(rest, 16),
+                depth: u16_at(rest, 22),
+                time: u64_at(rest, 24),
+                ip: u64_at(rest, 32),
+                period: u64_at(rest, 40),
+            },
             entries: &rest[CTR_RECORD_HEADER_SIZE..size],
         }))
     }
-}
-
-/// The fixed fields of a record, for [`encode_ctr_record`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CtrRecordHeader {
-    pub flags: u8,
-    pub cpu: u32,
-    pub pid: u32,
-    pub tid: u32,
-    pub depth: u16,
-    pub time: u64,
-    pub ip: u64,
-    pub period: u64,
 }
 
 /// Builds one record's bytes, as the module lays it out (for tests, benches and
@@ -272,15 +270,17 @@ mod tests {
         bytes.extend(encode_ctr_record(&record(9), &[]));
         let mut records = CtrRecords::new(&bytes);
         let first = records.next_record().unwrap().unwrap();
-        assert_eq!((first.pid, first.tid, first.cpu), (7, 8, 1));
+        let header = first.header;
+        assert_eq!((header.pid, header.tid, header.cpu), (7, 8, 1));
         assert_eq!(
-            (first.time, first.ip, first.period),
+            (header.time, header.ip, header.period),
             (123_456, 0x1_0000, 20_000)
         );
-        assert_eq!(first.depth, 16);
+        assert_eq!((header.depth, header.flags), (16, CTR_RECORD_STACK_FULL));
+        assert_eq!(header, record(7));
         assert_eq!(first.branches().collect::<Vec<_>>(), branches);
         let second = records.next_record().unwrap().unwrap();
-        assert_eq!((second.pid, second.len()), (9, 0));
+        assert_eq!((second.header, second.len()), (record(9), 0));
         assert_eq!(records.next_record(), Ok(None));
         assert_eq!(records.offset(), bytes.len());
     }

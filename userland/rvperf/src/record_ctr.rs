@@ -123,7 +123,12 @@ pub fn record(
     let (ctr_spec, trigger_type, trigger_config) = ctr_event(&spec, ctr_type)?;
 
     let cpus = online_cpus()?;
-    let (workload, pid) = start_target(arguments, scratch)?;
+    if !arguments.aux_pages.is_power_of_two() {
+        bail!(
+            "--aux-pages {}: must be a power of two",
+            arguments.aux_pages
+        );
+    }
 
     let mut options = sampling_options(sampling);
     options.branch_sample_type = if branch_sample_type == 0 {
@@ -152,7 +157,7 @@ pub fn record(
     // per-task events are opened on every CPU without inherit, which is mmap-able.
     options.inherit = false;
     options.disabled = true;
-    options.enable_on_exec = workload.is_some() && !arguments.all_cpus;
+    options.enable_on_exec = !arguments.command.is_empty() && !arguments.all_cpus;
     options.sample_id_all = true;
     options.mmap = true;
     options.mmap2 = true;
@@ -163,15 +168,13 @@ pub fn record(
     // count against perf_event_mlock_kb, so they get what fits in it.
     let (data_pages, aux_pages) = ring_sizes(arguments.aux_pages, cpus.len());
     options.wakeup = Wakeup::Watermark((data_pages * perf_ring::page_size() / 4) as u32);
-    if !arguments.aux_pages.is_power_of_two() {
-        bail!(
-            "--aux-pages {}: must be a power of two",
-            arguments.aux_pages
-        );
-    }
     options.aux_watermark = (aux_pages * perf_ring::page_size() / 4) as u32;
     let attr = build_attr(&ctr_spec, &options);
     let format = SampleFormat::from_attr(&attr);
+
+    // Everything that can be refused has been checked: only now is the workload
+    // started (held before its exec), and killed again if an event cannot be opened.
+    let (workload, pid) = start_target(arguments, scratch)?;
 
     let mut opened = Vec::new();
     for &cpu in &cpus {
@@ -302,13 +305,13 @@ fn drain_all(
             writer.write_sample(
                 0,
                 &SampleData {
-                    ip: record.ip,
-                    pid: record.pid,
-                    tid: record.tid,
-                    time: record.time,
+                    ip: record.header.ip,
+                    pid: record.header.pid,
+                    tid: record.header.tid,
+                    time: record.header.time,
                     id: cpu.id,
-                    cpu: record.cpu,
-                    period: record.period,
+                    cpu: record.header.cpu,
+                    period: record.header.period,
                     branch_stack: Some(BranchStack {
                         hw_idx: None,
                         entries,
