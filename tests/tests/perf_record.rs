@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use common::{repository, rvperf_binary, scratch};
 use perf_data::{
-    BranchEntry, BranchFlags, BranchStack, EventAttr, EventDesc, Metadata, PerfDataReader,
-    PerfDataWriter, SampleData, ATTR_FLAG_SAMPLE_ID_ALL, PERF_SAMPLE_BRANCH_ANY,
+    AuxtraceChunk, BranchEntry, BranchFlags, BranchStack, EventAttr, EventDesc, Metadata,
+    PerfDataReader, PerfDataWriter, SampleData, ATTR_FLAG_SAMPLE_ID_ALL, PERF_SAMPLE_BRANCH_ANY,
     PERF_SAMPLE_BRANCH_STACK, PERF_SAMPLE_IP, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
 };
 
@@ -199,6 +199,91 @@ fn script_agrees_with_linux_perf_on_its_own_recording() {
     );
 }
 
+/// `perf record -o -` streams pipe-mode perf.data (metadata as HEADER_ATTR and
+/// HEADER_FEATURE records in the stream): rvperf reads it from a file and from its
+/// standard input, sample for sample as perf script does, with -g callchains.
+#[test]
+fn reads_linux_perf_pipe_mode_from_a_file_and_from_stdin() {
+    let program = hot_program();
+    let data = scratch().join(format!("perf-pipe-{}.data", std::process::id()));
+    let file = std::fs::File::create(&data).unwrap();
+    let status = perf()
+        .args([
+            "record",
+            "-q",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "999",
+            "-g",
+            "-o",
+            "-",
+            "--",
+        ])
+        .arg(program)
+        .arg("3")
+        .stdout(file)
+        .status()
+        .expect("run perf record");
+    assert!(status.success(), "perf record -o - failed");
+    let head = std::fs::read(&data).unwrap();
+    assert_eq!(
+        u64::from_le_bytes(head[8..16].try_into().unwrap()),
+        16,
+        "perf wrote a file-mode header, not a pipe"
+    );
+    // -G: the callchains are compared below; here one line per sample.
+    let (theirs, _) = run(perf().args(["script", "-G", "-i", text(&data), "-F", "tid,ip"]));
+    let theirs = tid_ip_pairs(&theirs);
+    assert!(
+        theirs.len() > 20,
+        "perf recorded only {} samples",
+        theirs.len()
+    );
+    let (ours, _) =
+        run(Command::new(rvperf_binary()).args(["script", "-i", text(&data), "-F", "tid,ip"]));
+    assert_eq!(
+        tid_ip_pairs(&ours),
+        theirs,
+        "every sample's tid and ip, in order"
+    );
+
+    let stdin = std::fs::File::open(&data).unwrap();
+    let (from_stdin, _) = run(Command::new(rvperf_binary())
+        .args(["script", "-i", "-", "-F", "tid,ip"])
+        .stdin(stdin));
+    assert_eq!(
+        tid_ip_pairs(&from_stdin),
+        theirs,
+        "the same read from stdin"
+    );
+
+    let reader = PerfDataReader::open(&data).expect("pipe-mode file reads");
+    assert_eq!(reader.event_names(), vec!["cpu-clock".to_string()]);
+    assert!(
+        reader.info().hostname.is_some(),
+        "HEADER_FEATURE sections read"
+    );
+    let mut records = reader.records();
+    let mut callchains = 0;
+    while let Some(record) = records.next_record().unwrap() {
+        if record.record_type == 9 {
+            callchains += usize::from(reader.parse_sample(&record).unwrap().callchain.len() > 1);
+        }
+    }
+    assert!(callchains > 20, "only {callchains} samples with callchains");
+    let (report, _) = run(Command::new(rvperf_binary()).args(["report", "-i", text(&data)]));
+    assert!(
+        report
+            .lines()
+            .nth(2)
+            .unwrap_or_default()
+            .ends_with("hot_function"),
+        "{report}"
+    );
+    let _ = std::fs::remove_file(&data);
+}
+
 #[test]
 fn branch_stacks_print_exactly_as_linux_perf_prints_them() {
     let data = scratch().join(format!("brstack-{}.data", std::process::id()));
@@ -259,6 +344,151 @@ fn branch_stacks_print_exactly_as_linux_perf_prints_them() {
     let (theirs, _) = run(perf().args(["script", "-i", text(&data), "-F", "ip,brstack"]));
     assert_eq!(ours.lines().count(), 5);
     assert_eq!(ours, theirs);
+}
+
+/// `rvperf record --keep-aux` stores rvperf_ctr's AUX data as PERF_RECORD_AUXTRACE;
+/// rvperf script decodes it into the samples the default recording would have written,
+/// which Linux perf prints identically. (The real recorder is checked in the riscv64
+/// guest, tools/vm; here the same records are written both ways.)
+#[test]
+fn kept_ctr_aux_data_prints_as_its_converted_samples_do() {
+    use perf_abi::ctr::{encode_ctr_record, CtrBranch, CtrRecordHeader, RVPERF_AUXTRACE_CTR};
+    let attr = EventAttr {
+        type_: 0,
+        config: 0,
+        sample_period_or_freq: 20_000,
+        sample_type: PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_BRANCH_STACK,
+        read_format: 0,
+        flags: ATTR_FLAG_SAMPLE_ID_ALL,
+        branch_sample_type: PERF_SAMPLE_BRANCH_ANY,
+    };
+    let events = || {
+        vec![EventDesc {
+            attr,
+            name: "cycles".to_owned(),
+            ids: vec![],
+        }]
+    };
+    let record = |sample: u64| {
+        let header = CtrRecordHeader {
+            flags: 0,
+            cpu: 0,
+            pid: 4242,
+            tid: 4243,
+            depth: 16,
+            time: 1_000_000 + sample * 1000,
+            ip: 0x1_0000 + sample * 4,
+            period: 20_000,
+        };
+        let branches: Vec<CtrBranch> = (0..3 + sample)
+            .map(|entry| CtrBranch {
+                from: 0x1_0100 + sample * 32 + entry * 4,
+                to: 0x1_0200 + entry * 8,
+                flags_word: BranchFlags {
+                    mispred: entry == 1,
+                    predicted: entry != 1,
+                    cycles: (entry * 3) as u16,
+                    branch_type: [1u8, 4, 6][entry as usize % 3],
+                    ..BranchFlags::default()
+                }
+                .to_word(),
+            })
+            .collect();
+        (header, branches)
+    };
+    let converted = scratch().join(format!("ctr-converted-{}.data", std::process::id()));
+    let kept = scratch().join(format!("ctr-kept-{}.data", std::process::id()));
+    let foreign = scratch().join(format!("aux-foreign-{}.data", std::process::id()));
+    let create = |path: &Path| {
+        PerfDataWriter::new(
+            std::io::BufWriter::new(std::fs::File::create(path).unwrap()),
+            events(),
+        )
+        .unwrap()
+    };
+    let mut samples_writer = create(&converted);
+    let mut aux_writer = create(&kept);
+    aux_writer
+        .write_auxtrace_info(RVPERF_AUXTRACE_CTR, &[42, 0, 0])
+        .unwrap();
+    let mut offset = 0;
+    for chunk in 0..3u64 {
+        let mut bytes = Vec::new();
+        for sample in chunk * 2..chunk * 2 + 2 {
+            let (header, branches) = record(sample);
+            bytes.extend(encode_ctr_record(&header, &branches));
+            let entries = branches
+                .iter()
+                .map(|b| BranchEntry {
+                    from: b.from,
+                    to: b.to,
+                    flags: b.flags_word,
+                })
+                .collect();
+            let data = SampleData {
+                ip: header.ip,
+                pid: header.pid,
+                tid: header.tid,
+                time: header.time,
+                branch_stack: Some(BranchStack {
+                    hw_idx: None,
+                    entries,
+                }),
+                misc: 2,
+                ..SampleData::default()
+            };
+            samples_writer.write_sample(0, &data).unwrap();
+        }
+        aux_writer
+            .write_auxtrace(&AuxtraceChunk {
+                offset,
+                reference: 0,
+                idx: 0,
+                tid: 4242,
+                cpu: 0,
+                data: &bytes,
+            })
+            .unwrap();
+        offset += bytes.len() as u64;
+    }
+    for writer in [samples_writer, aux_writer] {
+        writer
+            .finish(&Metadata::from_host("rvperf-test", vec![]))
+            .unwrap();
+    }
+    let script = |path: &Path, fields: &str| {
+        run(Command::new(rvperf_binary()).args(["script", "-i", text(path), "-F", fields])).0
+    };
+    let from_aux = script(&kept, "tid,ip,brstack");
+    assert_eq!(from_aux.lines().count(), 6, "{from_aux}");
+    assert_eq!(from_aux, script(&converted, "tid,ip,brstack"));
+    let (theirs, _) = run(perf().args(["script", "-i", text(&converted), "-F", "ip,brstack"]));
+    assert_eq!(script(&kept, "ip,brstack"), theirs);
+
+    // AUX data of a type rvperf cannot decode is reported, with its size, not skipped.
+    let mut writer = create(&foreign);
+    writer.write_auxtrace_info(1, &[]).unwrap();
+    writer
+        .write_auxtrace(&AuxtraceChunk {
+            offset: 0,
+            reference: 0,
+            idx: 0,
+            tid: 1,
+            cpu: 0,
+            data: &[0u8; 64],
+        })
+        .unwrap();
+    writer
+        .finish(&Metadata::from_host("rvperf-test", vec![]))
+        .unwrap();
+    let (_, stderr) = run(Command::new(rvperf_binary()).args(["script", "-i", text(&foreign)]));
+    assert!(
+        stderr.contains("1 AUXTRACE chunks (64 bytes) of type 1 not decoded"),
+        "{stderr}"
+    );
+    for path in [converted, kept, foreign] {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// Counts the SAMPLE records of a perf.data file with rvperf's reader.

@@ -159,6 +159,8 @@ mkdir -p "$OUT/symfs/opt/rvperf/bin"
 cp "$BIN/calls" "$BIN/pingpong" "$OUT/symfs/opt/rvperf/bin/"
 check "rvperf record -b -c 20000 (user mode) -- calls" \
     rvperf record -e cycles:u -b -c 20000 -o "$OUT/ctr-any.data" -- calls 100
+check "rvperf record --keep-aux -b (AUX data kept as PERF_RECORD_AUXTRACE) -- calls" \
+    rvperf record --keep-aux -e cycles:u -b -c 20000 -o "$OUT/ctr-keep-aux.data" -- calls 100
 check "rvperf record -j any_call,u -c 20000 -- calls" \
     rvperf record -j any_call,u -c 20000 -o "$OUT/ctr-calls.data" -- calls 100
 check "rvperf record -a -j any,u -- pingpong (two tasks alternating)" \

@@ -14,6 +14,12 @@ pub const CTR_PMU_NAME: &str = "rvperf_ctr";
 pub const CTR_RECORD_MAGIC: u32 = 0x5254_4352;
 pub const CTR_RECORD_VERSION: u8 = 1;
 pub const CTR_RECORD_HEADER_SIZE: usize = 48;
+/// The `auxtrace_type` of PERF_RECORD_AUXTRACE_INFO when rvperf keeps rvperf_ctr's AUX
+/// data in perf.data (`rvperf record --keep-aux`); its private words are the rvperf_ctr
+/// PMU type, the trigger's perf type and its config. Linux perf knows types 1 to 8
+/// (Intel PT .. RISC-V trace) and refuses others, so a value far from its enum ("RVCT")
+/// keeps the two from ever meaning different things by the same number.
+pub const RVPERF_AUXTRACE_CTR: u32 = 0x5256_4354;
 const ENTRY_SIZE: usize = std::mem::size_of::<perf_branch_entry>();
 
 /// `attr.config1` trigger types (enum rvperf_ctr_trigger_type).

@@ -49,7 +49,17 @@ pub const PERF_RECORD_SAMPLE: u32 = 9;
 pub const PERF_RECORD_MMAP2: u32 = 10;
 /// First user-space (synthesized by the perf tool) record type.
 pub const PERF_RECORD_USER_TYPE_START: u32 = 64;
+pub const PERF_RECORD_HEADER_ATTR: u32 = 64;
 pub const PERF_RECORD_FINISHED_ROUND: u32 = 68;
+pub const PERF_RECORD_AUXTRACE_INFO: u32 = 70;
+pub const PERF_RECORD_AUXTRACE: u32 = 71;
+pub const PERF_RECORD_EVENT_UPDATE: u32 = 78;
+pub const PERF_RECORD_HEADER_FEATURE: u32 = 80;
+/// `PERF_EVENT_UPDATE__NAME`, the name payload of an EVENT_UPDATE record.
+pub const PERF_EVENT_UPDATE__NAME: u64 = 2;
+/// `sizeof(struct perf_record_auxtrace)`: header, size, offset, reference, idx, tid, cpu,
+/// reserved. The trace data follows the record, outside its `header.size`.
+pub const AUXTRACE_RECORD_SIZE: u64 = 48;
 
 /// `perf_event_header.misc` bits.
 pub const PERF_RECORD_MISC_KERNEL: u16 = 1;
@@ -72,11 +82,14 @@ pub const HEADER_TOTAL_MEM: u32 = 10;
 pub const HEADER_CMDLINE: u32 = 11;
 pub const HEADER_EVENT_DESC: u32 = 12;
 pub const HEADER_BRANCH_STACK: u32 = 15;
+pub const HEADER_AUXTRACE: u32 = 18;
 
 /// `sizeof(struct perf_event_attr)` as of PERF_ATTR_SIZE_VER7, which is what perf 6.1 knows;
 /// a larger attr would make older perf versions check the extra bytes for no gain.
 pub const PERF_ATTR_SIZE: usize = 128;
 /// `sizeof(struct perf_file_header)`: magic, size, attr_size, 3 sections, 256-bit feature map.
 pub const PERF_FILE_HEADER_SIZE: usize = 104;
+/// `sizeof(struct perf_pipe_file_header)`: magic and size; pipe mode has nothing else.
+pub const PERF_PIPE_HEADER_SIZE: usize = 16;
 /// `sizeof(struct perf_event_header)`.
 pub const PERF_EVENT_HEADER_SIZE: usize = 8;

@@ -16,6 +16,6 @@ pub use reader::{
     AttrInfo, BuildIdEntry, HeaderInfo, PerfDataReader, RawRecord, ReadError, Records, Sample,
 };
 pub use writer::{
-    EventAttr, EventDesc, Metadata, Mmap2, Mmap2FileId, PerfDataWriter, SampleData, SampleId,
-    WriteError,
+    AuxtraceChunk, EventAttr, EventDesc, Metadata, Mmap2, Mmap2FileId, PerfDataWriter, SampleData,
+    SampleId, WriteError,
 };

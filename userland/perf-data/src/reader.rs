@@ -1,4 +1,4 @@
-//! Reader for file-mode perf.data, built on `linux-perf-data` for the metadata and
+//! Reader for perf.data in file mode and in pipe mode (`perf record -o -`), built on `linux-perf-data` for the metadata and
 //! `linux-perf-event-reader` for record parsing.
 //!
 //! The data section is walked here, in file order, instead of through
@@ -96,6 +96,8 @@ pub struct RawRecord<'a> {
     pub misc: u16,
     /// The body after the 8-byte perf_event_header.
     pub body: &'a [u8],
+    /// The trace data that follows a PERF_RECORD_AUXTRACE (empty for other records).
+    pub aux_data: &'a [u8],
     /// File offset of the record's perf_event_header.
     pub offset: u64,
 }
@@ -154,6 +156,12 @@ impl PerfDataReader<'static> {
         })?;
         Self::parse(Cow::Owned(data), file)
     }
+
+    /// Parses a perf.data image already read into memory, such as a pipe-mode stream
+    /// read from standard input; `file` names it in errors.
+    pub fn from_vec(data: Vec<u8>, file: &str) -> Result<Self, ReadError> {
+        Self::parse(Cow::Owned(data), file.to_string())
+    }
 }
 
 impl<'a> PerfDataReader<'a> {
@@ -169,96 +177,33 @@ impl<'a> PerfDataReader<'a> {
             what: what.to_string(),
         };
         let b: &[u8] = &data;
-        if b.len() < PERF_FILE_HEADER_SIZE {
+        if b.len() < PERF_PIPE_HEADER_SIZE {
             return Err(bad(
                 b.len() as u64,
-                "file shorter than the 104-byte perf.data header",
+                "file shorter than the 16-byte perf.data pipe header",
             ));
         }
         if &b[0..8] != b"PERFILE2" {
-            // Big-endian files and pipe mode are not produced on the hosts this serves.
-            return Err(bad(
-                0,
-                "not a little-endian file-mode perf.data (magic PERFILE2)",
-            ));
+            // Big-endian files are not produced on the hosts this serves.
+            return Err(bad(0, "not a little-endian perf.data (magic PERFILE2)"));
         }
-        let hdr = |at: usize| rd_u64(b, at).unwrap_or(0);
-        let len = b.len() as u64;
-        let in_file = |off: u64, size: u64| off.checked_add(size).is_some_and(|end| end <= len);
-        let attr_size = hdr(16);
-        let (attrs_off, attrs_size) = (hdr(24), hdr(32));
-        let (data_start, data_size) = (hdr(40), hdr(48));
-        let (et_off, et_size) = (hdr(56), hdr(64));
-        if hdr(8) < PERF_FILE_HEADER_SIZE as u64 {
-            return Err(bad(8, "header size field too small"));
-        }
-        if !(64 + 16..=4096).contains(&attr_size) {
-            return Err(bad(16, "implausible perf_file_attr size"));
-        }
-        if !in_file(attrs_off, attrs_size) {
-            return Err(bad(24, "attr section outside the file"));
-        }
-        if !in_file(data_start, data_size) {
-            return Err(bad(40, "data section outside the file"));
-        }
-        if !in_file(et_off, et_size) {
-            return Err(bad(56, "event_types section outside the file"));
-        }
-        let data_end = data_start + data_size;
-        let mut feats = Vec::new();
-        for word in 0..4 {
-            let bits = hdr(72 + word * 8);
-            for bit in 0..64 {
-                if bits & (1 << bit) != 0 {
-                    feats.push((word * 64 + bit) as u32);
-                }
-            }
-        }
-        // Validate the feature table and each section before linux-perf-data allocates
-        // buffers of the sizes it declares.
-        let mut sections = HashMap::new();
-        for (i, &f) in feats.iter().enumerate() {
-            let at = data_end + 16 * i as u64;
-            if !in_file(at, 16) {
-                return Err(bad(at, "feature section table truncated"));
-            }
-            let (off, size) = (hdr(at as usize), hdr(at as usize + 8));
-            if !in_file(off, size) {
-                return Err(bad(at, "feature section outside the file"));
-            }
-            sections.insert(f, (off, size));
-        }
+        let layout = if rd_u64(b, 8) == Some(PERF_PIPE_HEADER_SIZE as u64) {
+            pipe_layout(b, &bad)?
+        } else {
+            file_layout(b, &bad, &file)?
+        };
+        let Layout {
+            attrs,
+            sections,
+            features: feats,
+            data_start,
+            data_end,
+        } = layout;
         let section = |f: u32| {
             sections
                 .get(&f)
                 .map(|&(off, size)| (off, &b[off as usize..(off + size) as usize]))
         };
-        let desc = section(HEADER_EVENT_DESC);
-        if let Some((off, s)) = desc {
-            check_event_desc(s, off).map_err(|at| bad(at, "HEADER_EVENT_DESC is malformed"))?;
-        } else if et_size == 0 && attrs_size / attr_size > 4096 {
-            return Err(bad(32, "too many attrs"));
-        } else if et_size != 0 {
-            // The pre-2012 event_types layout: rejected rather than validated.
-            return Err(bad(56, "legacy event_types section not supported"));
-        }
-        let meta_at = desc.map_or(attrs_off, |(off, _)| off);
-        let meta_err = |source| ReadError::Metadata {
-            file: file.clone(),
-            offset: meta_at,
-            source,
-        };
-        let PerfFileReader { perf_file, .. } =
-            PerfFileReader::parse_file(Cursor::new(b)).map_err(meta_err)?;
-        let attrs: Vec<AttrInfo> = perf_file
-            .event_attributes()
-            .iter()
-            .map(|a| AttrInfo {
-                attr: a.attr,
-                name: a.name.clone(),
-                ids: a.event_ids.clone(),
-            })
-            .collect();
         let string = |f: u32| section(f).and_then(|(_, s)| header_string(s));
         let cmdline = section(HEADER_CMDLINE).map(|(_, s)| {
             let n = rd_u32(s, 0).unwrap_or(0) as usize;
@@ -297,7 +242,6 @@ impl<'a> PerfDataReader<'a> {
                 id_to_attr.insert(id, i);
             }
         }
-        drop(perf_file);
         Ok(Self {
             data,
             file,
@@ -441,36 +385,24 @@ impl<'r> Records<'r> {
             return Ok(None);
         }
         let b: &'r [u8] = &r.data;
-        let bad = |offset, what: &str| ReadError::Malformed {
+        let bad = |offset: u64, what: &str| ReadError::Malformed {
             file: r.file.clone(),
             offset,
             what: what.to_string(),
         };
         let at = self.pos;
-        if r.data_end - at < PERF_EVENT_HEADER_SIZE as u64 {
-            return Err(bad(
-                at,
-                "truncated perf_event_header at end of data section",
-            ));
-        }
+        let (ty, size, extra) = record_extent(b, at, r.data_end, &bad)?;
         let p = at as usize;
-        let (ty, misc, size) = match (rd_u32(b, p), rd_u16(b, p + 4), rd_u16(b, p + 6)) {
-            (Some(t), Some(m), Some(s)) => (t, m, u64::from(s)),
-            _ => return Err(bad(at, "truncated perf_event_header")),
-        };
-        if size < PERF_EVENT_HEADER_SIZE as u64 {
-            return Err(bad(at, "record size smaller than its header"));
-        }
-        if size > r.data_end - at {
-            return Err(bad(at, "record extends past the end of the data section"));
-        }
+        let misc = rd_u16(b, p + 4).unwrap_or(0);
         let body = &b[p + PERF_EVENT_HEADER_SIZE..p + size as usize];
-        self.pos += size;
+        let aux_data = &b[p + size as usize..(at + size + extra) as usize];
+        self.pos += size + extra;
         Ok(Some(RawRecord {
             attr_index: r.attr_of(ty, body),
             record_type: ty,
             misc,
             body,
+            aux_data,
             offset: at,
         }))
     }
@@ -640,4 +572,229 @@ fn _feature_consts_match() {
     // Keeps our HEADER_* numbering tied to linux-perf-data's at compile time.
     const _: () = assert!(Feature::EVENT_DESC.0 == HEADER_EVENT_DESC);
     const _: () = assert!(Feature::BUILD_ID.0 == HEADER_BUILD_ID);
+}
+
+/// Where a file's parts are, whichever of perf's two layouts it uses.
+struct Layout {
+    attrs: Vec<AttrInfo>,
+    /// Feature bit -> (offset, size) of its section in the buffer.
+    sections: HashMap<u32, (u64, u64)>,
+    features: Vec<u32>,
+    data_start: u64,
+    data_end: u64,
+}
+
+type BadData<'f> = &'f dyn Fn(u64, &str) -> ReadError;
+
+/// File mode: the header points at the attrs, the data and (after the data) the table of
+/// feature sections. Every offset and size is checked before `linux-perf-data` sees it.
+fn file_layout(b: &[u8], bad: BadData<'_>, file: &str) -> Result<Layout, ReadError> {
+    if b.len() < PERF_FILE_HEADER_SIZE {
+        return Err(bad(
+            b.len() as u64,
+            "file shorter than the 104-byte perf.data header",
+        ));
+    }
+    let hdr = |at: usize| rd_u64(b, at).unwrap_or(0);
+    let len = b.len() as u64;
+    let in_file = |off: u64, size: u64| off.checked_add(size).is_some_and(|end| end <= len);
+    let attr_size = hdr(16);
+    let (attrs_off, attrs_size) = (hdr(24), hdr(32));
+    let (data_start, data_size) = (hdr(40), hdr(48));
+    let (et_off, et_size) = (hdr(56), hdr(64));
+    if hdr(8) < PERF_FILE_HEADER_SIZE as u64 {
+        return Err(bad(8, "header size field too small"));
+    }
+    if !(64 + 16..=4096).contains(&attr_size) {
+        return Err(bad(16, "implausible perf_file_attr size"));
+    }
+    if !in_file(attrs_off, attrs_size) {
+        return Err(bad(24, "attr section outside the file"));
+    }
+    if !in_file(data_start, data_size) {
+        return Err(bad(40, "data section outside the file"));
+    }
+    if !in_file(et_off, et_size) {
+        return Err(bad(56, "event_types section outside the file"));
+    }
+    let data_end = data_start + data_size;
+    let mut features = Vec::new();
+    for word in 0..4 {
+        let bits = hdr(72 + word * 8);
+        for bit in 0..64 {
+            if bits & (1 << bit) != 0 {
+                features.push((word * 64 + bit) as u32);
+            }
+        }
+    }
+    let mut sections = HashMap::new();
+    for (i, &f) in features.iter().enumerate() {
+        let at = data_end + 16 * i as u64;
+        if !in_file(at, 16) {
+            return Err(bad(at, "feature section table truncated"));
+        }
+        let (off, size) = (hdr(at as usize), hdr(at as usize + 8));
+        if !in_file(off, size) {
+            return Err(bad(at, "feature section outside the file"));
+        }
+        sections.insert(f, (off, size));
+    }
+    let desc = sections.get(&HEADER_EVENT_DESC).copied();
+    if let Some((off, size)) = desc {
+        check_event_desc(&b[off as usize..(off + size) as usize], off)
+            .map_err(|at| bad(at, "HEADER_EVENT_DESC is malformed"))?;
+    } else if et_size == 0 && attrs_size / attr_size > 4096 {
+        return Err(bad(32, "too many attrs"));
+    } else if et_size != 0 {
+        // The pre-2012 event_types layout: rejected rather than validated.
+        return Err(bad(56, "legacy event_types section not supported"));
+    }
+    let meta_at = desc.map_or(attrs_off, |(off, _)| off);
+    let PerfFileReader { perf_file, .. } =
+        PerfFileReader::parse_file(Cursor::new(b)).map_err(|source| ReadError::Metadata {
+            file: file.to_string(),
+            offset: meta_at,
+            source,
+        })?;
+    let attrs = perf_file
+        .event_attributes()
+        .iter()
+        .map(|a| AttrInfo {
+            attr: a.attr,
+            name: a.name.clone(),
+            ids: a.event_ids.clone(),
+        })
+        .collect();
+    Ok(Layout {
+        attrs,
+        sections,
+        features,
+        data_start,
+        data_end,
+    })
+}
+
+/// Pipe mode (`perf record -o -`): a 16-byte header, then one stream of records in which
+/// perf synthesizes the metadata a file keeps in its header: HEADER_ATTR for each event
+/// (with its ids), HEADER_FEATURE for each feature section, EVENT_UPDATE for names. They
+/// may come anywhere in the stream, so the whole stream is scanned once for them; the
+/// data walk then skips them like any other tool record.
+fn pipe_layout(b: &[u8], bad: BadData<'_>) -> Result<Layout, ReadError> {
+    let data_start = PERF_PIPE_HEADER_SIZE as u64;
+    let data_end = b.len() as u64;
+    let mut attrs: Vec<AttrInfo> = Vec::new();
+    let mut sections = HashMap::new();
+    let mut features = Vec::new();
+    let mut names: Vec<(u64, String)> = Vec::new();
+    let mut at = data_start;
+    while at < data_end {
+        let (record_type, size, extra) = record_extent(b, at, data_end, bad)?;
+        let body_at = at + PERF_EVENT_HEADER_SIZE as u64;
+        let body = &b[body_at as usize..(at + size) as usize];
+        match record_type {
+            PERF_RECORD_HEADER_ATTR => {
+                let (attr, attr_size) =
+                    PerfEventAttr::parse::<_, Le>(Cursor::new(body)).map_err(|_| {
+                        bad(
+                            body_at,
+                            "HEADER_ATTR record with a malformed perf_event_attr",
+                        )
+                    })?;
+                let ids_bytes = usize::try_from(attr_size)
+                    .ok()
+                    .and_then(|attr_size| body.get(attr_size..))
+                    .ok_or_else(|| bad(body_at, "HEADER_ATTR shorter than its attr"))?;
+                let ids = ids_bytes
+                    .chunks_exact(8)
+                    .map(|id| u64::from_le_bytes(id.try_into().unwrap_or_default()))
+                    .collect();
+                attrs.push(AttrInfo {
+                    attr,
+                    name: None,
+                    ids,
+                });
+            }
+            PERF_RECORD_HEADER_FEATURE => {
+                let feature = rd_u64(body, 0)
+                    .ok_or_else(|| bad(body_at, "HEADER_FEATURE without a feature id"))?;
+                let feature = u32::try_from(feature)
+                    .ok()
+                    .filter(|&f| f < 256)
+                    .ok_or_else(|| bad(body_at, "HEADER_FEATURE id out of range"))?;
+                if !sections.contains_key(&feature) {
+                    features.push(feature);
+                }
+                sections.insert(feature, (body_at + 8, size - 16));
+            }
+            // struct perf_record_event_update: u64 type, u64 id, then the payload.
+            PERF_RECORD_EVENT_UPDATE if rd_u64(body, 0) == Some(PERF_EVENT_UPDATE__NAME) => {
+                if let (Some(id), Some(name)) = (rd_u64(body, 8), body.get(16..)) {
+                    let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+                    names.push((id, String::from_utf8_lossy(&name[..end]).into_owned()));
+                }
+            }
+            _ => {}
+        }
+        at += size + extra;
+    }
+    if attrs.is_empty() {
+        return Err(bad(
+            data_start,
+            "pipe-mode stream without a HEADER_ATTR record",
+        ));
+    }
+    for (id, name) in names {
+        if let Some(attr) = attrs.iter_mut().find(|a| a.ids.contains(&id)) {
+            attr.name = Some(name);
+        }
+    }
+    features.sort_unstable();
+    Ok(Layout {
+        attrs,
+        sections,
+        features,
+        data_start,
+        data_end,
+    })
+}
+
+/// Type, size and trailing payload length of the record at `at`, checked to lie before
+/// `end`. PERF_RECORD_AUXTRACE is the one record whose size does not cover all of it:
+/// the trace data it announces follows it, `size` bytes (a multiple of 8).
+fn record_extent(
+    b: &[u8],
+    at: u64,
+    end: u64,
+    bad: BadData<'_>,
+) -> Result<(u32, u64, u64), ReadError> {
+    if end - at < PERF_EVENT_HEADER_SIZE as u64 {
+        return Err(bad(at, "truncated perf_event_header at end of data"));
+    }
+    let p = at as usize;
+    let (record_type, size) = match (rd_u32(b, p), rd_u16(b, p + 6)) {
+        (Some(t), Some(s)) => (t, u64::from(s)),
+        _ => return Err(bad(at, "truncated perf_event_header")),
+    };
+    if size < PERF_EVENT_HEADER_SIZE as u64 {
+        return Err(bad(at, "record size smaller than its header"));
+    }
+    if size > end - at {
+        return Err(bad(at, "record extends past the end of the data"));
+    }
+    let extra = if record_type == PERF_RECORD_AUXTRACE {
+        if size < AUXTRACE_RECORD_SIZE {
+            return Err(bad(at, "PERF_RECORD_AUXTRACE shorter than 48 bytes"));
+        }
+        let payload = rd_u64(b, p + 8).unwrap_or(u64::MAX);
+        if payload % 8 != 0 || payload > end - at - size {
+            return Err(bad(
+                at,
+                "PERF_RECORD_AUXTRACE data size not a multiple of 8 or past the end",
+            ));
+        }
+        payload
+    } else {
+        0
+    };
+    Ok((record_type, size, extra))
 }

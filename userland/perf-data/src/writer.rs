@@ -196,6 +196,8 @@ pub struct PerfDataWriter<W: Write + Seek> {
     attr_offset: u64,
     data_offset: u64,
     data_size: u64,
+    /// (file offset, size) of every PERF_RECORD_AUXTRACE, for HEADER_AUXTRACE.
+    auxtrace_index: Vec<(u64, u64)>,
 }
 
 impl<W: Write + Seek> PerfDataWriter<W> {
@@ -231,6 +233,7 @@ impl<W: Write + Seek> PerfDataWriter<W> {
             attr_offset,
             data_offset,
             data_size: 0,
+            auxtrace_index: Vec::new(),
         };
         this.write_header(0)?;
         this.w
@@ -492,6 +495,50 @@ impl<W: Write + Seek> PerfDataWriter<W> {
         self.emit_raw(PERF_RECORD_FINISHED_ROUND, 0, Vec::new())
     }
 
+    /// Writes PERF_RECORD_AUXTRACE_INFO, which tells a reader which decoder the
+    /// AUXTRACE data needs: `auxtrace_type` and its private words.
+    pub fn write_auxtrace_info(
+        &mut self,
+        auxtrace_type: u32,
+        private: &[u64],
+    ) -> Result<(), WriteError> {
+        let mut body = Vec::with_capacity(8 + 8 * private.len());
+        body.extend_from_slice(&auxtrace_type.to_le_bytes());
+        body.extend_from_slice(&0u32.to_le_bytes());
+        for word in private {
+            body.extend_from_slice(&word.to_le_bytes());
+        }
+        self.emit_raw(PERF_RECORD_AUXTRACE_INFO, 0, body)
+    }
+
+    /// Writes a PERF_RECORD_AUXTRACE followed by `data`, a chunk of one AUX area
+    /// (`offset` is its position in that area's byte stream, `idx` the area's index),
+    /// padded to 8 bytes, and indexes it for HEADER_AUXTRACE as perf does.
+    pub fn write_auxtrace(&mut self, chunk: &AuxtraceChunk<'_>) -> Result<(), WriteError> {
+        let padded = align(chunk.data.len(), 8);
+        let mut record = Vec::with_capacity(AUXTRACE_RECORD_SIZE as usize);
+        record.extend_from_slice(&PERF_RECORD_AUXTRACE.to_le_bytes());
+        record.extend_from_slice(&0u16.to_le_bytes());
+        record.extend_from_slice(&(AUXTRACE_RECORD_SIZE as u16).to_le_bytes());
+        record.extend_from_slice(&(padded as u64).to_le_bytes());
+        record.extend_from_slice(&chunk.offset.to_le_bytes());
+        record.extend_from_slice(&chunk.reference.to_le_bytes());
+        record.extend_from_slice(&chunk.idx.to_le_bytes());
+        record.extend_from_slice(&chunk.tid.to_le_bytes());
+        record.extend_from_slice(&chunk.cpu.to_le_bytes());
+        record.extend_from_slice(&0u32.to_le_bytes());
+        let at = self.data_offset + self.data_size;
+        self.w
+            .write_all(&record)
+            .and_then(|_| self.w.write_all(chunk.data))
+            .and_then(|_| self.w.write_all(&[0u8; 8][..padded - chunk.data.len()]))
+            .map_err(|source| WriteError::Io { offset: at, source })?;
+        let total = AUXTRACE_RECORD_SIZE + padded as u64;
+        self.auxtrace_index.push((at, total));
+        self.data_size += total;
+        Ok(())
+    }
+
     /// Writes the feature sections, then the final header; returns the inner writer
     /// positioned at the end of the file.
     pub fn finish(mut self, meta: &Metadata) -> Result<W, WriteError> {
@@ -563,6 +610,18 @@ impl<W: Write + Seek> PerfDataWriter<W> {
             sections.push((HEADER_BRANCH_STACK, Vec::new()));
         }
 
+        if !self.auxtrace_index.is_empty() {
+            // auxtrace_index__write(): the count, then (file_offset, sz) per record.
+            let mut b = Vec::with_capacity(8 + 16 * self.auxtrace_index.len());
+            b.extend_from_slice(&(self.auxtrace_index.len() as u64).to_le_bytes());
+            for (offset, size) in &self.auxtrace_index {
+                b.extend_from_slice(&offset.to_le_bytes());
+                b.extend_from_slice(&size.to_le_bytes());
+            }
+            sections.push((HEADER_AUXTRACE, b));
+        }
+        sections.sort_by_key(|(feature, _)| *feature);
+
         // perf_header__adds_write(): table of perf_file_section in feature-bit order right
         // after the data, then the sections themselves.
         let table_offset = self.data_offset + self.data_size;
@@ -591,6 +650,21 @@ impl<W: Write + Seek> PerfDataWriter<W> {
             .map_err(io(pos))?;
         Ok(self.w)
     }
+}
+
+/// One chunk of AUX-area data for [`PerfDataWriter::write_auxtrace`], with the fields
+/// of `struct perf_record_auxtrace` that place it.
+#[derive(Debug, Clone, Copy)]
+pub struct AuxtraceChunk<'a> {
+    /// Position of `data` in its AUX area's stream of bytes (aux_tail when read).
+    pub offset: u64,
+    /// An opaque value the decoder may use to order chunks (perf uses a timestamp).
+    pub reference: u64,
+    /// Which AUX area: perf numbers the mmaps, one per CPU or per task.
+    pub idx: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    pub data: &'a [u8],
 }
 
 /// Appends a NUL-terminated string padded with zeros to a multiple of 8 bytes, as the

@@ -6,8 +6,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use code_image::ElfSymbols;
+use perf_abi::ctr::{CtrRecords, RVPERF_AUXTRACE_CTR};
 use perf_abi::{parse_record, Record, SampleFormat};
-use perf_data::{PerfDataReader, Sample};
+use perf_data::{
+    BranchEntry, BranchStack, PerfDataReader, RawRecord, Sample, AUXTRACE_RECORD_SIZE,
+};
 
 /// A mapping of a file into a process.
 #[derive(Clone, Debug)]
@@ -146,8 +149,16 @@ pub fn file_size(path: &Path) -> u64 {
     std::fs::metadata(path).map_or(0, |metadata| metadata.len())
 }
 
-/// Opens a perf.data file, naming it in errors.
+/// Opens a perf.data file, naming it in errors; `-` reads a stream from standard input
+/// (`perf record -o - | rvperf script -i -`).
 pub fn open(path: &Path) -> Result<PerfDataReader<'static>> {
+    if path == Path::new("-") {
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut data)
+            .context("cannot read perf.data from standard input")?;
+        return PerfDataReader::from_vec(data, "<stdin>")
+            .context("cannot read perf.data from standard input");
+    }
     PerfDataReader::open(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
@@ -179,9 +190,19 @@ pub fn for_each_sample(
         Ok(())
     };
     let mut progress = Progress::new(file_size);
+    let mut aux = AuxDecoding::default();
     while let Some(record) = records.next_record()? {
         progress.at(record.offset);
         match record.record_type {
+            AUXTRACE_INFO => aux.info(&record),
+            AUXTRACE => {
+                for sample in aux.samples(&record)? {
+                    let time = sample.time.unwrap_or(0);
+                    newest = newest.max(time);
+                    pending.push((time, samples, Some(0), sample));
+                    samples += 1;
+                }
+            }
             perf_abi::sys::bindings::PERF_RECORD_SAMPLE => {
                 let sample = reader.parse_sample(&record)?;
                 let time = sample.time.unwrap_or(0);
@@ -200,7 +221,80 @@ pub fn for_each_sample(
     }
     flush(&mut pending, u64::MAX, processes)?;
     progress.done();
+    aux.report_undecoded();
     Ok(samples)
+}
+
+/// AUX data kept in the file as PERF_RECORD_AUXTRACE, decoded into samples: rvperf_ctr
+/// records (`rvperf record --keep-aux`). Other trace types are counted and reported.
+#[derive(Default)]
+struct AuxDecoding {
+    /// The AUXTRACE_INFO type, once seen.
+    auxtrace_type: Option<u32>,
+    undecoded_chunks: u64,
+    undecoded_bytes: u64,
+}
+
+impl AuxDecoding {
+    fn info(&mut self, record: &RawRecord<'_>) {
+        self.auxtrace_type = record
+            .body
+            .get(..4)
+            .map(|word| u32::from_le_bytes([word[0], word[1], word[2], word[3]]));
+    }
+
+    fn samples(&mut self, record: &RawRecord<'_>) -> Result<Vec<Sample>> {
+        if self.auxtrace_type != Some(RVPERF_AUXTRACE_CTR) {
+            self.undecoded_chunks += 1;
+            self.undecoded_bytes += record.aux_data.len() as u64;
+            return Ok(Vec::new());
+        }
+        let data_at = record.offset + AUXTRACE_RECORD_SIZE;
+        let mut records = CtrRecords::new(record.aux_data);
+        let mut samples = Vec::new();
+        while let Some(ctr) = records
+            .next_record()
+            .with_context(|| format!("rvperf_ctr AUXTRACE data at file offset {data_at:#x}"))?
+        {
+            samples.push(Sample {
+                ip: Some(ctr.header.ip),
+                pid: Some(ctr.header.pid as i32),
+                tid: Some(ctr.header.tid as i32),
+                time: Some(ctr.header.time),
+                cpu: Some(ctr.header.cpu),
+                period: Some(ctr.header.period),
+                id: None,
+                callchain: Vec::new(),
+                branch_stack: Some(BranchStack {
+                    hw_idx: None,
+                    entries: ctr
+                        .branches()
+                        .map(|branch| BranchEntry {
+                            from: branch.from,
+                            to: branch.to,
+                            flags: branch.flags_word,
+                        })
+                        .collect(),
+                }),
+            });
+        }
+        Ok(samples)
+    }
+
+    fn report_undecoded(&self) {
+        if self.undecoded_chunks > 0 {
+            let kind = self
+                .auxtrace_type
+                .map_or("without AUXTRACE_INFO".to_owned(), |t| {
+                    format!("of type {t}")
+                });
+            eprintln!(
+                "rvperf: {} AUXTRACE chunks ({} bytes) {kind} not decoded: rvperf decodes \
+                 the AUX data of rvperf_ctr only",
+                self.undecoded_chunks, self.undecoded_bytes
+            );
+        }
+    }
 }
 
 /// A percentage on stderr while a large file is read, when stderr is a terminal.
@@ -243,5 +337,7 @@ impl Progress {
     }
 }
 
-/// PERF_RECORD_FINISHED_ROUND, a record type of the perf tool (not the kernel).
-const FINISHED_ROUND: u32 = 68;
+/// Record types of the perf tool (not the kernel).
+const FINISHED_ROUND: u32 = perf_data::PERF_RECORD_FINISHED_ROUND;
+const AUXTRACE_INFO: u32 = perf_data::PERF_RECORD_AUXTRACE_INFO;
+const AUXTRACE: u32 = perf_data::PERF_RECORD_AUXTRACE;

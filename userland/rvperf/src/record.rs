@@ -49,6 +49,10 @@ pub struct RecordArgs {
     /// AUX area pages per CPU for AUX-based PMUs such as rvperf_ctr (a power of two).
     #[arg(long = "aux-pages", value_name = "PAGES", default_value_t = 512)]
     pub(crate) aux_pages: usize,
+    /// rvperf_ctr: keep the AUX data in perf.data as PERF_RECORD_AUXTRACE, decoded by
+    /// rvperf script/report, instead of converting it to samples that Linux perf reads.
+    #[arg(long = "keep-aux")]
+    pub(crate) keep_aux: bool,
     /// Output file.
     #[arg(short = 'o', long = "output", default_value = "perf.data")]
     pub(crate) output: PathBuf,
@@ -260,6 +264,10 @@ pub fn run(arguments: &RecordArgs) -> Result<()> {
                 &scratch,
             )
         }
+        _ if arguments.keep_aux => Err(anyhow::anyhow!(
+            "--keep-aux: only rvperf_ctr recordings have AUX data to keep, and the rvperf_ctr \
+             module is not loaded or not asked for (-b, -j or -e rvperf_ctr/.../)"
+        )),
         _ => record(
             arguments,
             &names,

@@ -16,7 +16,9 @@ use perf_abi::ctr::{
 };
 use perf_abi::sys::bindings as b;
 use perf_abi::{build_attr, parse_event, EventSpec, SampleFormat, Sampling, Wakeup};
-use perf_data::{BranchEntry, BranchStack, EventAttr, EventDesc, PerfDataWriter, SampleData};
+use perf_data::{
+    AuxtraceChunk, BranchEntry, BranchStack, EventAttr, EventDesc, PerfDataWriter, SampleData,
+};
 use perf_ring::{online_cpus, poll_readable, AuxMode, Event, RingBuffer};
 
 use crate::record::{
@@ -99,6 +101,7 @@ struct CpuEvent {
     event: Event,
     ring: RingBuffer,
     id: u64,
+    cpu: u32,
 }
 
 pub fn record(
@@ -185,7 +188,12 @@ pub fn record(
             ring.map_aux(aux_pages, AuxMode::Consume)
                 .with_context(|| format!("cannot map the AUX area of {name}"))?;
             let id = event.id()?;
-            Ok(CpuEvent { event, ring, id })
+            Ok(CpuEvent {
+                event,
+                ring,
+                id,
+                cpu,
+            })
         })();
         match opened_cpu {
             Ok(cpu_event) => opened.push(cpu_event),
@@ -221,6 +229,13 @@ pub fn record(
     let file = File::create(&temporary)
         .with_context(|| format!("cannot create {}", temporary.display()))?;
     let mut writer = PerfDataWriter::new(BufWriter::with_capacity(1 << 20, file), vec![desc])?;
+    let keep_aux = arguments.keep_aux.then_some(pid);
+    if keep_aux.is_some() {
+        writer.write_auxtrace_info(
+            perf_abi::ctr::RVPERF_AUXTRACE_CTR,
+            &[u64::from(ctr_type), u64::from(trigger_type), trigger_config],
+        )?;
+    }
     install_stop_handlers();
     if !options.enable_on_exec {
         for cpu in &opened {
@@ -244,6 +259,7 @@ pub fn record(
             &mut writer,
             &mut counts,
             &mut mappings,
+            keep_aux,
         )
     })?;
     finish(
@@ -257,14 +273,16 @@ pub fn record(
 }
 
 /// Side-band records first (so a sample's mapping precedes it), then each CPU's AUX
-/// records as samples. A full AUX area disables the event in the kernel; once drained,
-/// it is enabled again, so a burst costs samples (counted), never the recording.
+/// records as samples, or with `keep_aux` (the recorded pid, -1 for all) as AUXTRACE
+/// chunks. A full AUX area disables the event in the kernel; once drained, it is
+/// enabled again, so a burst costs samples (counted), never the recording.
 fn drain_all(
     opened: &mut [CpuEvent],
     format: &SampleFormat,
     writer: &mut PerfDataWriter<BufWriter<File>>,
     counts: &mut Counts,
     mappings: &mut Mappings,
+    keep_aux: Option<i32>,
 ) -> Result<()> {
     let truncated_before = counts.aux_truncated;
     for cpu in opened.iter_mut() {
@@ -279,12 +297,35 @@ fn drain_all(
     }
     let mut scratch = Vec::new();
     let mut wrote = false;
-    for cpu in opened.iter_mut() {
+    for (index, cpu) in opened.iter_mut().enumerate() {
         let Some(chunk) = cpu.ring.read_aux() else {
             continue;
         };
         let bytes = chunk.data().contiguous(&mut scratch);
         let mut records = CtrRecords::new(bytes);
+        if let Some(pid) = keep_aux {
+            if bytes.is_empty() {
+                continue;
+            }
+            // Still parsed, to count samples and to refuse a stream rvperf could not read.
+            while records
+                .next_record()
+                .with_context(|| format!("rvperf_ctr AUX data of CPU event {}", cpu.id))?
+                .is_some()
+            {
+                counts.samples += 1;
+            }
+            writer.write_auxtrace(&AuxtraceChunk {
+                offset: chunk.head - bytes.len() as u64,
+                reference: 0,
+                idx: index as u32,
+                tid: pid as u32,
+                cpu: cpu.cpu,
+                data: bytes,
+            })?;
+            wrote = true;
+            continue;
+        }
         while let Some(record) = records
             .next_record()
             .with_context(|| format!("rvperf_ctr AUX data of CPU event {}", cpu.id))?
