@@ -6,6 +6,8 @@
 #   - QEMU user-mode emulator: qemu-user (/usr/bin/qemu-riscv64)
 #   - Linux perf (linux-perf), which the perf.data interoperability tests run
 #   - GNU time, for the benchmarks' peak-memory figures
+#   - clang-19, llvm-19 (llvm-profdata-19, llvm-profgen-19), lld-19: the consumers the
+#     AutoFDO tests feed rvperf's profiles to
 #
 # Idempotent and fast when everything is present: each package is checked with
 # dpkg-query first; `apt-get update` runs only when something is missing.
@@ -15,8 +17,8 @@ set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
 
-GROUP_NAMES=("riscv64 cross toolchain" "qemu user-mode emulator" "linux perf" "gnu time")
-GROUP_PKGS=("gcc-riscv64-linux-gnu libc6-dev-riscv64-cross binutils-riscv64-linux-gnu" "qemu-user" "linux-perf" "time")
+GROUP_NAMES=("riscv64 cross toolchain" "qemu user-mode emulator" "linux perf" "gnu time" "llvm 19 (AutoFDO consumers: clang, llvm-profdata, llvm-profgen)")
+GROUP_PKGS=("gcc-riscv64-linux-gnu libc6-dev-riscv64-cross binutils-riscv64-linux-gnu" "qemu-user" "linux-perf" "time" "clang-19 llvm-19 lld-19")
 
 SUDO=()
 if [ "$(id -u)" -ne 0 ]; then

@@ -1,0 +1,1 @@
+//! Symbolization (work in progress by a helper).
