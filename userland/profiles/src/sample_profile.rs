@@ -4,7 +4,7 @@
 //! edits elsewhere in the file; inlined code is nested under the call site it was
 //! inlined at, so the compiler can re-inline with the right counts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A source position inside a function: `line - function start line` (the line of the
 /// function's `DW_AT_decl_line`) and the DWARF discriminator (0 when none).
@@ -29,6 +29,19 @@ impl LineLocation {
 pub struct BodySample {
     pub count: u64,
     pub call_targets: BTreeMap<String, u64>,
+}
+
+impl BodySample {
+    /// The call targets hottest first, ties by name: the order LLVM writes them in.
+    pub fn call_targets_by_count(&self) -> Vec<(&str, u64)> {
+        let mut targets: Vec<(&str, u64)> = self
+            .call_targets
+            .iter()
+            .map(|(name, count)| (name.as_str(), *count))
+            .collect();
+        targets.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        targets
+    }
 }
 
 /// One function's profile, or one inlined instance of a function under a call site.
@@ -92,9 +105,26 @@ impl FunctionProfile {
         total
     }
 
+    /// Adds every name this profile refers to: its own, its call targets', and those of
+    /// its inlined callees, recursively (what a format's name table must hold).
+    pub fn collect_names<'a>(&'a self, names: &mut BTreeSet<&'a str>) {
+        names.insert(&self.name);
+        for sample in self.body.values() {
+            names.extend(sample.call_targets.keys().map(String::as_str));
+        }
+        for callee in self.callsites.values().flat_map(BTreeMap::values) {
+            callee.collect_names(names);
+        }
+    }
+
     /// The largest body count, inlined callees included (GCC's and LLVM's "max count").
     pub fn max_count(&self) -> u64 {
-        let own = self.body.values().map(|sample| sample.count).max().unwrap_or(0);
+        let own = self
+            .body
+            .values()
+            .map(|sample| sample.count)
+            .max()
+            .unwrap_or(0);
         self.callsites
             .values()
             .flat_map(BTreeMap::values)

@@ -1,6 +1,8 @@
 //! `rvperf`: the command line, a thin layer over the rvperf libraries.
 
+mod autofdo;
 mod decode;
+mod flamegraph;
 mod list;
 mod output;
 mod perf_input;
@@ -35,6 +37,10 @@ enum Command {
     Script(script::ScriptArgs),
     /// The functions samples fall in, with percentages.
     Report(report::ReportArgs),
+    /// A flame graph (or folded stacks) of the samples' call stacks.
+    Flamegraph(flamegraph::FlamegraphArgs),
+    /// An AutoFDO profile (LLVM text or extbinary, GCC) of one binary from branch stacks.
+    Autofdo(autofdo::AutofdoArgs),
     /// The events and PMUs this machine can record (with CTR and SBI PMU counters).
     List(list::ListArgs),
 }
@@ -47,6 +53,8 @@ fn main() -> ExitCode {
         Command::Script(arguments) => script::run(&arguments),
         Command::Report(arguments) => report::run(&arguments),
         Command::List(arguments) => list::run(&arguments),
+        Command::Flamegraph(arguments) => flamegraph::run(&arguments),
+        Command::Autofdo(arguments) => autofdo::run(&arguments),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -60,6 +60,37 @@ impl<W: Write> LineWriter<W> {
     }
 }
 
+/// Writes `path` through a temporary file next to it, renamed over `path` only when
+/// `write` succeeded: a failed or interrupted run leaves no partial output behind.
+pub fn write_atomically(
+    path: &std::path::Path,
+    write: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => std::path::Path::new("."),
+    };
+    let file_name = path.file_name().map_or_else(
+        || "output".into(),
+        |name| name.to_string_lossy().into_owned(),
+    );
+    let temporary = directory.join(format!(".{file_name}.rvperf-{}.tmp", std::process::id()));
+    let result = (|| -> anyhow::Result<()> {
+        let file = std::fs::File::create(&temporary)?;
+        let mut out = io::BufWriter::new(file);
+        write(&mut out)?;
+        out.into_inner()
+            .map_err(io::IntoInnerError::into_error)?
+            .sync_all()?;
+        std::fs::rename(&temporary, path)?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

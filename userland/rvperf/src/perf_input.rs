@@ -1,33 +1,22 @@
-//! Reading perf.data for `script` and `report`: samples with their process, command
-//! name and symbol, whichever tool wrote the file.
+//! Reading perf.data for `script`, `report`, `flamegraph` and `autofdo`: samples with
+//! their process, command name and symbols, whichever tool wrote the file.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use code_image::ElfSymbols;
 use perf_abi::ctr::{CtrRecords, RVPERF_AUXTRACE_CTR};
-use perf_abi::{parse_record, Record, SampleFormat};
+use perf_abi::{parse_record, Mmap2FileId, Record, SampleFormat};
 use perf_data::{
     BranchEntry, BranchStack, PerfDataReader, RawRecord, Sample, AUXTRACE_RECORD_SIZE,
 };
+use symbolize::{Symbolizer, SymbolizerOptions};
 
-/// A mapping of a file into a process.
-#[derive(Clone, Debug)]
-struct Mapping {
-    end: u64,
-    file_offset: u64,
-    filename: String,
-}
-
-/// Process address spaces and command names, built from the side-band records in file
-/// order, and the symbols of the files they map (loaded once each, on first use).
-#[derive(Default)]
+/// Process address spaces (in the symbolizer) and command names, built from the
+/// side-band records in file order.
 pub struct Processes {
-    maps: HashMap<u32, BTreeMap<u64, Mapping>>,
     comms: HashMap<u32, String>,
-    files: HashMap<String, Option<ElfSymbols>>,
-    symfs: Option<PathBuf>,
+    symbolizer: Symbolizer,
 }
 
 /// Where a sample's instruction pointer lands.
@@ -36,15 +25,56 @@ pub struct Place {
     pub symbol: Option<String>,
 }
 
+/// Where to find the recorded programs' files, and how much to resolve.
+#[derive(Debug, Clone, Default)]
+pub struct SymbolOptions {
+    /// perf's `--symfs`: a recording made on another machine, such as the riscv64
+    /// guest, is read on the host against a copy of that machine's files.
+    pub symfs: Option<PathBuf>,
+    pub kallsyms: Option<PathBuf>,
+    pub vmlinux: Option<PathBuf>,
+    /// Inline stacks and lines (slower); otherwise functions from symbol tables.
+    pub inlines: bool,
+}
+
 impl Processes {
-    /// Files named by the recording are looked up under `symfs` when given (perf's
-    /// `--symfs`): a recording made on another machine, such as the riscv64 guest, is
-    /// read on the host against a copy of that machine's files.
-    pub fn new(symfs: Option<PathBuf>) -> Self {
+    pub fn new(options: SymbolOptions) -> Self {
+        let defaults = SymbolizerOptions::default();
         Self {
-            symfs,
-            ..Self::default()
+            comms: HashMap::new(),
+            symbolizer: Symbolizer::new(SymbolizerOptions {
+                symfs: options.symfs,
+                kallsyms: options.kallsyms,
+                vmlinux: options.vmlinux,
+                inlines: options.inlines,
+                ..defaults
+            }),
         }
+    }
+
+    /// Symbolization for `reader`'s recording: files under `symfs` when given, kernel
+    /// symbols from `kallsyms`, or from this machine's /proc/kallsyms when the
+    /// recording was made here (same host name and kernel release, as perf assumes).
+    pub fn for_recording(reader: &PerfDataReader<'_>, options: SymbolOptions) -> Self {
+        let mut options = options;
+        if options.kallsyms.is_none() && options.symfs.is_none() && recorded_here(reader) {
+            options.kallsyms = Some(PathBuf::from("/proc/kallsyms"));
+        }
+        let mut processes = Self::new(options);
+        processes.expect_build_ids(reader);
+        processes
+    }
+
+    /// The build ids the recording lists for its files (HEADER_BUILD_ID): a file found
+    /// with another build id is the wrong file, and is not used.
+    pub fn expect_build_ids(&mut self, reader: &perf_data::PerfDataReader<'_>) {
+        self.symbolizer.add_build_ids(
+            reader
+                .info()
+                .build_ids
+                .iter()
+                .map(|entry| (entry.filename.clone(), entry.build_id.clone())),
+        );
     }
 
     /// Applies a side-band record; returns true if it was one.
@@ -55,21 +85,33 @@ impl Processes {
         };
         match record {
             Record::Mmap(mmap) => {
-                self.map(mmap.pid, mmap.addr, mmap.len, mmap.pgoff, mmap.filename);
+                let filename = String::from_utf8_lossy(mmap.filename);
+                self.symbolizer
+                    .add_mapping(mmap.pid, mmap.addr, mmap.len, mmap.pgoff, &filename, None);
                 true
             }
             Record::Mmap2(mmap) => {
-                self.map(mmap.pid, mmap.addr, mmap.len, mmap.pgoff, mmap.filename);
+                let filename = String::from_utf8_lossy(mmap.filename);
+                let build_id = match mmap.file_id {
+                    Mmap2FileId::BuildId(id) => Some(id),
+                    Mmap2FileId::Inode { .. } => None,
+                };
+                self.symbolizer.add_mapping(
+                    mmap.pid, mmap.addr, mmap.len, mmap.pgoff, &filename, build_id,
+                );
                 true
             }
             Record::Comm(comm) => {
+                if comm.exec {
+                    self.symbolizer.exec(comm.pid);
+                }
                 self.comms
                     .insert(comm.tid, String::from_utf8_lossy(comm.comm).into_owned());
                 true
             }
             Record::Fork(task) => {
-                if let Some(parent) = self.maps.get(&task.ppid).cloned() {
-                    self.maps.entry(task.pid).or_insert(parent);
+                if task.pid != task.ppid {
+                    self.symbolizer.fork(task.ppid, task.pid);
                 }
                 if let Some(comm) = self.comms.get(&task.ptid).cloned() {
                     self.comms.entry(task.tid).or_insert(comm);
@@ -80,68 +122,68 @@ impl Processes {
         }
     }
 
-    fn map(&mut self, pid: u32, start: u64, length: u64, file_offset: u64, filename: &[u8]) {
-        let filename = String::from_utf8_lossy(filename).into_owned();
-        let end = start.saturating_add(length);
-        self.maps.entry(pid).or_default().insert(
-            start,
-            Mapping {
-                end,
-                file_offset,
-                filename,
-            },
-        );
-    }
-
     pub fn comm(&self, tid: u32) -> &str {
         self.comms.get(&tid).map_or(":unknown", String::as_str)
     }
 
-    /// The file and function `ip` of process `pid` is in.
+    /// The file and function `ip` of process `pid` is in (the function compiled out of
+    /// line, as perf report names it).
     pub fn place(&mut self, pid: u32, ip: u64) -> Place {
-        let mapping = self
-            .maps
-            .get(&pid)
-            .and_then(|maps| maps.range(..=ip).next_back())
-            .filter(|(_, mapping)| ip < mapping.end)
-            .map(|(&start, mapping)| (start, mapping.clone()));
-        let Some((start, mapping)) = mapping else {
-            let dso = if ip >= 0xffff_0000_0000_0000 {
-                "[kernel.kallsyms]"
-            } else {
-                "[unknown]"
-            };
-            return Place {
-                dso: dso.to_owned(),
-                symbol: None,
-            };
-        };
-        let short = Path::new(&mapping.filename)
-            .file_name()
-            .map_or(mapping.filename.clone(), |name| {
-                name.to_string_lossy().into_owned()
-            });
-        let symfs = self.symfs.as_deref();
-        let elf = self
-            .files
-            .entry(mapping.filename.clone())
-            .or_insert_with(|| {
-                let path = match symfs {
-                    Some(root) => root.join(mapping.filename.trim_start_matches('/')),
-                    None => PathBuf::from(&mapping.filename),
-                };
-                std::fs::read(path)
-                    .ok()
-                    .and_then(|bytes| code_image::load_symbols(&mapping.filename, &bytes).ok())
-            });
-        let symbol = elf.as_ref().and_then(|elf| {
-            let vaddr = elf.vaddr_of_offset(mapping.file_offset + (ip - start))?;
-            elf.symbols
-                .lookup(vaddr)
-                .map(|(symbol, _)| symbol.name.clone())
-        });
-        Place { dso: short, symbol }
+        let symbolized = self.symbolizer.symbolize(pid, ip);
+        Place {
+            dso: symbolized.dso.to_string(),
+            symbol: symbolized
+                .frames
+                .last()
+                .and_then(|frame| frame.function.clone()),
+        }
     }
+
+    /// Appends the function names at `ip` to `names`, innermost inline frame first;
+    /// `[dso]` or `[unknown]` when no function is known.
+    pub fn push_frame_names(&mut self, pid: u32, ip: u64, names: &mut Vec<String>) {
+        let symbolized = self.symbolizer.symbolize(pid, ip);
+        if symbolized.frames.is_empty() {
+            names.push(if symbolized.dso.as_ref() == "[unknown]" {
+                "[unknown]".to_owned()
+            } else {
+                format!(
+                    "[{}]",
+                    symbolized.dso.trim_start_matches('[').trim_end_matches(']')
+                )
+            });
+            return;
+        }
+        for frame in symbolized.frames.iter() {
+            names.push(
+                frame
+                    .function
+                    .clone()
+                    .unwrap_or_else(|| "[unknown]".to_owned()),
+            );
+        }
+    }
+
+    /// Prints each problem the symbolizer met once (missing files, build id
+    /// mismatches, missing debug info, addresses outside every mapping) on stderr.
+    pub fn report_problems(&self) {
+        for problem in self.symbolizer.problems() {
+            eprintln!("rvperf: warning: {problem}");
+        }
+    }
+}
+
+/// Whether the recording was made on this machine, running this kernel.
+fn recorded_here(reader: &PerfDataReader<'_>) -> bool {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .map(|text| text.trim().to_owned())
+            .ok()
+    };
+    let info = reader.info();
+    info.hostname.is_some()
+        && info.hostname == read("/proc/sys/kernel/hostname")
+        && info.os_release == read("/proc/sys/kernel/osrelease")
 }
 
 /// The size of `path`, for progress display (0 when unknown).

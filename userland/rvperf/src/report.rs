@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use crate::perf_input::{file_size, for_each_sample, open, Processes};
+use crate::perf_input::{file_size, for_each_sample, open, Processes, SymbolOptions};
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -18,6 +18,10 @@ pub struct ReportArgs {
     /// `--symfs`), for recordings made on another machine.
     #[arg(long, value_name = "DIR")]
     symfs: Option<PathBuf>,
+    /// Kernel symbols for kernel addresses (a copy of the recording machine's
+    /// /proc/kallsyms).
+    #[arg(long, value_name = "FILE")]
+    kallsyms: Option<PathBuf>,
     /// How many entries to print.
     #[arg(long, default_value_t = 30)]
     top: usize,
@@ -25,7 +29,14 @@ pub struct ReportArgs {
 
 pub fn run(arguments: &ReportArgs) -> Result<()> {
     let reader = open(&arguments.input)?;
-    let mut processes = Processes::new(arguments.symfs.clone());
+    let mut processes = Processes::for_recording(
+        &reader,
+        SymbolOptions {
+            symfs: arguments.symfs.clone(),
+            kallsyms: arguments.kallsyms.clone(),
+            ..SymbolOptions::default()
+        },
+    );
     // (command, dso, symbol) -> summed sample periods.
     let mut totals: HashMap<(String, String, String), u64> = HashMap::new();
     let mut total_period = 0u64;

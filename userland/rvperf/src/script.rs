@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use crate::perf_input::{file_size, for_each_sample, open, Processes};
+use crate::perf_input::{file_size, for_each_sample, open, Processes, SymbolOptions};
 
 #[derive(Debug, Args)]
 pub struct ScriptArgs {
@@ -17,6 +17,10 @@ pub struct ScriptArgs {
     /// `--symfs`), for recordings made on another machine.
     #[arg(long, value_name = "DIR")]
     symfs: Option<PathBuf>,
+    /// Kernel symbols for kernel addresses (a copy of the recording machine's
+    /// /proc/kallsyms).
+    #[arg(long, value_name = "FILE")]
+    kallsyms: Option<PathBuf>,
     /// Fields to print, comma-separated: comm, pid, tid, cpu, time, period, event, ip, sym, dso, brstack.
     #[arg(
         short = 'F',
@@ -66,7 +70,14 @@ pub fn run(arguments: &ScriptArgs) -> Result<()> {
     let fields = parse_fields(&arguments.fields)?;
     let reader = open(&arguments.input)?;
     let names = reader.event_names();
-    let mut processes = Processes::new(arguments.symfs.clone());
+    let mut processes = Processes::for_recording(
+        &reader,
+        SymbolOptions {
+            symfs: arguments.symfs.clone(),
+            kallsyms: arguments.kallsyms.clone(),
+            ..SymbolOptions::default()
+        },
+    );
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut line = String::new();

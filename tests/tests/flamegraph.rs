@@ -1,0 +1,214 @@
+//! `rvperf flamegraph`: golden folded stacks and SVGs of recorded inputs
+//! (tests/fixtures/flamegraph/*/, blessable with RVPERF_BLESS=1), every frame of a
+//! known program a real function of it, and the differential mode.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{repository, rvperf_binary, scratch};
+
+fn cases() -> Vec<PathBuf> {
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(repository().join("tests/fixtures/flamegraph"))
+        .expect("tests/fixtures/flamegraph")
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.join("args").is_file())
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 3, "golden cases missing: {cases:?}");
+    cases
+}
+
+fn flamegraph(directory: &Path, arguments: &[&str]) -> (Vec<u8>, String) {
+    let output = Command::new(rvperf_binary())
+        .arg("flamegraph")
+        .args(arguments)
+        .current_dir(directory)
+        .output()
+        .expect("run rvperf");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "rvperf flamegraph {arguments:?} failed: {stderr}"
+    );
+    (output.stdout, stderr)
+}
+
+/// Compares `actual` with the file, or rewrites the file under RVPERF_BLESS=1.
+fn golden(expected: &Path, actual: &[u8]) {
+    if std::env::var_os("RVPERF_BLESS").is_some() {
+        std::fs::write(expected, actual).unwrap();
+        return;
+    }
+    let wanted = std::fs::read(expected).unwrap_or_else(|_| {
+        panic!(
+            "{} missing: run with RVPERF_BLESS=1 to create it",
+            expected.display()
+        )
+    });
+    assert!(
+        wanted == actual,
+        "{} differs from rvperf's output (RVPERF_BLESS=1 to accept):\n{}",
+        expected.display(),
+        String::from_utf8_lossy(actual)
+    );
+}
+
+#[test]
+fn folded_stacks_and_svgs_match_the_golden_files() {
+    for case in cases() {
+        let arguments = std::fs::read_to_string(case.join("args")).unwrap();
+        let arguments: Vec<&str> = arguments.split_whitespace().collect();
+        let (folded, _) = flamegraph(&case, &arguments);
+        assert!(!folded.is_empty(), "{}: no stacks", case.display());
+        golden(&case.join("expected.folded"), &folded);
+        let svg_arguments: Vec<&str> = arguments
+            .iter()
+            .copied()
+            .filter(|&argument| argument != "--folded")
+            .chain(["--title", "golden"])
+            .collect();
+        let (svg, _) = flamegraph(&case, &svg_arguments);
+        assert!(svg.starts_with(b"<?xml"), "{}: not an SVG", case.display());
+        golden(&case.join("expected.svg"), &svg);
+    }
+}
+
+/// Every frame below the command of the CTR call-stack case is a function of `calls`,
+/// and the known call chain main -> run_round -> op_mix -> helper_twice -> helper_leaf
+/// is there.
+#[test]
+fn every_frame_of_a_known_program_is_one_of_its_functions() {
+    let case = repository().join("tests/fixtures/flamegraph/riscv64-ctr-call-stack");
+    let elf = std::fs::read(case.join("symfs/opt/rvperf/bin/calls")).unwrap();
+    let symbols = code_image::load_symbols("calls", &elf).unwrap();
+    let functions: std::collections::HashSet<String> = (0..symbols.symbols.len())
+        .filter_map(|index| symbols.symbols.get(index).map(|symbol| symbol.name.clone()))
+        .collect();
+    let (folded, _) = flamegraph(
+        &case,
+        &["-i", "perf.data", "--symfs", "symfs", "--folded", "-o", "-"],
+    );
+    let folded = String::from_utf8(folded).unwrap();
+    let mut stacks = 0;
+    for line in folded.lines() {
+        let (stack, count) = line.rsplit_once(' ').unwrap();
+        assert!(count.parse::<u64>().unwrap() > 0);
+        let mut frames = stack.split(';');
+        assert_eq!(frames.next(), Some("calls"), "{line}");
+        for frame in frames {
+            assert!(
+                functions.contains(frame),
+                "{frame} is not a function of calls: {line}"
+            );
+        }
+        stacks += 1;
+    }
+    assert!(stacks >= 5, "{folded}");
+    assert!(
+        folded.contains("calls;main;run_round;op_mix;helper_twice;helper_leaf "),
+        "{folded}"
+    );
+}
+
+#[test]
+fn splits_by_process_and_thread_and_draws_differences() {
+    let case = repository().join("tests/fixtures/flamegraph/riscv64-ctr-call-stack");
+    let (by_thread, _) = flamegraph(
+        &case,
+        &[
+            "-i",
+            "perf.data",
+            "--symfs",
+            "symfs",
+            "--folded",
+            "--split",
+            "thread",
+            "-o",
+            "-",
+        ],
+    );
+    let by_thread = String::from_utf8(by_thread).unwrap();
+    assert!(
+        by_thread
+            .lines()
+            .all(|line| line.starts_with("calls-") && line.contains('/')),
+        "{by_thread}"
+    );
+    let other = repository().join("tests/fixtures/flamegraph/riscv64-callchain/perf.data");
+    let output = scratch().join(format!("differential-{}.svg", std::process::id()));
+    let (_, _) = flamegraph(
+        &case,
+        &[
+            "-i",
+            "perf.data",
+            "--symfs",
+            "symfs",
+            "--diff-from",
+            other.to_str().unwrap(),
+            "-o",
+            output.to_str().unwrap(),
+        ],
+    );
+    let svg = std::fs::read_to_string(&output).unwrap();
+    assert!(
+        svg.contains("run_round"),
+        "differential SVG lacks the new stacks"
+    );
+    std::fs::remove_file(&output).unwrap();
+    let (folded, _) = flamegraph(
+        &case,
+        &[
+            "-i",
+            "perf.data",
+            "--symfs",
+            "symfs",
+            "--folded",
+            "--diff-from",
+            other.to_str().unwrap(),
+            "-o",
+            "-",
+        ],
+    );
+    let folded = String::from_utf8(folded).unwrap();
+    // Stacks only in the "before" recording have 0 after, and the reverse.
+    assert!(
+        folded
+            .lines()
+            .any(|line| line.starts_with("hot;") && line.ends_with(" 0")),
+        "{folded}"
+    );
+    assert!(
+        folded
+            .lines()
+            .any(|line| line.starts_with("calls;") && line.split(' ').nth(1) == Some("0")),
+        "{folded}"
+    );
+}
+
+#[test]
+fn a_missing_or_corrupt_input_is_one_line_and_leaves_no_output() {
+    let directory = scratch().join(format!("flamegraph-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    std::fs::write(
+        directory.join("bad.data"),
+        b"PERFILE2\x68\0\0\0\0\0\0\0garbage",
+    )
+    .unwrap();
+    let output = Command::new(rvperf_binary())
+        .args(["flamegraph", "-i", "bad.data", "-o", "out.svg"])
+        .current_dir(&directory)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("offset"), "{stderr}");
+    let leftovers: Vec<_> = std::fs::read_dir(&directory)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(leftovers, vec![std::ffi::OsString::from("bad.data")]);
+    std::fs::remove_dir_all(&directory).unwrap();
+}

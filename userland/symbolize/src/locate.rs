@@ -1,0 +1,177 @@
+//! Where to look for a recorded file, its separate debug file and its dwz
+//! supplementary file. Only paths: reading them is the caller's job.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::hex;
+use crate::{DebugLink, SupplementaryLink, SymbolizerOptions};
+
+/// `xx/rest` of a build id, the layout of every `.build-id` directory.
+fn build_id_path(build_id: &[u8]) -> Option<PathBuf> {
+    let text = hex(build_id);
+    (text.len() > 2).then(|| Path::new(&text[..2]).join(&text[2..]))
+}
+
+/// `path` re-rooted under `root`.
+fn under(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// The debug directories to search, those under the symfs root first.
+fn debug_dirs(options: &SymbolizerOptions) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(symfs) = &options.symfs {
+        dirs.extend(options.debug_dirs.iter().map(|dir| under(symfs, dir)));
+    }
+    dirs.extend(options.debug_dirs.iter().cloned());
+    dirs
+}
+
+/// Candidates for the file recorded as `recorded`, best first: perf's
+/// build-id cache, then the symfs root, then the recorded path itself
+/// (only without a symfs root: there the host's file is another machine's).
+pub(crate) fn binary_candidates(
+    options: &SymbolizerOptions,
+    recorded: &Path,
+    build_id: Option<&[u8]>,
+) -> Vec<PathBuf> {
+    let mut candidates = Vec::new();
+    if let Some(relative) = build_id.and_then(build_id_path) {
+        for dir in &options.build_id_dirs {
+            let cached = dir.join(".build-id").join(&relative);
+            candidates.push(cached.join("elf"));
+            // Older perf stored the file itself under its build id.
+            candidates.push(cached);
+        }
+    }
+    if recorded.is_absolute() {
+        match &options.symfs {
+            Some(symfs) => candidates.push(under(symfs, recorded)),
+            None => candidates.push(recorded.to_owned()),
+        }
+    }
+    candidates
+}
+
+/// Candidates for the separate debug file of the file recorded as
+/// `recorded` and read from `path`, by build id and by `.gnu_debuglink`, in
+/// the order gdb searches.
+pub(crate) fn debug_candidates(
+    options: &SymbolizerOptions,
+    recorded: &Path,
+    path: &Path,
+    build_id: Option<&[u8]>,
+    debug_link: Option<&DebugLink>,
+) -> Vec<PathBuf> {
+    let mut candidates = Vec::new();
+    if let Some(relative) = build_id.and_then(build_id_path) {
+        for dir in debug_dirs(options) {
+            let mut file = dir.join(".build-id").join(&relative).into_os_string();
+            file.push(".debug");
+            candidates.push(PathBuf::from(file));
+        }
+        for dir in &options.build_id_dirs {
+            candidates.push(dir.join(".build-id").join(&relative).join("debug"));
+        }
+    }
+    if let Some(link) = debug_link {
+        let directory = path.parent().unwrap_or(Path::new("/"));
+        candidates.push(directory.join(&link.file_name));
+        candidates.push(directory.join(".debug").join(&link.file_name));
+        // The debug directories mirror the paths of the installed system,
+        // the recorded one, not where symfs put the file.
+        let recorded_directory = recorded.parent().unwrap_or(Path::new("/"));
+        for dir in debug_dirs(options) {
+            candidates.push(under(&dir, recorded_directory).join(&link.file_name));
+        }
+    }
+    candidates.retain(|candidate| candidate != path);
+    candidates
+}
+
+/// Candidates for the dwz supplementary file named by the debug file at
+/// `debug_path`.
+pub(crate) fn supplementary_candidates(
+    options: &SymbolizerOptions,
+    debug_path: &Path,
+    link: &SupplementaryLink,
+) -> Vec<PathBuf> {
+    let mut candidates = Vec::new();
+    let named = Path::new(&link.path);
+    if named.is_absolute() {
+        if let Some(symfs) = &options.symfs {
+            candidates.push(under(symfs, named));
+        }
+        candidates.push(named.to_owned());
+    } else if let Some(directory) = debug_path.parent() {
+        candidates.push(directory.join(named));
+    }
+    if let Some(relative) = build_id_path(&link.build_id) {
+        for dir in debug_dirs(options) {
+            let mut file = dir.join(".build-id").join(&relative).into_os_string();
+            file.push(".debug");
+            candidates.push(PathBuf::from(file));
+        }
+    }
+    candidates
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> SymbolizerOptions {
+        SymbolizerOptions {
+            symfs: Some(PathBuf::from("/sysroot")),
+            build_id_dirs: vec![PathBuf::from("/home/u/.debug")],
+            debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
+            ..SymbolizerOptions::default()
+        }
+    }
+
+    #[test]
+    fn binaries_by_build_id_then_symfs() {
+        let found = binary_candidates(
+            &options(),
+            Path::new("/usr/bin/ls"),
+            Some(&[0xab, 0xcd, 0xef]),
+        );
+        let expected: Vec<PathBuf> = [
+            "/home/u/.debug/.build-id/ab/cdef/elf",
+            "/home/u/.debug/.build-id/ab/cdef",
+            "/sysroot/usr/bin/ls",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn debug_files_by_build_id_then_debuglink() {
+        let link = DebugLink {
+            file_name: "ls.debug".into(),
+            crc: 0,
+        };
+        let found = debug_candidates(
+            &options(),
+            Path::new("/usr/bin/ls"),
+            Path::new("/sysroot/usr/bin/ls"),
+            Some(&[0xab, 0xcd]),
+            Some(&link),
+        );
+        let expected: Vec<PathBuf> = [
+            "/sysroot/usr/lib/debug/.build-id/ab/cd.debug",
+            "/usr/lib/debug/.build-id/ab/cd.debug",
+            "/home/u/.debug/.build-id/ab/cd/debug",
+            "/sysroot/usr/bin/ls.debug",
+            "/sysroot/usr/bin/.debug/ls.debug",
+            "/sysroot/usr/lib/debug/usr/bin/ls.debug",
+            "/usr/lib/debug/usr/bin/ls.debug",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(found, expected);
+    }
+}

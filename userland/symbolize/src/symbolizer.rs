@@ -1,0 +1,747 @@
+//! The I/O and caching layer: process address spaces from perf records,
+//! files found on disk, the kernel, a cache per (file, address), and the
+//! problems seen on the way.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use crate::address_space::{AddressSpace, Mapping};
+use crate::locate::{binary_candidates, debug_candidates, supplementary_candidates};
+use crate::{Frame, KernelSymbols, ObjectSymbolizer, Problem};
+
+/// Where the [`Symbolizer`] looks for files and what it produces.
+#[derive(Debug, Clone)]
+pub struct SymbolizerOptions {
+    /// Root under which recorded paths are looked up (perf's `--symfs`),
+    /// for recordings made on another machine. When set, the recorded paths
+    /// themselves are not tried.
+    pub symfs: Option<PathBuf>,
+    /// A kallsyms file (such as a copy of `/proc/kallsyms` taken on the
+    /// recording machine) for kernel addresses. Without it or `vmlinux`,
+    /// kernel addresses are not symbolized.
+    pub kallsyms: Option<PathBuf>,
+    /// An uncompressed kernel image with symbols (and ideally DWARF), for
+    /// kernel lines and inline frames.
+    pub vmlinux: Option<PathBuf>,
+    /// perf build-id caches: `<dir>/.build-id/<xx>/<rest>/elf`. Default
+    /// `~/.debug`.
+    pub build_id_dirs: Vec<PathBuf>,
+    /// Separate debug file trees: `<dir>/.build-id/<xx>/<rest>.debug` and
+    /// `<dir>/<recorded directory>/<debuglink>`. Default `/usr/lib/debug`.
+    pub debug_dirs: Vec<PathBuf>,
+    /// Whole inline stacks with lines (the default); `false` gives only the
+    /// outermost function from the symbol table, which is faster.
+    pub inlines: bool,
+}
+
+impl Default for SymbolizerOptions {
+    fn default() -> Self {
+        let home_cache = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".debug"));
+        SymbolizerOptions {
+            symfs: None,
+            kallsyms: None,
+            vmlinux: None,
+            build_id_dirs: home_cache.into_iter().collect(),
+            debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
+            inlines: true,
+        }
+    }
+}
+
+/// What an address is.
+#[derive(Debug, Clone)]
+pub struct Symbolized {
+    /// Short name of the file (`libc.so.6`), `[kernel.kallsyms]`, a kernel
+    /// module as `[name]`, or `[unknown]`.
+    pub dso: Rc<str>,
+    /// The file that was read for it, when one was.
+    pub dso_path: Option<Rc<Path>>,
+    /// The link-time address inside the file.
+    pub vaddr: Option<u64>,
+    /// The inline stack, innermost first; empty when no function is known.
+    pub frames: Rc<[Frame]>,
+}
+
+const KERNEL_DSO: &str = "[kernel.kallsyms]";
+const UNKNOWN_DSO: &str = "[unknown]";
+
+/// Lowest kernel address on 64-bit Linux (the upper half on every
+/// architecture rvperf records: x86-64, AArch64, RISC-V Sv39/48/57).
+const KERNEL_START: u64 = 0xffff_0000_0000_0000;
+
+/// Cache keys of the two kernel sources, beside the file indices.
+const VMLINUX_KEY: usize = usize::MAX;
+const KALLSYMS_KEY: usize = usize::MAX - 1;
+
+#[derive(Debug)]
+struct FileEntry {
+    /// The path as recorded (MMAP2 filename).
+    recorded: String,
+    dso: Rc<str>,
+    /// The build id the MMAP2 record carried.
+    build_id: Option<Vec<u8>>,
+    state: FileState,
+    samples: u64,
+    /// The first DWARF error and how many addresses had one.
+    bad_debug_info: Option<(String, u64)>,
+}
+
+#[derive(Debug)]
+enum FileState {
+    /// Not needed yet: files are read on their first sample.
+    Pending,
+    Ready {
+        path: Rc<Path>,
+        object: Box<ObjectSymbolizer>,
+    },
+    Unusable(Unusable),
+}
+
+#[derive(Debug)]
+enum Unusable {
+    /// Anonymous memory, `[heap]`, `[stack]`, JIT code: nothing to read.
+    NotAFile,
+    NotFound,
+    Unreadable {
+        path: PathBuf,
+        reason: String,
+    },
+    Mismatch {
+        path: PathBuf,
+        expected: Vec<u8>,
+        found: Vec<u8>,
+    },
+}
+
+impl Unusable {
+    /// The problem to report for a file recorded as `recorded`.
+    fn problem(&self, recorded: &str, samples: u64) -> Option<Problem> {
+        match self {
+            Unusable::NotAFile => None,
+            Unusable::NotFound => Some(Problem::FileNotFound {
+                file: recorded.to_owned(),
+                samples,
+            }),
+            Unusable::Unreadable { path, reason } => Some(Problem::Unreadable {
+                file: path.clone(),
+                reason: reason.clone(),
+                samples,
+            }),
+            Unusable::Mismatch {
+                path,
+                expected,
+                found,
+            } => Some(Problem::BuildIdMismatch {
+                file: path.clone(),
+                expected: expected.clone(),
+                found: found.clone(),
+                samples,
+            }),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Kernel {
+    loaded: bool,
+    kallsyms: Option<(Rc<Path>, KernelSymbols)>,
+    vmlinux: Option<(Rc<Path>, ObjectSymbolizer)>,
+    /// A kernel symbol and its address in the recorded kernel, from the
+    /// `[kernel.kallsyms]_text` MMAP record: the KASLR offset to vmlinux.
+    runtime_anchor: Option<(String, u64)>,
+    /// Files given in the options that could not be used.
+    unusable: Vec<Unusable>,
+    samples: u64,
+    /// Samples at kernel addresses with no kernel symbols to look them up in.
+    unresolved: u64,
+    modules: HashMap<String, Rc<str>>,
+    dso: Option<Rc<str>>,
+}
+
+/// Symbolizes the addresses of a recording: per-process address spaces
+/// built from MMAP/MMAP2, FORK and COMM-exec records, the kernel from
+/// kallsyms or vmlinux, and ELF files found by build id, `--symfs` root or
+/// path. Files are read on their first sample; each (file, address) is
+/// looked up once.
+#[derive(Debug)]
+pub struct Symbolizer {
+    options: SymbolizerOptions,
+    files: Vec<FileEntry>,
+    file_indices: HashMap<(String, Option<Vec<u8>>), usize>,
+    expected_build_ids: HashMap<String, Vec<u8>>,
+    processes: HashMap<u32, AddressSpace>,
+    kernel: Kernel,
+    cache: HashMap<(usize, u64), Rc<[Frame]>>,
+    no_frames: Rc<[Frame]>,
+    unknown: Rc<str>,
+    outside_mappings: u64,
+}
+
+impl Symbolizer {
+    pub fn new(options: SymbolizerOptions) -> Self {
+        Symbolizer {
+            options,
+            files: Vec::new(),
+            file_indices: HashMap::new(),
+            expected_build_ids: HashMap::new(),
+            processes: HashMap::new(),
+            kernel: Kernel::default(),
+            cache: HashMap::new(),
+            no_frames: Rc::from(Vec::new()),
+            unknown: Rc::from(UNKNOWN_DSO),
+            outside_mappings: 0,
+        }
+    }
+
+    /// A mapping of `filename` at `start..start + length` of process `pid`,
+    /// from an MMAP or MMAP2 record (`build_id` when the record carries
+    /// one). The kernel's own record (`[kernel.kallsyms]_text`) gives the
+    /// address the kernel was loaded at.
+    pub fn add_mapping(
+        &mut self,
+        pid: u32,
+        start: u64,
+        length: u64,
+        file_offset: u64,
+        filename: &str,
+        build_id: Option<&[u8]>,
+    ) {
+        if let Some(symbol) = filename.strip_prefix(KERNEL_DSO) {
+            // perf puts the run-time address of the named symbol in pgoff.
+            if !symbol.is_empty() {
+                self.kernel.runtime_anchor = Some((symbol.to_owned(), file_offset));
+            }
+            return;
+        }
+        let key = (filename.to_owned(), build_id.map(<[u8]>::to_vec));
+        let file = match self.file_indices.get(&key) {
+            Some(&index) => index,
+            None => {
+                let index = self.files.len();
+                self.files.push(FileEntry {
+                    recorded: filename.to_owned(),
+                    dso: Rc::from(short_name(filename)),
+                    build_id: key.1.clone(),
+                    state: FileState::Pending,
+                    samples: 0,
+                    bad_debug_info: None,
+                });
+                self.file_indices.insert(key, index);
+                index
+            }
+        };
+        self.processes.entry(pid).or_default().insert(Mapping {
+            start,
+            end: start.saturating_add(length),
+            file_offset,
+            file,
+        });
+    }
+
+    /// The build id each file had when recorded (perf.data's
+    /// HEADER_BUILD_ID): files found with another build id are not used.
+    pub fn add_build_ids(&mut self, entries: impl IntoIterator<Item = (String, Vec<u8>)>) {
+        self.expected_build_ids.extend(entries);
+    }
+
+    /// `child_pid` starts with a copy of `parent_pid`'s mappings.
+    pub fn fork(&mut self, parent_pid: u32, child_pid: u32) {
+        if parent_pid == child_pid {
+            return;
+        }
+        if let Some(space) = self.processes.get(&parent_pid).cloned() {
+            self.processes.insert(child_pid, space);
+        }
+    }
+
+    /// `pid` executed a new program: its old mappings are gone.
+    pub fn exec(&mut self, pid: u32) {
+        self.processes.remove(&pid);
+    }
+
+    /// What `address` of process `pid` is. Kernel addresses go to
+    /// kallsyms/vmlinux; so do addresses in no user mapping when the kernel
+    /// symbols know them.
+    pub fn symbolize(&mut self, pid: u32, address: u64) -> Symbolized {
+        if address >= KERNEL_START {
+            return self.symbolize_kernel(address);
+        }
+        let mapping = self
+            .processes
+            .get(&pid)
+            .and_then(|space| space.find(address))
+            .copied();
+        match mapping {
+            Some(mapping) => {
+                self.symbolize_in_file(mapping.file, address - mapping.start + mapping.file_offset)
+            }
+            None if self.kernel_knows(address) => self.symbolize_kernel(address),
+            None => {
+                self.outside_mappings += 1;
+                self.unknown_symbolized()
+            }
+        }
+    }
+
+    /// Problems seen so far, one per file and kind, with sample counts.
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        for entry in self.files.iter().filter(|entry| entry.samples > 0) {
+            let samples = entry.samples;
+            match &entry.state {
+                FileState::Pending => {}
+                FileState::Unusable(unusable) => {
+                    problems.extend(unusable.problem(&entry.recorded, samples));
+                }
+                FileState::Ready { path, object } => {
+                    if !object.has_debug_info() {
+                        problems.push(Problem::MissingDebugInfo {
+                            file: path.to_path_buf(),
+                            samples,
+                        });
+                    }
+                    if let Some((reason, addresses)) = &entry.bad_debug_info {
+                        problems.push(Problem::BadDebugInfo {
+                            file: path.to_path_buf(),
+                            reason: reason.clone(),
+                            addresses: *addresses,
+                        });
+                    }
+                }
+            }
+        }
+        let kernel = &self.kernel;
+        if kernel.samples > 0 {
+            for unusable in &kernel.unusable {
+                problems.extend(unusable.problem(KERNEL_DSO, kernel.samples));
+            }
+            if let Some((path, vmlinux)) = &kernel.vmlinux {
+                if !vmlinux.has_debug_info() {
+                    problems.push(Problem::MissingDebugInfo {
+                        file: path.to_path_buf(),
+                        samples: kernel.samples,
+                    });
+                }
+            }
+        }
+        if kernel.unresolved > 0 {
+            problems.push(Problem::NoKernelSymbols {
+                samples: kernel.unresolved,
+            });
+        }
+        if self.outside_mappings > 0 {
+            problems.push(Problem::OutsideMappings {
+                samples: self.outside_mappings,
+            });
+        }
+        problems
+    }
+
+    fn unknown_symbolized(&self) -> Symbolized {
+        Symbolized {
+            dso: Rc::clone(&self.unknown),
+            dso_path: None,
+            vaddr: None,
+            frames: Rc::clone(&self.no_frames),
+        }
+    }
+
+    fn symbolize_in_file(&mut self, index: usize, file_offset: u64) -> Symbolized {
+        if matches!(self.files[index].state, FileState::Pending) {
+            let entry = &self.files[index];
+            let expected = entry
+                .build_id
+                .clone()
+                .or_else(|| self.expected_build_ids.get(&entry.recorded).cloned());
+            let state = load_file(&self.options, &entry.recorded, expected.as_deref());
+            self.files[index].state = state;
+        }
+        let entry = &mut self.files[index];
+        entry.samples += 1;
+        let FileState::Ready { path, object } = &entry.state else {
+            return Symbolized {
+                dso: Rc::clone(&entry.dso),
+                dso_path: None,
+                vaddr: None,
+                frames: Rc::clone(&self.no_frames),
+            };
+        };
+        let vaddr = object.vaddr_of_offset(file_offset);
+        let frames = match vaddr {
+            None => Rc::clone(&self.no_frames),
+            Some(vaddr) => match self.cache.get(&(index, vaddr)) {
+                Some(frames) => Rc::clone(frames),
+                None => {
+                    let (frames, error) = frames_of(object, vaddr, self.options.inlines);
+                    if let Some(error) = error {
+                        let bad = entry.bad_debug_info.get_or_insert((error, 0));
+                        bad.1 += 1;
+                    }
+                    let frames: Rc<[Frame]> = Rc::from(frames);
+                    self.cache.insert((index, vaddr), Rc::clone(&frames));
+                    frames
+                }
+            },
+        };
+        Symbolized {
+            dso: Rc::clone(&entry.dso),
+            dso_path: Some(Rc::clone(path)),
+            vaddr,
+            frames,
+        }
+    }
+
+    /// Whether a user-space miss is a kernel address after all (32-bit
+    /// kernels, or a kallsyms with low addresses).
+    fn kernel_knows(&mut self, address: u64) -> bool {
+        if self.options.kallsyms.is_none() && self.options.vmlinux.is_none() {
+            return false;
+        }
+        self.load_kernel();
+        let offset = self.kernel_offset();
+        let kernel = &self.kernel;
+        kernel
+            .kallsyms
+            .as_ref()
+            .is_some_and(|(_, symbols)| symbols.function(address).is_some())
+            || kernel.vmlinux.as_ref().is_some_and(|(_, vmlinux)| {
+                vmlinux.function(address.wrapping_sub(offset)).is_some()
+            })
+    }
+
+    fn symbolize_kernel(&mut self, address: u64) -> Symbolized {
+        self.load_kernel();
+        let offset = self.kernel_offset();
+        let kernel = &mut self.kernel;
+        kernel.samples += 1;
+        let kernel_dso = Rc::clone(kernel.dso.get_or_insert_with(|| Rc::from(KERNEL_DSO)));
+        let module = kernel
+            .kallsyms
+            .as_ref()
+            .and_then(|(_, symbols)| symbols.module(address));
+        // vmlinux first: it has lines and inline frames, kallsyms only names.
+        // Modules are not in it.
+        if let (None, Some((path, vmlinux))) = (module, &kernel.vmlinux) {
+            let vaddr = address.wrapping_sub(offset);
+            let frames = match self.cache.get(&(VMLINUX_KEY, vaddr)) {
+                Some(frames) => Rc::clone(frames),
+                None => {
+                    let (frames, _) = frames_of(vmlinux, vaddr, self.options.inlines);
+                    let frames: Rc<[Frame]> = Rc::from(frames);
+                    self.cache.insert((VMLINUX_KEY, vaddr), Rc::clone(&frames));
+                    frames
+                }
+            };
+            if !frames.is_empty() || kernel.kallsyms.is_none() {
+                return Symbolized {
+                    dso: kernel_dso,
+                    dso_path: Some(Rc::clone(path)),
+                    vaddr: Some(vaddr),
+                    frames,
+                };
+            }
+        }
+        let Some((path, symbols)) = &kernel.kallsyms else {
+            kernel.unresolved += 1;
+            return Symbolized {
+                dso: kernel_dso,
+                dso_path: None,
+                vaddr: None,
+                frames: Rc::clone(&self.no_frames),
+            };
+        };
+        let frames = match self.cache.get(&(KALLSYMS_KEY, address)) {
+            Some(frames) => Rc::clone(frames),
+            None => {
+                let frame = symbols
+                    .function(address)
+                    .map(|function| Frame::from_linkage_name(&function.linkage_name));
+                let frames: Rc<[Frame]> = frame.into_iter().collect();
+                self.cache
+                    .insert((KALLSYMS_KEY, address), Rc::clone(&frames));
+                frames
+            }
+        };
+        let dso = match module {
+            Some(module) => Rc::clone(
+                kernel
+                    .modules
+                    .entry(module.to_owned())
+                    .or_insert_with(|| Rc::from(format!("[{module}]"))),
+            ),
+            None => kernel_dso,
+        };
+        Symbolized {
+            dso,
+            dso_path: Some(Rc::clone(path)),
+            vaddr: Some(address),
+            frames,
+        }
+    }
+
+    /// How far the recorded kernel was moved from vmlinux's link-time
+    /// addresses (KASLR): from the kernel's MMAP record, else from kallsyms.
+    fn kernel_offset(&self) -> u64 {
+        let Some((_, vmlinux)) = &self.kernel.vmlinux else {
+            return 0;
+        };
+        let from_record = self
+            .kernel
+            .runtime_anchor
+            .as_ref()
+            .and_then(|(symbol, runtime)| Some((*runtime, vmlinux.symbol_address(symbol)?)));
+        let from_kallsyms = || {
+            let (_, kallsyms) = self.kernel.kallsyms.as_ref()?;
+            ["_text", "_stext"].iter().find_map(|symbol| {
+                Some((
+                    kallsyms.symbol_address(symbol)?,
+                    vmlinux.symbol_address(symbol)?,
+                ))
+            })
+        };
+        from_record
+            .or_else(from_kallsyms)
+            .map_or(0, |(runtime, link)| runtime.wrapping_sub(link))
+    }
+
+    fn load_kernel(&mut self) {
+        if self.kernel.loaded {
+            return;
+        }
+        self.kernel.loaded = true;
+        if let Some(path) = self.options.kallsyms.clone() {
+            let name = path.display().to_string();
+            let parsed = std::fs::read_to_string(&path)
+                .map_err(|error| error.to_string())
+                .and_then(|text| {
+                    KernelSymbols::parse(&name, &text).map_err(|error| error.to_string())
+                });
+            match parsed {
+                Ok(symbols) => self.kernel.kallsyms = Some((Rc::from(path), symbols)),
+                Err(reason) => self
+                    .kernel
+                    .unusable
+                    .push(Unusable::Unreadable { path, reason }),
+            }
+        }
+        if let Some(path) = self.options.vmlinux.clone() {
+            // perf records the running kernel's build id under this name.
+            let expected = self.expected_build_ids.get(KERNEL_DSO);
+            match read_object(&path) {
+                Ok(object) if mismatch(expected, object.build_id()) => {
+                    self.kernel.unusable.push(Unusable::Mismatch {
+                        path,
+                        expected: expected.cloned().unwrap_or_default(),
+                        found: object.build_id().unwrap_or_default().to_vec(),
+                    });
+                }
+                Ok(mut object) => {
+                    find_debug_files(&self.options, &path, &path, &mut object);
+                    self.kernel.vmlinux = Some((Rc::from(path), object));
+                }
+                Err(reason) => self
+                    .kernel
+                    .unusable
+                    .push(Unusable::Unreadable { path, reason }),
+            }
+        }
+    }
+}
+
+/// The frames of `vaddr`, and the DWARF error that made them fall back to
+/// the symbol table.
+fn frames_of(object: &ObjectSymbolizer, vaddr: u64, inlines: bool) -> (Vec<Frame>, Option<String>) {
+    let from_symbol = || {
+        object
+            .function(vaddr)
+            .map(|function| Frame::from_linkage_name(&function.linkage_name))
+            .into_iter()
+            .collect()
+    };
+    if !inlines {
+        return (from_symbol(), None);
+    }
+    match object.frames(vaddr) {
+        Ok(frames) => (frames, None),
+        Err(error) => (from_symbol(), Some(error.to_string())),
+    }
+}
+
+/// `libc.so.6` of `/usr/lib/x86_64-linux-gnu/libc.so.6 (deleted)`;
+/// `[vdso]` stays `[vdso]`.
+fn short_name(recorded: &str) -> &str {
+    let path = recorded.strip_suffix(" (deleted)").unwrap_or(recorded);
+    if !path.starts_with('/') || path.starts_with("//") {
+        return path;
+    }
+    path.rsplit('/')
+        .find(|part| !part.is_empty())
+        .unwrap_or(path)
+}
+
+/// Whether the recorded name is a path to a file (not `//anon`, `[heap]`,
+/// `/memfd:jit (deleted)`, `/dev/zero`, SysV shared memory...).
+fn names_a_file(recorded: &str) -> bool {
+    recorded.starts_with('/')
+        && !recorded.starts_with("//")
+        && !["/memfd:", "/dev/", "/SYSV", "/anon_hugepage"]
+            .iter()
+            .any(|prefix| recorded.starts_with(prefix))
+}
+
+/// Whether a file's build id rules it out: both known and different (a
+/// file without one is taken on trust).
+fn mismatch(expected: Option<impl AsRef<[u8]>>, found: Option<&[u8]>) -> bool {
+    matches!((expected, found), (Some(expected), Some(found)) if expected.as_ref() != found)
+}
+
+fn read_object(path: &Path) -> Result<ObjectSymbolizer, String> {
+    let bytes = std::fs::read(path).map_err(|error| error.to_string())?;
+    ObjectSymbolizer::new(&path.display().to_string(), bytes).map_err(|error| error.to_string())
+}
+
+/// Finds and reads the file recorded as `recorded`.
+fn load_file(options: &SymbolizerOptions, recorded: &str, expected: Option<&[u8]>) -> FileState {
+    let recorded_path = Path::new(recorded.strip_suffix(" (deleted)").unwrap_or(recorded));
+    let is_file = names_a_file(recorded);
+    let mut problem: Option<Unusable> = None;
+    let candidates = binary_candidates(
+        options,
+        if is_file {
+            recorded_path
+        } else {
+            Path::new("")
+        },
+        expected,
+    );
+    for candidate in candidates {
+        if !candidate.is_file() {
+            continue;
+        }
+        let mut object = match read_object(&candidate) {
+            Ok(object) => object,
+            Err(reason) => {
+                problem.get_or_insert(Unusable::Unreadable {
+                    path: candidate,
+                    reason,
+                });
+                continue;
+            }
+        };
+        if mismatch(expected, object.build_id()) {
+            problem.get_or_insert(Unusable::Mismatch {
+                path: candidate,
+                expected: expected.unwrap_or_default().to_vec(),
+                found: object.build_id().unwrap_or_default().to_vec(),
+            });
+            continue;
+        }
+        find_debug_files(options, recorded_path, &candidate, &mut object);
+        return FileState::Ready {
+            path: Rc::from(candidate),
+            object: Box::new(object),
+        };
+    }
+    FileState::Unusable(problem.unwrap_or(if is_file {
+        Unusable::NotFound
+    } else {
+        Unusable::NotAFile
+    }))
+}
+
+/// Attaches the separate debug file of `object` when it has no DWARF, and
+/// the dwz supplementary file its DWARF refers to. What cannot be found is
+/// left out: the file then gives what it has.
+fn find_debug_files(
+    options: &SymbolizerOptions,
+    recorded: &Path,
+    path: &Path,
+    object: &mut ObjectSymbolizer,
+) {
+    let mut dwarf_path = path.to_owned();
+    if !object.has_debug_info() {
+        let candidates = debug_candidates(
+            options,
+            recorded,
+            path,
+            object.build_id(),
+            object.debug_link(),
+        );
+        for candidate in candidates {
+            let Ok(bytes) = std::fs::read(&candidate) else {
+                continue;
+            };
+            if object
+                .attach_debug_file(&candidate.display().to_string(), bytes)
+                .is_ok()
+                && object.has_debug_info()
+            {
+                dwarf_path = candidate;
+                break;
+            }
+        }
+    }
+    let Some(link) = object.supplementary_link().cloned() else {
+        return;
+    };
+    for candidate in supplementary_candidates(options, &dwarf_path, &link) {
+        let Ok(bytes) = std::fs::read(&candidate) else {
+            continue;
+        };
+        if object
+            .attach_supplementary_file(&candidate.display().to_string(), bytes)
+            .is_ok()
+        {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_names() {
+        assert_eq!(short_name("/usr/lib/libc.so.6"), "libc.so.6");
+        assert_eq!(short_name("/tmp/a.out (deleted)"), "a.out");
+        assert_eq!(short_name("[vdso]"), "[vdso]");
+        assert_eq!(short_name("//anon"), "//anon");
+    }
+
+    #[test]
+    fn anonymous_memory_is_not_a_file() {
+        assert!(names_a_file("/usr/bin/ls"));
+        for name in [
+            "//anon",
+            "[heap]",
+            "/memfd:jit (deleted)",
+            "/dev/zero",
+            "[vdso]",
+        ] {
+            assert!(!names_a_file(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn addresses_outside_mappings_are_counted() {
+        let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+            build_id_dirs: Vec::new(),
+            ..SymbolizerOptions::default()
+        });
+        symbolizer.add_mapping(7, 0x1000, 0x1000, 0, "//anon", None);
+        let inside = symbolizer.symbolize(7, 0x1800);
+        assert_eq!(&*inside.dso, "//anon");
+        assert!(inside.frames.is_empty());
+        for address in [0x10, 0x2000, 0x3000] {
+            let outside = symbolizer.symbolize(7, address);
+            assert_eq!(&*outside.dso, UNKNOWN_DSO);
+        }
+        symbolizer.symbolize(8, 0x1800);
+        assert_eq!(
+            symbolizer.problems(),
+            vec![Problem::OutsideMappings { samples: 4 }]
+        );
+    }
+}

@@ -1,0 +1,250 @@
+//! Function symbols sorted by address: the answer when there is no DWARF,
+//! and the fast path when only the outermost function is wanted.
+
+use crate::FunctionSymbol;
+
+/// How sure we are that a symbol names a function; a better kind wins when
+/// several symbols share an address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum SymbolKind {
+    /// `STT_FUNC` / `STT_GNU_IFUNC`, or a kallsyms text symbol.
+    Function,
+    /// `STT_NOTYPE` in executable code, as assembly entry points often are.
+    Untyped,
+}
+
+/// A symbol offered to the table; [`SymbolTable::new`] decides whether it is
+/// a function.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate {
+    pub name: String,
+    pub address: u64,
+    /// `st_size`, 0 when unknown.
+    pub size: u64,
+    pub kind: SymbolKind,
+    pub global: bool,
+    /// End of the symbol's section: a size-less symbol does not extend past it.
+    pub section_end: Option<u64>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    address: u64,
+    end: u64,
+    name: Box<str>,
+}
+
+/// Functions sorted by start address, each with its extent.
+#[derive(Default)]
+pub(crate) struct SymbolTable {
+    entries: Vec<Entry>,
+    /// Addresses of the symbols in [`ANCHOR_NAMES`], which deduplication
+    /// may have dropped in favour of an alias at the same address.
+    anchors: Vec<(&'static str, u64)>,
+}
+
+/// The count, not every symbol of a vmlinux.
+impl std::fmt::Debug for SymbolTable {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SymbolTable")
+            .field("functions", &self.entries.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Symbols whose address is asked for by name: the start of kernel text,
+/// from which the KASLR offset between vmlinux and a running kernel follows.
+const ANCHOR_NAMES: [&str; 2] = ["_text", "_stext"];
+
+/// How far back a lookup looks for an enclosing symbol when the nearest one
+/// below the address ends before it (a large function with a small alias or
+/// label symbol inside it).
+const ENCLOSING_LOOKBACK: usize = 8;
+
+/// Extent given to the last size-less symbol when nothing bounds it
+/// (kallsyms has no sizes and no section ends): one page, as perf does.
+const UNBOUNDED_EXTENT: u64 = 4096;
+
+impl SymbolTable {
+    pub fn new(candidates: impl IntoIterator<Item = Candidate>) -> SymbolTable {
+        let mut anchors = Vec::new();
+        let mut candidates: Vec<Candidate> = candidates
+            .into_iter()
+            .map(without_version)
+            .inspect(|candidate| {
+                if let Some(name) = ANCHOR_NAMES.iter().find(|name| **name == candidate.name) {
+                    anchors.push((*name, candidate.address));
+                }
+            })
+            .filter(|candidate| {
+                is_function_name(&candidate.name)
+                    && (candidate.kind == SymbolKind::Function
+                        || candidate.global
+                        || candidate.size > 0)
+            })
+            .collect();
+        // The best symbol of each address first: functions over untyped
+        // symbols, global over local, sized over size-less.
+        candidates.sort_by(|a, b| {
+            a.address
+                .cmp(&b.address)
+                .then(a.kind.cmp(&b.kind))
+                .then(b.global.cmp(&a.global))
+                .then((b.size > 0).cmp(&(a.size > 0)))
+                .then(a.name.cmp(&b.name))
+        });
+        candidates.dedup_by_key(|candidate| candidate.address);
+
+        let mut entries = Vec::with_capacity(candidates.len());
+        for (index, candidate) in candidates.iter().enumerate() {
+            let end = if candidate.size > 0 {
+                candidate.address.saturating_add(candidate.size)
+            } else {
+                let next_function = candidates[index + 1..]
+                    .iter()
+                    .find(|next| next.kind == SymbolKind::Function)
+                    .map(|next| next.address);
+                match (next_function, candidate.section_end) {
+                    (Some(next), Some(section_end)) => next.min(section_end),
+                    (Some(next), None) => next,
+                    (None, Some(section_end)) => section_end,
+                    (None, None) => candidate.address.saturating_add(UNBOUNDED_EXTENT),
+                }
+            };
+            entries.push(Entry {
+                address: candidate.address,
+                end: end.max(candidate.address.saturating_add(1)),
+                name: candidate.name.clone().into_boxed_str(),
+            });
+        }
+        SymbolTable { entries, anchors }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The linkage name, start and size of the function containing `address`.
+    pub fn lookup(&self, address: u64) -> Option<(&str, u64, u64)> {
+        let above = self
+            .entries
+            .partition_point(|entry| entry.address <= address);
+        self.entries[..above]
+            .iter()
+            .rev()
+            .take(ENCLOSING_LOOKBACK)
+            .find(|entry| address < entry.end)
+            .map(|entry| (&*entry.name, entry.address, entry.end - entry.address))
+    }
+
+    pub fn function(&self, address: u64) -> Option<FunctionSymbol> {
+        self.lookup(address)
+            .map(|(linkage_name, start, size)| FunctionSymbol {
+                linkage_name: linkage_name.to_owned(),
+                name: crate::demangle(linkage_name).into_owned(),
+                address: start,
+                size,
+            })
+    }
+
+    /// The address of the symbol named `name`, if there is one.
+    pub fn address_of(&self, name: &str) -> Option<u64> {
+        let anchor = self.anchors.iter().find(|(anchor, _)| *anchor == name);
+        anchor.map(|(_, address)| *address).or_else(|| {
+            self.entries
+                .iter()
+                .find(|entry| &*entry.name == name)
+                .map(|entry| entry.address)
+        })
+    }
+}
+
+/// `dn_comp` of `dn_comp@@GLIBC_2.34`: `.symtab` spells symbol versions
+/// into the name, where `.dynsym` keeps them apart. No C, C++ or Rust
+/// linkage name contains `@` otherwise.
+fn without_version(mut candidate: Candidate) -> Candidate {
+    if let Some(at) = candidate.name.find('@').filter(|at| *at > 0) {
+        candidate.name.truncate(at);
+    }
+    candidate
+}
+
+/// Names that never name a function: mapping symbols (`$x`, `$d`,
+/// `$xrv64i2p1_m2p0...` on RISC-V, `$a`/`$t` on Arm), assembler-local labels
+/// (`.L...`) and empty names.
+pub(crate) fn is_function_name(name: &str) -> bool {
+    !(name.is_empty() || name.starts_with('$') || name.starts_with(".L"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(name: &str, address: u64, size: u64, kind: SymbolKind) -> Candidate {
+        Candidate {
+            name: name.to_owned(),
+            address,
+            size,
+            kind,
+            global: true,
+            section_end: Some(0x1000),
+        }
+    }
+
+    #[test]
+    fn mapping_symbols_and_labels_are_never_functions() {
+        let table = SymbolTable::new([
+            candidate("$x", 0x100, 0, SymbolKind::Untyped),
+            candidate("$xrv64i2p1_m2p0_a2p1", 0x100, 0, SymbolKind::Function),
+            candidate("$d", 0x180, 0, SymbolKind::Untyped),
+            candidate(".L42", 0x190, 0, SymbolKind::Function),
+            candidate("f", 0x100, 0x100, SymbolKind::Function),
+        ]);
+        assert_eq!(table.len(), 1);
+        assert_eq!(table.lookup(0x190), Some(("f", 0x100, 0x100)));
+    }
+
+    #[test]
+    fn size_less_symbols_extend_to_the_next_function() {
+        let table = SymbolTable::new([
+            candidate("a", 0x100, 0, SymbolKind::Function),
+            candidate("label", 0x140, 0, SymbolKind::Untyped),
+            candidate("b", 0x200, 0x10, SymbolKind::Function),
+            candidate("c", 0x300, 0, SymbolKind::Function),
+        ]);
+        assert_eq!(table.lookup(0x13f), Some(("a", 0x100, 0x100)));
+        assert_eq!(table.lookup(0x150), Some(("label", 0x140, 0xc0)));
+        assert_eq!(table.lookup(0x210), None);
+        assert_eq!(table.lookup(0xfff), Some(("c", 0x300, 0xd00)));
+        assert_eq!(table.lookup(0x1000), None);
+        assert_eq!(table.lookup(0x50), None);
+    }
+
+    #[test]
+    fn symbol_versions_are_not_part_of_the_name() {
+        let table = SymbolTable::new([candidate(
+            "dn_comp@@GLIBC_2.34",
+            0x100,
+            8,
+            SymbolKind::Function,
+        )]);
+        assert_eq!(table.lookup(0x100), Some(("dn_comp", 0x100, 8)));
+    }
+
+    #[test]
+    fn functions_win_over_aliases_and_enclose_small_symbols() {
+        let table = SymbolTable::new([
+            candidate("alias", 0x100, 0, SymbolKind::Untyped),
+            candidate("big", 0x100, 0x200, SymbolKind::Function),
+            candidate("inner", 0x180, 0x8, SymbolKind::Function),
+        ]);
+        assert_eq!(table.lookup(0x104).map(|found| found.0), Some("big"));
+        assert_eq!(table.lookup(0x184).map(|found| found.0), Some("inner"));
+        assert_eq!(table.lookup(0x190).map(|found| found.0), Some("big"));
+    }
+}

@@ -1,0 +1,510 @@
+//! The Symbolizer end to end: mappings as perf records them, files found on
+//! disk by path, symfs, build id and debuglink, the kernel, and problems.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::rc::Rc;
+
+use common::{compile, run, INLINE_C};
+use symbolize::{ObjectSymbolizer, Problem, Symbolizer, SymbolizerOptions};
+
+const PID: u32 = 4242;
+/// Where the test pretends the PIE was loaded.
+const BASE: u64 = 0x5555_5555_4000;
+
+struct Program {
+    dir: tempfile::TempDir,
+    elf: PathBuf,
+    object: ObjectSymbolizer,
+}
+
+impl Program {
+    fn build() -> Program {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let elf = compile(
+            dir.path(),
+            "cc",
+            "inline.c",
+            INLINE_C,
+            "inline",
+            &["-O2", "-g"],
+        );
+        let object = open(&elf);
+        Program { dir, elf, object }
+    }
+
+    fn build_id(&self) -> Vec<u8> {
+        self.object
+            .build_id()
+            .expect("gcc links in a build id")
+            .to_vec()
+    }
+
+    /// Link-time address of `function`.
+    fn address_of(&self, function: &str) -> u64 {
+        let symbols = run(Command::new("nm").arg(&self.elf));
+        symbols
+            .lines()
+            .find_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                (fields.get(2) == Some(&function))
+                    .then(|| u64::from_str_radix(fields[0], 16).ok())?
+            })
+            .unwrap_or_else(|| panic!("{function} not found"))
+    }
+
+    /// A few addresses inside `compute`, where square_sum is inlined.
+    fn compute_addresses(&self) -> Vec<u64> {
+        let start = self.address_of("compute");
+        let size = self.object.function(start).expect("compute").size;
+        (start..start + size).collect()
+    }
+}
+
+fn open(path: &Path) -> ObjectSymbolizer {
+    ObjectSymbolizer::new(&path.display().to_string(), std::fs::read(path).unwrap())
+        .expect("parse compiled program")
+}
+
+/// Options that look only where the test put files.
+fn options() -> SymbolizerOptions {
+    SymbolizerOptions {
+        build_id_dirs: Vec::new(),
+        debug_dirs: Vec::new(),
+        ..SymbolizerOptions::default()
+    }
+}
+
+/// MMAP2 records for the executable segments of `elf` loaded at `BASE`, as
+/// the kernel reports them: page-aligned start and file offset.
+fn map_executable(
+    symbolizer: &mut Symbolizer,
+    pid: u32,
+    elf: &Path,
+    recorded: &str,
+    build_id: Option<&[u8]>,
+) {
+    let headers = run(Command::new("readelf").arg("-lW").arg(elf));
+    let mut mapped = 0;
+    for line in headers
+        .lines()
+        .filter(|line| line.trim_start().starts_with("LOAD"))
+    {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let number = |text: &str| u64::from_str_radix(text.trim_start_matches("0x"), 16).unwrap();
+        let (offset, vaddr, file_size) = (number(fields[1]), number(fields[2]), number(fields[4]));
+        if !fields[6..].iter().any(|flags| flags.contains('E')) {
+            continue;
+        }
+        let page_offset = vaddr & 0xfff;
+        symbolizer.add_mapping(
+            pid,
+            BASE + vaddr - page_offset,
+            file_size + page_offset,
+            offset - page_offset,
+            recorded,
+            build_id,
+        );
+        mapped += 1;
+    }
+    assert_eq!(mapped, 1, "one executable segment");
+}
+
+#[test]
+fn samples_resolve_as_the_file_does_and_repeat_from_the_cache() {
+    let program = Program::build();
+    let recorded = program.elf.display().to_string();
+    let mut symbolizer = Symbolizer::new(options());
+    map_executable(&mut symbolizer, PID, &program.elf, &recorded, None);
+    for vaddr in program.compute_addresses() {
+        let first = symbolizer.symbolize(PID, BASE + vaddr);
+        assert_eq!(&*first.dso, "inline");
+        assert_eq!(first.dso_path.as_deref(), Some(program.elf.as_path()));
+        assert_eq!(first.vaddr, Some(vaddr));
+        assert_eq!(*first.frames, *program.object.frames(vaddr).unwrap());
+        assert!(first.frames.last().unwrap().line.is_some());
+        let again = symbolizer.symbolize(PID, BASE + vaddr);
+        assert!(
+            Rc::ptr_eq(&first.frames, &again.frames),
+            "second lookup is cached"
+        );
+    }
+    assert_eq!(symbolizer.problems(), Vec::new());
+}
+
+#[test]
+fn children_inherit_mappings_until_exec() {
+    let program = Program::build();
+    let recorded = program.elf.display().to_string();
+    let mut symbolizer = Symbolizer::new(options());
+    map_executable(&mut symbolizer, PID, &program.elf, &recorded, None);
+    let address = BASE + program.address_of("compute");
+    symbolizer.fork(PID, PID + 1);
+    let child = symbolizer.symbolize(PID + 1, address);
+    assert_eq!(
+        child.frames.last().unwrap().function.as_deref(),
+        Some("compute")
+    );
+    symbolizer.exec(PID + 1);
+    for _ in 0..3 {
+        let after_exec = symbolizer.symbolize(PID + 1, address);
+        assert_eq!(&*after_exec.dso, "[unknown]");
+        assert!(after_exec.frames.is_empty());
+    }
+    // The parent keeps its mappings.
+    assert!(!symbolizer.symbolize(PID, address).frames.is_empty());
+    assert_eq!(
+        symbolizer.problems(),
+        vec![Problem::OutsideMappings { samples: 3 }]
+    );
+}
+
+#[test]
+fn build_id_mismatch_is_reported_once_with_a_count() {
+    let program = Program::build();
+    let recorded = program.elf.display().to_string();
+    let expected = vec![0xde, 0xad, 0xbe, 0xef, 0x01, 0x02, 0x03, 0x04];
+    let address = BASE + program.address_of("compute");
+
+    // Expected from the perf.data header.
+    let mut symbolizer = Symbolizer::new(options());
+    symbolizer.add_build_ids([(recorded.clone(), expected.clone())]);
+    map_executable(&mut symbolizer, PID, &program.elf, &recorded, None);
+    for _ in 0..5 {
+        let result = symbolizer.symbolize(PID, address);
+        assert_eq!(&*result.dso, "inline");
+        assert!(result.frames.is_empty(), "a mismatching file is not used");
+    }
+    let mismatch = Problem::BuildIdMismatch {
+        file: program.elf.clone(),
+        expected: expected.clone(),
+        found: program.build_id(),
+        samples: 5,
+    };
+    assert_eq!(symbolizer.problems(), vec![mismatch.clone()]);
+    assert!(
+        mismatch.to_string().contains("deadbeef01020304"),
+        "{mismatch}"
+    );
+
+    // Expected from the MMAP2 record.
+    let mut symbolizer = Symbolizer::new(options());
+    map_executable(
+        &mut symbolizer,
+        PID,
+        &program.elf,
+        &recorded,
+        Some(&expected),
+    );
+    for _ in 0..5 {
+        symbolizer.symbolize(PID, address);
+    }
+    assert_eq!(symbolizer.problems(), vec![mismatch]);
+
+    // The right build id is no problem.
+    let mut symbolizer = Symbolizer::new(options());
+    let build_id = program.build_id();
+    map_executable(
+        &mut symbolizer,
+        PID,
+        &program.elf,
+        &recorded,
+        Some(&build_id),
+    );
+    assert!(!symbolizer.symbolize(PID, address).frames.is_empty());
+    assert_eq!(symbolizer.problems(), Vec::new());
+}
+
+#[test]
+fn stripped_and_missing_files_are_problems_not_errors() {
+    let program = Program::build();
+    let stripped = program.dir.path().join("stripped");
+    run(Command::new("strip")
+        .arg("-g")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&program.elf));
+    let mut symbolizer = Symbolizer::new(options());
+    map_executable(
+        &mut symbolizer,
+        PID,
+        &stripped,
+        &stripped.display().to_string(),
+        None,
+    );
+    map_executable(
+        &mut symbolizer,
+        PID + 1,
+        &program.elf,
+        "/nonexistent/inline",
+        None,
+    );
+    let address = BASE + program.address_of("compute");
+    for _ in 0..4 {
+        let result = symbolizer.symbolize(PID, address);
+        assert_eq!(result.frames.len(), 1);
+        assert_eq!(result.frames[0].function.as_deref(), Some("compute"));
+        assert_eq!(result.frames[0].line, None);
+    }
+    for _ in 0..2 {
+        let missing = symbolizer.symbolize(PID + 1, address);
+        assert_eq!(&*missing.dso, "inline");
+        assert!(missing.frames.is_empty());
+    }
+    assert_eq!(
+        symbolizer.problems(),
+        vec![
+            Problem::MissingDebugInfo {
+                file: stripped,
+                samples: 4
+            },
+            Problem::FileNotFound {
+                file: "/nonexistent/inline".into(),
+                samples: 2
+            },
+        ]
+    );
+}
+
+#[test]
+fn files_are_found_under_symfs_and_in_the_build_id_cache() {
+    let program = Program::build();
+    let address = BASE + program.address_of("compute");
+    let expected = program.object.frames(address - BASE).unwrap();
+
+    let sysroot = program.dir.path().join("sysroot");
+    std::fs::create_dir_all(sysroot.join("usr/bin")).unwrap();
+    std::fs::copy(&program.elf, sysroot.join("usr/bin/prog")).unwrap();
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+        symfs: Some(sysroot.clone()),
+        ..options()
+    });
+    map_executable(&mut symbolizer, PID, &program.elf, "/usr/bin/prog", None);
+    let result = symbolizer.symbolize(PID, address);
+    assert_eq!(&*result.dso, "prog");
+    assert_eq!(
+        result.dso_path.as_deref(),
+        Some(sysroot.join("usr/bin/prog").as_path())
+    );
+    assert_eq!(*result.frames, *expected);
+
+    let cache = program.dir.path().join("debug-cache");
+    let hex: String = program
+        .build_id()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let entry = cache.join(".build-id").join(&hex[..2]).join(&hex[2..]);
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::copy(&program.elf, entry.join("elf")).unwrap();
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+        build_id_dirs: vec![cache],
+        ..options()
+    });
+    let build_id = program.build_id();
+    map_executable(
+        &mut symbolizer,
+        PID,
+        &program.elf,
+        "/gone/prog",
+        Some(&build_id),
+    );
+    let result = symbolizer.symbolize(PID, address);
+    assert_eq!(
+        result.dso_path.as_deref(),
+        Some(entry.join("elf").as_path())
+    );
+    assert_eq!(*result.frames, *expected);
+    assert_eq!(symbolizer.problems(), Vec::new());
+}
+
+#[test]
+fn separate_debug_files_are_found_by_debuglink_and_build_id() {
+    let program = Program::build();
+    let directory = program.dir.path();
+    let address = BASE + program.address_of("compute");
+    let expected = program.object.frames(address - BASE).unwrap();
+    run(Command::new("objcopy").current_dir(directory).args([
+        "--only-keep-debug",
+        "inline",
+        "inline.debug",
+    ]));
+    run(Command::new("objcopy").current_dir(directory).args([
+        "--strip-debug",
+        "--add-gnu-debuglink=inline.debug",
+        "inline",
+        "linked",
+    ]));
+    run(Command::new("objcopy").current_dir(directory).args([
+        "--strip-debug",
+        "inline",
+        "unlinked",
+    ]));
+
+    // By .gnu_debuglink, next to the file.
+    let mut symbolizer = Symbolizer::new(options());
+    let linked = directory.join("linked");
+    map_executable(
+        &mut symbolizer,
+        PID,
+        &linked,
+        &linked.display().to_string(),
+        None,
+    );
+    assert_eq!(*symbolizer.symbolize(PID, address).frames, *expected);
+    assert_eq!(symbolizer.problems(), Vec::new());
+
+    // By build id, under a debug directory.
+    let debug_root = directory.join("usr-lib-debug");
+    let hex: String = program
+        .build_id()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let by_id = debug_root.join(".build-id").join(&hex[..2]);
+    std::fs::create_dir_all(&by_id).unwrap();
+    std::fs::rename(
+        directory.join("inline.debug"),
+        by_id.join(format!("{}.debug", &hex[2..])),
+    )
+    .unwrap();
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+        debug_dirs: vec![debug_root],
+        ..options()
+    });
+    let unlinked = directory.join("unlinked");
+    map_executable(
+        &mut symbolizer,
+        PID,
+        &unlinked,
+        &unlinked.display().to_string(),
+        None,
+    );
+    assert_eq!(*symbolizer.symbolize(PID, address).frames, *expected);
+    assert_eq!(symbolizer.problems(), Vec::new());
+}
+
+#[test]
+fn kernel_addresses_use_kallsyms() {
+    let dir = tempfile::tempdir().unwrap();
+    let kallsyms = dir.path().join("kallsyms");
+    std::fs::write(
+        &kallsyms,
+        "ffffffff80000000 T _text\n\
+         ffffffff80001000 t handle_exception\n\
+         ffffffff80001400 T do_page_fault\n\
+         ffffffff80002000 D some_data\n\
+         ffffffff01000000 t nft_helper\t[nf_tables]\n",
+    )
+    .unwrap();
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+        kallsyms: Some(kallsyms.clone()),
+        ..options()
+    });
+    let result = symbolizer.symbolize(PID, 0xffff_ffff_8000_1234);
+    assert_eq!(&*result.dso, "[kernel.kallsyms]");
+    assert_eq!(
+        result.frames[0].function.as_deref(),
+        Some("handle_exception")
+    );
+    assert_eq!(result.vaddr, Some(0xffff_ffff_8000_1234));
+    let module = symbolizer.symbolize(PID, 0xffff_ffff_0100_0010);
+    assert_eq!(&*module.dso, "[nf_tables]");
+    assert_eq!(module.frames[0].function.as_deref(), Some("nft_helper"));
+    assert_eq!(symbolizer.problems(), Vec::new());
+
+    let mut without = Symbolizer::new(options());
+    for _ in 0..2 {
+        let result = without.symbolize(PID, 0xffff_ffff_8000_1234);
+        assert_eq!(&*result.dso, "[kernel.kallsyms]");
+        assert!(result.frames.is_empty());
+    }
+    assert_eq!(
+        without.problems(),
+        vec![Problem::NoKernelSymbols { samples: 2 }]
+    );
+
+    let mut unreadable = Symbolizer::new(SymbolizerOptions {
+        kallsyms: Some(dir.path().join("no-such-kallsyms")),
+        ..options()
+    });
+    unreadable.symbolize(PID, 0xffff_ffff_8000_1234);
+    let problems = unreadable.problems();
+    assert!(
+        matches!(
+            &problems[..],
+            [
+                Problem::Unreadable { samples: 1, .. },
+                Problem::NoKernelSymbols { samples: 1 }
+            ]
+        ),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn vmlinux_is_relocated_by_the_kernel_mmap_record() {
+    // The test program stands in for vmlinux: it has a `_text` symbol.
+    let program = Program::build();
+    let link_text = program.address_of("_text");
+    let runtime_text = 0xffff_ffff_8120_0000 + (link_text & 0xfff);
+    let offset = runtime_text - link_text;
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+        vmlinux: Some(program.elf.clone()),
+        ..options()
+    });
+    symbolizer.add_mapping(
+        u32::MAX,
+        runtime_text,
+        0x100_0000,
+        runtime_text,
+        "[kernel.kallsyms]_text",
+        None,
+    );
+    for vaddr in program.compute_addresses() {
+        let result = symbolizer.symbolize(PID, vaddr + offset);
+        assert_eq!(&*result.dso, "[kernel.kallsyms]");
+        assert_eq!(result.vaddr, Some(vaddr));
+        assert_eq!(*result.frames, *program.object.frames(vaddr).unwrap());
+    }
+    assert_eq!(symbolizer.problems(), Vec::new());
+
+    // A vmlinux of another build than the recorded kernel is not used.
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+        vmlinux: Some(program.elf.clone()),
+        ..options()
+    });
+    symbolizer.add_build_ids([("[kernel.kallsyms]".to_owned(), vec![1, 2, 3, 4])]);
+    let result = symbolizer.symbolize(PID, link_text + offset);
+    assert!(result.frames.is_empty());
+    assert_eq!(
+        symbolizer.problems(),
+        vec![
+            Problem::BuildIdMismatch {
+                file: program.elf.clone(),
+                expected: vec![1, 2, 3, 4],
+                found: program.build_id(),
+                samples: 1
+            },
+            Problem::NoKernelSymbols { samples: 1 },
+        ]
+    );
+}
+
+#[test]
+fn without_inlines_only_the_outermost_function_is_given() {
+    let program = Program::build();
+    let recorded = program.elf.display().to_string();
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+        inlines: false,
+        ..options()
+    });
+    map_executable(&mut symbolizer, PID, &program.elf, &recorded, None);
+    for vaddr in program.compute_addresses() {
+        let result = symbolizer.symbolize(PID, BASE + vaddr);
+        assert_eq!(result.frames.len(), 1);
+        assert_eq!(result.frames[0].function.as_deref(), Some("compute"));
+    }
+}
