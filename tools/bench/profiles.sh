@@ -47,10 +47,9 @@ measure() {
 fixture=tests/fixtures/ntrace/interp
 data=$work/callchains.data
 if [ ! -s "$data" ]; then
-    end=$((SECONDS + seconds))
-    # Several decodes in one recording: one process, many samples, deep stacks.
-    perf record -q -F 4000 -g -o "$data" -- sh -c \
-        "while [ \$SECONDS -lt $end ]; do $rvperf decode --elf $fixture/program --trace $fixture/trace.nt --output pcs >/dev/null; done" \
+    # Decodes for SECONDS seconds in one recording: many samples, deep Rust stacks.
+    perf record -q -F 4000 -g -o "$data" -- bash -c \
+        "end=\$((SECONDS + $seconds)); while ((SECONDS < end)); do $rvperf decode --elf $fixture/program --trace $fixture/trace.nt --output pcs >/dev/null; done" \
         >/dev/null 2>&1
 fi
 samples=$(perf script -i "$data" -F tid 2>/dev/null | wc -l)
@@ -63,7 +62,15 @@ echo "| \`rvperf flamegraph\` | ${ours_wall} s | $((ours_rss / 1024)) MiB |"
 echo "| \`perf script \| inferno-collapse-perf \| inferno-flamegraph\` | ${theirs_wall} s | $((theirs_rss / 1024)) MiB |"
 echo "| ratio | **$(awk "BEGIN{printf \"%.1f\", $theirs_wall / ($ours_wall > 0 ? $ours_wall : 0.01)}")x faster** | $(awk "BEGIN{printf \"%.2f\", $ours_rss / $theirs_rss}") of the pipeline's |"
 
+# The dense recording of the guest tier (a sample every 2,000 instructions) when there
+# is one, else the committed fixture (850 samples).
 recording=${RVPERF_AUTOFDO_RECORDING:-tests/fixtures/autofdo}
+if [ -z "${RVPERF_AUTOFDO_RECORDING:-}" ] && [ -s "$target/vm-results/autofdo-dense.data" ]; then
+    recording=$work/autofdo-dense
+    mkdir -p "$recording"
+    cp "$target/vm-results/autofdo-dense.data" "$recording/perf.data"
+    cp "$target/vm-results/symfs/opt/rvperf/bin/autofdo" "$recording/autofdo"
+fi
 branch_samples=$(perf script -i "$recording/perf.data" -F ip 2>/dev/null | wc -l)
 read -r ours_wall ours_rss < <(measure "$rvperf autofdo -i $recording/perf.data --binary $recording/autofdo -o $work/rvperf.prof")
 read -r theirs_wall theirs_rss < <(measure "perf script -F ip,brstack -i $recording/perf.data 2>/dev/null | grep / >$work/script.txt && llvm-profgen-19 --binary=$recording/autofdo --perfscript=$work/script.txt --format=text --output=$work/profgen.prof")

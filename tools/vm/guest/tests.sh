@@ -163,6 +163,8 @@ check "rvperf record -b -c 20000 (user mode) -- calls" \
 # host's profile, compiler and ground-truth checks.
 check "rvperf record -j any,u -c 20000 -- autofdo 1500 (AutoFDO workload)" \
     rvperf record -j any,u -c 20000 -o "$OUT/autofdo.data" -- autofdo 1500
+check "rvperf record -j any,u -c 2000 -- autofdo 1500 (dense, for tools/bench/profiles.sh)" \
+    rvperf record -j any,u -c 2000 -o "$OUT/autofdo-dense.data" -- autofdo 1500
 check "rvperf record --keep-aux -b (AUX data kept as PERF_RECORD_AUXTRACE) -- calls" \
     rvperf record --keep-aux -e cycles:u -b -c 20000 -o "$OUT/ctr-keep-aux.data" -- calls 100
 check "rvperf record -j any_call,u -c 20000 -- calls" \
