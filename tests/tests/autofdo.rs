@@ -444,3 +444,49 @@ fn sampled_counts_overlap_the_exact_counts_by_at_least_0_90() {
         recording.directory.display()
     );
 }
+
+/// A binary that is not the one recorded, one without debug info, and a recording
+/// without branch stacks: one clear line each, a non-zero exit, no output file.
+#[test]
+fn wrong_binaries_and_inputs_are_refused_in_one_line() {
+    let recording = recording();
+    let directory = work().join("bad-inputs");
+    std::fs::create_dir_all(&directory).unwrap();
+    let refuse = |data: &Path, binary: &Path, expected: &str| {
+        let output_file = directory.join("profile.txt");
+        let output = Command::new(rvperf_binary())
+            .args(["autofdo", "-i", text(data), "--binary", text(binary), "-o"])
+            .arg(&output_file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "accepted {}: {stderr}", binary.display());
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+        assert!(!output_file.exists(), "a profile was written");
+    };
+    // Another program under the recorded name: its build id is not the recording's.
+    let impostor = directory.join("autofdo");
+    let status = Command::new("riscv64-linux-gnu-gcc")
+        .args(["-O1", "-g", "-static", "-o"])
+        .arg(&impostor)
+        .arg(repository().join("tests/programs/vm/calls.c"))
+        .status()
+        .expect("riscv64-linux-gnu-gcc");
+    assert!(status.success());
+    refuse(&recording.data, &impostor, "build id");
+    // The right binary without DWARF.
+    let stripped = directory.join("stripped").join("autofdo");
+    std::fs::create_dir_all(stripped.parent().unwrap()).unwrap();
+    let status = Command::new("riscv64-linux-gnu-strip")
+        .args(["-g", "-o"])
+        .arg(&stripped)
+        .arg(&recording.binary)
+        .status()
+        .expect("riscv64-linux-gnu-strip");
+    assert!(status.success());
+    refuse(&recording.data, &stripped, "no DWARF");
+    // A recording of another program: the binary is mapped nowhere in it.
+    let other = repository().join("tests/fixtures/flamegraph/riscv64-callchain/perf.data");
+    refuse(&other, &recording.binary, "mapped autofdo");
+}
