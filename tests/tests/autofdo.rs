@@ -460,7 +460,11 @@ fn wrong_binaries_and_inputs_are_refused_in_one_line() {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "accepted {}: {stderr}", binary.display());
+        assert!(
+            !output.status.success(),
+            "accepted {}: {stderr}",
+            binary.display()
+        );
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
         assert!(stderr.contains(expected), "{stderr}");
         assert!(!output_file.exists(), "a profile was written");

@@ -6,9 +6,10 @@
 # measured in one run. Prints markdown for the README. Not a test: absolute figures
 # depend on the machine; compare within one run.
 #
-# Inputs: a callchain recording made here (`perf record -g` of `rvperf decode` on the
-# bundled N-Trace fixture: a real Rust program with deep stacks), and the riscv64 CTR
-# recording of tests/fixtures/autofdo (or RVPERF_AUTOFDO_RECORDING).
+# Inputs: a callchain recording made here (`perf record -g` of `rvperf decode`, built
+# with frame pointers, on the bundled N-Trace fixture: a real Rust program with deep
+# stacks), and the riscv64 CTR recording of the guest tier (target/vm-results) or
+# tests/fixtures/autofdo (or RVPERF_AUTOFDO_RECORDING).
 #
 # usage: tools/bench/profiles.sh [SECONDS]
 set -euo pipefail
@@ -47,9 +48,14 @@ measure() {
 fixture=tests/fixtures/ntrace/interp
 data=$work/callchains.data
 if [ ! -s "$data" ]; then
-    # Decodes for SECONDS seconds in one recording: many samples, deep Rust stacks.
+    # The workload: rvperf decode itself, built with frame pointers so that perf's
+    # callchains are whole (deep Rust stacks with long mangled names), decoding for
+    # SECONDS seconds in one recording.
+    CARGO_TARGET_DIR=$work/frame-pointers RUSTFLAGS="-C force-frame-pointers=yes" \
+        cargo build --release --locked --quiet -p rvperf
+    workload=$(realpath "$work/frame-pointers/release/rvperf")
     perf record -q -F 4000 -g -o "$data" -- bash -c \
-        "end=\$((SECONDS + $seconds)); while ((SECONDS < end)); do $rvperf decode --elf $fixture/program --trace $fixture/trace.nt --output pcs >/dev/null; done" \
+        "end=\$((SECONDS + $seconds)); while ((SECONDS < end)); do $workload decode --elf $fixture/program --trace $fixture/trace.nt --output pcs >/dev/null; done" \
         >/dev/null 2>&1
 fi
 samples=$(perf script -i "$data" -F tid 2>/dev/null | wc -l)

@@ -48,11 +48,25 @@ struct Parsed {
 
 impl Parsed {
     fn new(name: &str, bytes: &Arc<[u8]>) -> Result<Parsed, SymbolizeError> {
+        let file = object::File::parse(&**bytes).map_err(|source| SymbolizeError::Parse {
+            file: name.to_owned(),
+            source,
+        })?;
+        let mut parsed = Parsed::of_file(name, &file)?;
+        parsed.dwarf = DwarfSource::from_object(&file, bytes);
+        Ok(parsed)
+    }
+
+    /// Everything but the DWARF, from a file read through any `ReadRef` (a whole
+    /// buffer, or a cache that reads only the headers and tables it is asked for).
+    fn of_file<'data, R: object::ReadRef<'data>>(
+        name: &str,
+        file: &object::File<'data, R>,
+    ) -> Result<Parsed, SymbolizeError> {
         let parse_error = |source| SymbolizeError::Parse {
             file: name.to_owned(),
             source,
         };
-        let file = object::File::parse(&**bytes).map_err(parse_error)?;
         let build_id = file.build_id().map_err(parse_error)?.map(<[u8]>::to_vec);
         let debug_link = file
             .gnu_debuglink()
@@ -85,16 +99,18 @@ impl Parsed {
             debug_link,
             supplementary_link,
             segments,
-            symbols: function_symbols(&file),
+            symbols: function_symbols(file),
             has_symbol_table,
-            dwarf: DwarfSource::from_object(&file, bytes),
+            dwarf: None,
         })
     }
 }
 
 /// The function candidates of `.symtab` and `.dynsym` (a stripped file
 /// still has the latter).
-fn function_symbols(file: &object::File<'_>) -> SymbolTable {
+fn function_symbols<'data, R: object::ReadRef<'data>>(
+    file: &object::File<'data, R>,
+) -> SymbolTable {
     struct SectionInfo {
         end: u64,
         executable: bool,
@@ -182,6 +198,31 @@ impl ObjectSymbolizer {
         })
     }
 
+    /// The headers, segments and symbols of the open file `file`, read in place: only
+    /// the parts asked for are read, so a large binary costs the size of its symbol
+    /// table, not of the file. Without DWARF: for function-level symbolization.
+    pub fn symbols_only(name: &str, file: &std::fs::File) -> Result<Self, SymbolizeError> {
+        let cache = object::ReadCache::new(file);
+        let object = object::File::parse(&cache).map_err(|source| SymbolizeError::Parse {
+            file: name.to_owned(),
+            source,
+        })?;
+        let parsed = Parsed::of_file(name, &object)?;
+        Ok(ObjectSymbolizer {
+            name: name.to_owned(),
+            build_id: parsed.build_id,
+            debug_link: parsed.debug_link,
+            segments: parsed.segments,
+            symbols: parsed.symbols,
+            has_symbol_table: parsed.has_symbol_table,
+            dwarf_name: name.to_owned(),
+            dwarf: None,
+            supplementary_link: parsed.supplementary_link,
+            supplementary: None,
+            debug_info: OnceCell::new(),
+        })
+    }
+
     /// Takes DWARF (and the full symbol table, when this file has only
     /// `.dynsym`) from the separate debug file `bytes`, as found through
     /// [`debug_link`](Self::debug_link) or the build id. Fails, changing
@@ -256,6 +297,11 @@ impl ObjectSymbolizer {
     /// only function names are known.
     pub fn has_debug_info(&self) -> bool {
         self.dwarf.is_some()
+    }
+
+    /// Whether the file has a full symbol table (`.symtab`), not just `.dynsym`.
+    pub fn has_symbol_table(&self) -> bool {
+        self.has_symbol_table
     }
 
     /// Whether any function symbol is known.
@@ -358,5 +404,40 @@ impl ObjectSymbolizer {
                 source,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod symbols_only_tests {
+    use super::*;
+
+    /// Reading only the headers and symbol tables gives the same functions, segments
+    /// and build id as reading the whole file, and no DWARF.
+    #[test]
+    fn symbols_only_matches_the_whole_file() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/ntrace/interp/program"
+        );
+        let whole = ObjectSymbolizer::new("program", std::fs::read(path).unwrap()).unwrap();
+        let file = std::fs::File::open(path).unwrap();
+        let partial = ObjectSymbolizer::symbols_only("program", &file).unwrap();
+        assert_eq!(whole.build_id(), partial.build_id());
+        assert!(!partial.has_debug_info());
+        assert!(partial.has_symbols());
+        assert_eq!(
+            whole.vaddr_of_offset(0x1000),
+            partial.vaddr_of_offset(0x1000)
+        );
+        let mut checked = 0;
+        for address in (0x10000..0x40000).step_by(6) {
+            assert_eq!(
+                whole.function(address),
+                partial.function(address),
+                "{address:#x}"
+            );
+            checked += usize::from(whole.function(address).is_some());
+        }
+        assert!(checked > 1000, "only {checked} addresses in functions");
     }
 }

@@ -295,7 +295,8 @@ impl Symbolizer {
                     problems.extend(unusable.problem(&entry.recorded, samples));
                 }
                 FileState::Ready { path, object } => {
-                    if !object.has_debug_info() {
+                    // Only a problem when lines and inline frames were asked for.
+                    if self.options.inlines && !object.has_debug_info() {
                         problems.push(Problem::MissingDebugInfo {
                             file: path.to_path_buf(),
                             samples,
@@ -601,6 +602,17 @@ fn read_object(path: &Path) -> Result<ObjectSymbolizer, String> {
     ObjectSymbolizer::new(&path.display().to_string(), bytes).map_err(|error| error.to_string())
 }
 
+/// Reads `path` whole when its DWARF will be wanted (`inlines`), else only its headers
+/// and symbol tables.
+fn open_object(path: &Path, inlines: bool) -> Result<ObjectSymbolizer, String> {
+    if inlines {
+        return read_object(path);
+    }
+    let file = std::fs::File::open(path).map_err(|error| error.to_string())?;
+    ObjectSymbolizer::symbols_only(&path.display().to_string(), &file)
+        .map_err(|error| error.to_string())
+}
+
 /// Finds and reads the file recorded as `recorded`.
 fn load_file(options: &SymbolizerOptions, recorded: &str, expected: Option<&[u8]>) -> FileState {
     let recorded_path = Path::new(recorded.strip_suffix(" (deleted)").unwrap_or(recorded));
@@ -619,7 +631,7 @@ fn load_file(options: &SymbolizerOptions, recorded: &str, expected: Option<&[u8]
         if !candidate.is_file() {
             continue;
         }
-        let mut object = match read_object(&candidate) {
+        let mut object = match open_object(&candidate, options.inlines) {
             Ok(object) => object,
             Err(reason) => {
                 problem.get_or_insert(Unusable::Unreadable {
@@ -637,7 +649,11 @@ fn load_file(options: &SymbolizerOptions, recorded: &str, expected: Option<&[u8]
             });
             continue;
         }
-        find_debug_files(options, recorded_path, &candidate, &mut object);
+        // Function names alone need a separate debug file only for a stripped
+        // file's full symbol table.
+        if options.inlines || !object.has_symbol_table() {
+            find_debug_files(options, recorded_path, &candidate, &mut object);
+        }
         return FileState::Ready {
             path: Rc::from(candidate),
             object: Box::new(object),
