@@ -62,10 +62,19 @@ impl<W: Write> LineWriter<W> {
 
 /// Writes `path` through a temporary file next to it, renamed over `path` only when
 /// `write` succeeded: a failed or interrupted run leaves no partial output behind.
+/// A path that is not a regular file (`/dev/null`, a FIFO) is written directly: a
+/// rename would replace the node with a plain file.
 pub fn write_atomically(
     path: &std::path::Path,
     write: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
+    if is_special(path) {
+        let file = std::fs::OpenOptions::new().write(true).open(path)?;
+        let mut out = io::BufWriter::new(file);
+        write(&mut out)?;
+        out.flush()?;
+        return Ok(());
+    }
     let directory = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => std::path::Path::new("."),
@@ -91,9 +100,42 @@ pub fn write_atomically(
     result
 }
 
+/// Whether `path` exists and is not a regular file (a device, FIFO or socket).
+fn is_special(path: &std::path::Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|metadata| !metadata.is_file())
+}
+
+/// Moves a finished temporary file to `output`: renamed over a regular file (or to a
+/// new name), copied into anything else, which a rename would replace.
+pub fn place_output(temporary: &std::path::Path, output: &std::path::Path) -> io::Result<()> {
+    if !is_special(output) {
+        return std::fs::rename(temporary, output);
+    }
+    let mut source = std::fs::File::open(temporary)?;
+    let mut destination = std::fs::OpenOptions::new().write(true).open(output)?;
+    io::copy(&mut source, &mut destination)?;
+    std::fs::remove_file(temporary)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileTypeExt;
+
+    /// `-o /dev/null` writes into the device; it must not replace the node.
+    #[test]
+    fn writing_to_a_device_leaves_the_device_in_place() {
+        write_atomically(std::path::Path::new("/dev/null"), |out| {
+            out.write_all(b"discarded")?;
+            Ok(())
+        })
+        .unwrap();
+        let metadata = std::fs::metadata("/dev/null").unwrap();
+        assert!(
+            metadata.file_type().is_char_device(),
+            "/dev/null was replaced"
+        );
+    }
 
     #[test]
     fn formats_hex_like_printf() {

@@ -551,9 +551,9 @@ pub(crate) fn finish(
     let mut inner = writer.finish(&metadata)?;
     inner.flush()?;
     drop(inner);
-    std::fs::rename(temporary, output).with_context(|| {
+    crate::output::place_output(temporary, output).with_context(|| {
         format!(
-            "cannot rename {} to {}",
+            "cannot move {} to {}",
             temporary.display(),
             output.display()
         )
