@@ -7,6 +7,9 @@
 //! from a full qemu-riscv64 run block by block (overlap >= 0.90).
 
 mod common;
+// The GCC 12 afdo-dump reader the profiles crate's consumer tests use too.
+#[path = "../../userland/profiles/tests/common/gcc_dump.rs"]
+mod gcc_dump;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -14,6 +17,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use common::{repository, rvperf_binary, scratch};
+use gcc_dump::gcc_block_counts;
 
 const INSTALL: &str =
     "run tools/install-deps.sh (clang-19, llvm-19, gcc-riscv64-linux-gnu, linux-perf, qemu-user)";
@@ -270,33 +274,6 @@ fn gcc_12_compiles_the_program_with_the_profile_and_carries_its_counts() {
     );
 }
 
-/// The basic block counts (`<bb N> [count: C]:`) of `function` in GCC's afdo dump.
-fn gcc_block_counts(dump: &str, function: &str) -> Vec<u64> {
-    let header = format!(" {function} (");
-    let lines: Vec<&str> = dump.lines().collect();
-    let Some(start) = lines
-        .windows(2)
-        .position(|pair| pair[0].contains(&header) && pair[1] == "{")
-    else {
-        panic!("no body of {function} in GCC's dump");
-    };
-    lines[start..]
-        .iter()
-        .take_while(|line| **line != "}")
-        .filter_map(|line| {
-            let (_, count) = line
-                .trim_start()
-                .strip_prefix("<bb ")?
-                .split_once("[count: ")?;
-            count
-                .split(|c: char| !c.is_ascii_digit())
-                .next()?
-                .parse()
-                .ok()
-        })
-        .collect()
-}
-
 #[test]
 fn llvm_profgen_agrees_line_by_line_except_where_it_drops_ranges() {
     let recording = recording();
@@ -369,41 +346,31 @@ fn llvm_profgen_agrees_line_by_line_except_where_it_drops_ranges() {
         "the same functions have samples"
     );
     let mut equal = 0;
-    let mut differing = Vec::new();
+    // (function, line offset, rvperf's count, llvm-profgen's count when it has the line)
+    let mut differing: Vec<(&str, u32, u64, Option<u64>)> = Vec::new();
     for (name, (_, _, lines)) in &ours {
         let their_lines = &theirs[name].2;
-        for (offset, &count) in lines {
-            match their_lines.get(offset) {
+        for (&offset, &count) in lines {
+            match their_lines.get(&offset) {
                 Some(&their_count) if their_count == count => equal += 1,
-                other => differing.push(format!(
-                    "{name}:{offset} rvperf {count} llvm-profgen {other:?}"
-                )),
+                other => differing.push((name, offset, count, other.copied())),
             }
         }
     }
     eprintln!("{equal} lines equal; differing: {differing:#?}");
     // Where they differ, llvm-profgen dropped ranges of that function (named in its
     // warnings) and rvperf's count is the larger.
-    for difference in &differing {
-        let function = difference.split(':').next().unwrap();
+    for &(function, offset, count, their_count) in &differing {
         assert!(
             dropped.iter().any(
                 |(start, end, _)| function_of(*start).as_deref() == Some(function)
                     || function_of(*end).as_deref() == Some(function)
             ),
-            "{difference}: llvm-profgen dropped no range of {function}"
+            "{function}:{offset}: llvm-profgen dropped no range of {function}"
         );
-        let mut words = difference.split(' ');
-        let _ = words.next();
-        let ours: u64 = words.nth(1).unwrap().parse().unwrap();
-        let theirs: u64 = words
-            .nth(1)
-            .map(|word| word.trim_start_matches("Some(").trim_end_matches(')'))
-            .and_then(|word| word.parse().ok())
-            .unwrap_or(0);
         assert!(
-            ours >= theirs,
-            "llvm-profgen counts more than rvperf at {difference}"
+            count >= their_count.unwrap_or(0),
+            "llvm-profgen counts more than rvperf at {function}:{offset}: {their_count:?} > {count}"
         );
     }
     assert!(

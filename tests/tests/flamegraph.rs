@@ -212,3 +212,36 @@ fn a_missing_or_corrupt_input_is_one_line_and_leaves_no_output() {
     assert_eq!(leftovers, vec![std::ffi::OsString::from("bad.data")]);
     std::fs::remove_dir_all(&directory).unwrap();
 }
+
+/// `--inline` shows inlined functions as frames of their own: autofdo.c's
+/// always_inline `mix` appears under `process_value` only with it.
+#[test]
+fn inline_frames_appear_only_with_inline() {
+    let fixture = repository().join("tests/fixtures/autofdo");
+    let directory = scratch().join(format!("flamegraph-inline-{}", std::process::id()));
+    let bin = directory.join("symfs/opt/rvperf/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(fixture.join("autofdo"), bin.join("autofdo")).unwrap();
+    std::fs::copy(fixture.join("perf.data"), directory.join("perf.data")).unwrap();
+    let folded = |extra: &[&str]| {
+        let mut arguments = vec!["-i", "perf.data", "--symfs", "symfs", "--folded", "-o", "-"];
+        arguments.extend_from_slice(extra);
+        String::from_utf8(flamegraph(&directory, &arguments).0).unwrap()
+    };
+    let plain = folded(&[]);
+    let inlined = folded(&["--inline"]);
+    assert!(
+        plain
+            .lines()
+            .any(|line| line.starts_with("autofdo;process_value ")),
+        "{plain}"
+    );
+    assert!(!plain.contains(";mix"), "{plain}");
+    assert!(
+        inlined
+            .lines()
+            .any(|line| line.starts_with("autofdo;process_value;mix ")),
+        "{inlined}"
+    );
+    std::fs::remove_dir_all(&directory).unwrap();
+}

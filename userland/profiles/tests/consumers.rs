@@ -7,6 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::gcc_dump::gcc_block_counts;
 use common::{require, run, stdout, CLANG, LLVM_PROFDATA, RISCV_GCC};
 use profiles::{
     write_gcc_afdo, write_llvm_extbinary, write_llvm_text, LineLocation, SampleProfile,
@@ -311,32 +312,6 @@ fn gcc_with_profile(files: &Files, profile: &Path) -> (std::process::Output, Str
         .map(|path| std::fs::read_to_string(path).unwrap())
         .unwrap_or_default();
     (output, dump)
-}
-
-/// The basic block counts (`<bb N> [count: C]:`) of `function` in GCC's dump, where a
-/// function's body is printed as `TYPE NAME (PARAMETERS)`, `{`, ..., `}`.
-fn gcc_block_counts(dump: &str, function: &str) -> Vec<u64> {
-    let header = format!(" {function} (");
-    let lines: Vec<&str> = dump.lines().collect();
-    let start = lines
-        .windows(2)
-        .position(|pair| pair[0].contains(&header) && pair[1] == "{")
-        .unwrap_or_else(|| panic!("no body of {function} in the dump:\n{dump}"));
-    lines[start..]
-        .iter()
-        .take_while(|line| **line != "}")
-        .filter_map(|line| {
-            let (_, count) = line
-                .trim_start()
-                .strip_prefix("<bb ")?
-                .split_once("[count: ")?;
-            count
-                .split(|c: char| !c.is_ascii_digit())
-                .next()?
-                .parse()
-                .ok()
-        })
-        .collect()
 }
 
 #[test]

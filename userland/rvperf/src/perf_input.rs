@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use perf_abi::ctr::{CtrRecords, RVPERF_AUXTRACE_CTR};
 use perf_abi::{parse_record, Mmap2FileId, Record, SampleFormat};
-use perf_data::{
-    BranchEntry, BranchStack, PerfDataReader, RawRecord, Sample, AUXTRACE_RECORD_SIZE,
-};
+use perf_data::{PerfDataReader, RawRecord, Sample, AUXTRACE_RECORD_SIZE};
 use symbolize::{Symbolizer, SymbolizerOptions};
 
 /// Process address spaces (in the symbolizer) and command names, built from the
@@ -67,7 +65,7 @@ impl Processes {
 
     /// The build ids the recording lists for its files (HEADER_BUILD_ID): a file found
     /// with another build id is the wrong file, and is not used.
-    pub fn expect_build_ids(&mut self, reader: &perf_data::PerfDataReader<'_>) {
+    fn expect_build_ids(&mut self, reader: &perf_data::PerfDataReader<'_>) {
         self.symbolizer.add_build_ids(
             reader
                 .info()
@@ -307,17 +305,7 @@ impl AuxDecoding {
                 period: Some(ctr.header.period),
                 id: None,
                 callchain: Vec::new(),
-                branch_stack: Some(BranchStack {
-                    hw_idx: None,
-                    entries: ctr
-                        .branches()
-                        .map(|branch| BranchEntry {
-                            from: branch.from,
-                            to: branch.to,
-                            flags: branch.flags_word,
-                        })
-                        .collect(),
-                }),
+                branch_stack: Some(crate::record_ctr::ctr_branch_stack(&ctr)),
             });
         }
         Ok(samples)

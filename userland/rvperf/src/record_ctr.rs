@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use perf_abi::ctr::{
-    CtrRecords, CTR_PMU_NAME, CTR_TRIGGER_HARDWARE, CTR_TRIGGER_HW_CACHE, CTR_TRIGGER_RAW,
+    CtrRecord, CtrRecords, CTR_PMU_NAME, CTR_TRIGGER_HARDWARE, CTR_TRIGGER_HW_CACHE,
+    CTR_TRIGGER_RAW,
 };
 use perf_abi::sys::bindings as b;
 use perf_abi::{build_attr, parse_event, EventSpec, SampleFormat, Sampling, Wakeup};
@@ -330,14 +331,6 @@ fn drain_all(
             .next_record()
             .with_context(|| format!("rvperf_ctr AUX data of CPU event {}", cpu.id))?
         {
-            let entries = record
-                .branches()
-                .map(|branch| BranchEntry {
-                    from: branch.from,
-                    to: branch.to,
-                    flags: branch.flags_word,
-                })
-                .collect();
             let misc = if record.is_kernel() {
                 b::PERF_RECORD_MISC_KERNEL
             } else {
@@ -353,10 +346,7 @@ fn drain_all(
                     id: cpu.id,
                     cpu: record.header.cpu,
                     period: record.header.period,
-                    branch_stack: Some(BranchStack {
-                        hw_idx: None,
-                        entries,
-                    }),
+                    branch_stack: Some(ctr_branch_stack(&record)),
                     misc: misc as u16,
                     ..SampleData::default()
                 },
@@ -375,4 +365,20 @@ fn drain_all(
         }
     }
     Ok(())
+}
+
+/// A record's branches as perf's PERF_SAMPLE_BRANCH_STACK (newest first, no hw_idx):
+/// what a recording writes for it, and what a reader of kept AUX data decodes it to.
+pub(crate) fn ctr_branch_stack(record: &CtrRecord<'_>) -> BranchStack {
+    BranchStack {
+        hw_idx: None,
+        entries: record
+            .branches()
+            .map(|branch| BranchEntry {
+                from: branch.from,
+                to: branch.to,
+                flags: branch.flags_word,
+            })
+            .collect(),
+    }
 }

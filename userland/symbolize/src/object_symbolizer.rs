@@ -182,20 +182,7 @@ impl ObjectSymbolizer {
     /// used in errors.
     pub fn new(name: &str, bytes: impl Into<Arc<[u8]>>) -> Result<Self, SymbolizeError> {
         let bytes = bytes.into();
-        let parsed = Parsed::new(name, &bytes)?;
-        Ok(ObjectSymbolizer {
-            name: name.to_owned(),
-            build_id: parsed.build_id,
-            debug_link: parsed.debug_link,
-            segments: parsed.segments,
-            symbols: parsed.symbols,
-            has_symbol_table: parsed.has_symbol_table,
-            dwarf_name: name.to_owned(),
-            dwarf: parsed.dwarf,
-            supplementary_link: parsed.supplementary_link,
-            supplementary: None,
-            debug_info: OnceCell::new(),
-        })
+        Ok(Self::from_parsed(name, Parsed::new(name, &bytes)?))
     }
 
     /// The headers, segments and symbols of the open file `file`, read in place: only
@@ -207,8 +194,11 @@ impl ObjectSymbolizer {
             file: name.to_owned(),
             source,
         })?;
-        let parsed = Parsed::of_file(name, &object)?;
-        Ok(ObjectSymbolizer {
+        Ok(Self::from_parsed(name, Parsed::of_file(name, &object)?))
+    }
+
+    fn from_parsed(name: &str, parsed: Parsed) -> Self {
+        ObjectSymbolizer {
             name: name.to_owned(),
             build_id: parsed.build_id,
             debug_link: parsed.debug_link,
@@ -216,11 +206,11 @@ impl ObjectSymbolizer {
             symbols: parsed.symbols,
             has_symbol_table: parsed.has_symbol_table,
             dwarf_name: name.to_owned(),
-            dwarf: None,
+            dwarf: parsed.dwarf,
             supplementary_link: parsed.supplementary_link,
             supplementary: None,
             debug_info: OnceCell::new(),
-        })
+        }
     }
 
     /// Takes DWARF (and the full symbol table, when this file has only

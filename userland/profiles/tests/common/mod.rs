@@ -2,6 +2,8 @@
 //! Debian package), and random sample profiles.
 #![allow(dead_code)]
 
+pub mod gcc_dump;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,0 +1,28 @@
+//! Reading GCC 12's `-fdump-ipa-afdo` dump: the profile counts GCC put on each basic
+//! block. Shared with tests/tests/autofdo.rs (included there by path).
+
+/// The basic block counts (`<bb N> [count: C]:`) of `function` in GCC's dump, where a
+/// function's body is printed as `TYPE NAME (PARAMETERS)`, `{`, ..., `}`.
+pub fn gcc_block_counts(dump: &str, function: &str) -> Vec<u64> {
+    let header = format!(" {function} (");
+    let lines: Vec<&str> = dump.lines().collect();
+    let start = lines
+        .windows(2)
+        .position(|pair| pair[0].contains(&header) && pair[1] == "{")
+        .unwrap_or_else(|| panic!("no body of {function} in the dump:\n{dump}"));
+    lines[start..]
+        .iter()
+        .take_while(|line| **line != "}")
+        .filter_map(|line| {
+            let (_, count) = line
+                .trim_start()
+                .strip_prefix("<bb ")?
+                .split_once("[count: ")?;
+            count
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
