@@ -245,3 +245,60 @@ fn inline_frames_appear_only_with_inline() {
     );
     std::fs::remove_dir_all(&directory).unwrap();
 }
+
+/// perf.data is not in time order: each CPU's buffer is written in turn, so a task's
+/// COMM exec or FORK can come after its mmaps in the file. Side-band records apply in
+/// time order with the samples: moving the exec record after the mmaps (same
+/// timestamps, same round) changes nothing.
+#[test]
+fn side_band_records_apply_in_time_order_not_file_order() {
+    let case = repository().join("tests/fixtures/flamegraph/riscv64-callchain");
+    let original = std::fs::read(case.join("perf.data")).unwrap();
+    let reader = perf_data::PerfDataReader::from_bytes(&original, "perf.data").unwrap();
+    let mut records = reader.records();
+    let mut exec = None;
+    let mut last_mmap_end = None;
+    while let Some(record) = records.next_record().unwrap() {
+        let start = record.offset as usize;
+        let end = start + 8 + record.body.len() + record.aux_data.len();
+        match record.record_type {
+            perf_data::PERF_RECORD_FINISHED_ROUND => break,
+            perf_data::PERF_RECORD_COMM
+                if record.misc & perf_data::PERF_RECORD_MISC_COMM_EXEC != 0 =>
+            {
+                exec = Some(start..end)
+            }
+            perf_data::PERF_RECORD_MMAP2 if exec.is_some() => last_mmap_end = Some(end),
+            _ => {}
+        }
+    }
+    let exec = exec.expect("the fixture's COMM exec record");
+    let last_mmap_end = last_mmap_end.expect("mmaps after the exec in the first round");
+    let mut reordered = original[..exec.start].to_vec();
+    reordered.extend_from_slice(&original[exec.end..last_mmap_end]);
+    reordered.extend_from_slice(&original[exec.clone()]);
+    reordered.extend_from_slice(&original[last_mmap_end..]);
+    assert_eq!(reordered.len(), original.len());
+    let path = scratch().join(format!("exec-after-mmaps-{}.data", std::process::id()));
+    std::fs::write(&path, &reordered).unwrap();
+
+    let folded = |input: &Path| {
+        let (folded, _) = flamegraph(
+            &case,
+            &[
+                "-i",
+                input.to_str().unwrap(),
+                "--symfs",
+                "symfs",
+                "--folded",
+                "-o",
+                "-",
+            ],
+        );
+        String::from_utf8(folded).unwrap()
+    };
+    let in_file_order = folded(&case.join("perf.data"));
+    assert!(in_file_order.contains(";hot_function "), "{in_file_order}");
+    assert_eq!(folded(&path), in_file_order);
+    std::fs::remove_file(&path).unwrap();
+}

@@ -14,8 +14,8 @@ use std::path::Path;
 
 use linux_perf_data::{Feature, PerfFileReader};
 use linux_perf_event_reader::{
-    get_record_id, get_record_identifier, AttrFlags, BranchSampleFormat, Endianness, PerfEventAttr,
-    RawData, RecordParseInfo, RecordType, SampleFormat, SampleRecord,
+    get_record_id, get_record_identifier, get_record_timestamp, AttrFlags, BranchSampleFormat,
+    Endianness, PerfEventAttr, RawData, RecordParseInfo, RecordType, SampleFormat, SampleRecord,
 };
 
 use crate::abi::*;
@@ -304,6 +304,19 @@ impl<'a> PerfDataReader<'a> {
         Some(
             id.and_then(|id| self.id_to_attr.get(&id).copied())
                 .unwrap_or(0),
+        )
+    }
+
+    /// The time of a kernel record: a sample's `time` field, or the
+    /// `sample_id_all` trailer of a side-band record (MMAP, COMM, FORK, ...).
+    /// `None` when the event records no time, or for records synthesized by
+    /// the perf tool.
+    pub fn record_time(&self, rec: &RawRecord<'_>) -> Option<u64> {
+        let parse_info = self.parse_infos.get(rec.attr_index?)?;
+        get_record_timestamp::<Le>(
+            RecordType(rec.record_type),
+            RawData::from(rec.body),
+            parse_info,
         )
     }
 

@@ -76,6 +76,16 @@ impl Processes {
     }
 
     /// Applies a side-band record; returns true if it was one.
+    /// Whether [`observe`](Self::observe) uses records of this type, which must then
+    /// be applied in time order with the samples.
+    pub fn is_side_band(record_type: u32) -> bool {
+        use perf_abi::sys::bindings as b;
+        matches!(
+            record_type,
+            b::PERF_RECORD_MMAP | b::PERF_RECORD_MMAP2 | b::PERF_RECORD_COMM | b::PERF_RECORD_FORK
+        )
+    }
+
     pub fn observe(&mut self, record_type: u32, misc: u16, body: &[u8]) -> bool {
         // Only the leading fields are used, so the sample_id trailer layout is irrelevant.
         let Ok(record) = parse_record(record_type, misc, body, &SampleFormat::default()) else {
@@ -202,67 +212,117 @@ pub fn open(path: &Path) -> Result<PerfDataReader<'static>> {
     PerfDataReader::open(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
-/// Walks every record: side-band records update `processes` as they come; samples go
-/// to `visit` in time order, as perf script shows them. Samples are sorted with perf's
-/// round rule: at each FINISHED_ROUND record, every buffered sample not newer than the
-/// newest time seen before the previous round marker is final, so memory holds about
-/// two rounds of samples, not the file.
-pub fn for_each_sample(
-    reader: &PerfDataReader<'_>,
+/// Walks every record in time order, as perf script does: side-band records (MMAP,
+/// COMM, FORK) update `processes` and samples go to `visit`, interleaved by their
+/// timestamps. The file's order is not time order: each CPU's buffer is written in
+/// turn, so a child's FORK can come after its exec and mmaps, and a sample can come
+/// before the mmap it falls in. Records are sorted with perf's round rule: at each
+/// FINISHED_ROUND record, every buffered record not newer than the newest time seen
+/// before the previous round marker is final, so memory holds about two rounds of
+/// records, not the file. Side-band records without a time (no sample_id_all) apply
+/// at once, as perf applies them.
+pub fn for_each_sample<'a>(
+    reader: &'a PerfDataReader<'_>,
     file_size: u64,
     processes: &mut Processes,
     mut visit: impl FnMut(&mut Processes, Option<usize>, &Sample) -> Result<()>,
 ) -> Result<u64> {
     let mut records = reader.records();
     let mut samples = 0;
-    let mut pending: Vec<(u64, u64, Option<usize>, Sample)> = Vec::new();
+    let mut sequence = 0u64;
+    let mut pending: Vec<Timed<'a>> = Vec::new();
     let mut newest = 0u64;
     let mut flushable_up_to = 0u64;
-    let mut flush = |pending: &mut Vec<(u64, u64, Option<usize>, Sample)>,
-                     limit: u64,
-                     processes: &mut Processes|
-     -> Result<()> {
-        pending.sort_by_key(|(time, sequence, _, _)| (*time, *sequence));
-        let ready = pending.partition_point(|(time, _, _, _)| *time <= limit);
-        for (_, _, attr, sample) in pending.drain(..ready) {
-            visit(processes, attr, &sample)?;
-        }
-        Ok(())
-    };
+    let mut flush =
+        |pending: &mut Vec<Timed<'a>>, limit: u64, processes: &mut Processes| -> Result<()> {
+            pending.sort_by_key(|timed| (timed.time, timed.sequence));
+            let ready = pending.partition_point(|timed| timed.time <= limit);
+            for timed in pending.drain(..ready) {
+                match timed.event {
+                    TimedEvent::Sample(attr, sample) => visit(processes, attr, &sample)?,
+                    TimedEvent::SideBand {
+                        record_type,
+                        misc,
+                        body,
+                    } => {
+                        processes.observe(record_type, misc, body);
+                    }
+                }
+            }
+            Ok(())
+        };
     let mut progress = Progress::new(file_size);
     let mut aux = AuxDecoding::default();
     while let Some(record) = records.next_record()? {
         progress.at(record.offset);
+        let mut queue = |time: u64, event: TimedEvent<'a>| {
+            newest = newest.max(time);
+            sequence += 1;
+            pending.push(Timed {
+                time,
+                sequence,
+                event,
+            });
+        };
         match record.record_type {
             AUXTRACE_INFO => aux.info(&record),
             AUXTRACE => {
                 for sample in aux.samples(&record)? {
-                    let time = sample.time.unwrap_or(0);
-                    newest = newest.max(time);
-                    pending.push((time, samples, Some(0), sample));
+                    queue(
+                        sample.time.unwrap_or(0),
+                        TimedEvent::Sample(Some(0), sample),
+                    );
                     samples += 1;
                 }
             }
             perf_abi::sys::bindings::PERF_RECORD_SAMPLE => {
                 let sample = reader.parse_sample(&record)?;
-                let time = sample.time.unwrap_or(0);
-                newest = newest.max(time);
-                pending.push((time, samples, record.attr_index, sample));
+                queue(
+                    sample.time.unwrap_or(0),
+                    TimedEvent::Sample(record.attr_index, sample),
+                );
                 samples += 1;
             }
             FINISHED_ROUND => {
                 flush(&mut pending, flushable_up_to, processes)?;
                 flushable_up_to = newest;
             }
-            _ => {
-                processes.observe(record.record_type, record.misc, record.body);
-            }
+            _ => match reader.record_time(&record) {
+                Some(time) if Processes::is_side_band(record.record_type) => queue(
+                    time,
+                    TimedEvent::SideBand {
+                        record_type: record.record_type,
+                        misc: record.misc,
+                        body: record.body,
+                    },
+                ),
+                _ => {
+                    processes.observe(record.record_type, record.misc, record.body);
+                }
+            },
         }
     }
     flush(&mut pending, u64::MAX, processes)?;
     progress.done();
     aux.report_undecoded();
     Ok(samples)
+}
+
+/// A record waiting for its turn in time order; `sequence` keeps file order among
+/// records of one time.
+struct Timed<'a> {
+    time: u64,
+    sequence: u64,
+    event: TimedEvent<'a>,
+}
+
+enum TimedEvent<'a> {
+    Sample(Option<usize>, Sample),
+    SideBand {
+        record_type: u32,
+        misc: u16,
+        body: &'a [u8],
+    },
 }
 
 /// AUX data kept in the file as PERF_RECORD_AUXTRACE, decoded into samples: rvperf_ctr

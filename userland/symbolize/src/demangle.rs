@@ -29,21 +29,19 @@ fn demangle_cpp(name: &str) -> Option<String> {
 /// Rust legacy names are Itanium-shaped (`_ZN...E`); what tells them from a
 /// C++ name in the same namespace form is the trailing `17h<16 hex digits>E`
 /// hash segment, optionally followed by an LLVM suffix such as `.llvm.1234`.
+/// Path segments may themselves contain dots (`$LT$object..read..`), so the
+/// suffix is found from the hash, not from the first dot.
 fn is_rust_legacy(name: &str) -> bool {
     if !name.starts_with("_ZN") {
         return false;
     }
-    let without_suffix = name.split('.').next().unwrap_or(name);
-    let Some(body) = without_suffix.strip_suffix('E') else {
-        return false;
-    };
-    let Some(hash_start) = body.len().checked_sub(19) else {
-        return false;
-    };
-    let Some(hash) = body.get(hash_start..) else {
-        return false;
-    };
-    hash.starts_with("17h") && hash[3..].bytes().all(|byte| byte.is_ascii_hexdigit())
+    name.match_indices("17h").any(|(start, _)| {
+        let after_hash = start + 19;
+        name.get(start + 3..after_hash)
+            .is_some_and(|hash| hash.bytes().all(|byte| byte.is_ascii_hexdigit()))
+            && name.as_bytes().get(after_hash) == Some(&b'E')
+            && matches!(name.as_bytes().get(after_hash + 1), None | Some(b'.'))
+    })
 }
 
 #[cfg(test)]
@@ -67,6 +65,13 @@ mod tests {
             "core::fmt::write"
         );
         assert_eq!(demangle("_RNvCs1234_7mycrate3foo"), "mycrate::foo");
+        // Trait impls carry `..` inside their path segments.
+        assert_eq!(
+            demangle(
+                "_ZN89_$LT$object..read..any..Symbol$LT$R$GT$$u20$as$u20$object..read..traits..ObjectSymbol$GT$4name17h33c477b6d7a695baE"
+            ),
+            "<object::read::any::Symbol<R> as object::read::traits::ObjectSymbol>::name"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Kernel symbols from a kallsyms file (`/proc/kallsyms`, or a copy taken
 //! on the recording machine).
 
-use crate::symbols::{Candidate, SymbolKind, SymbolTable};
+use crate::symbols::{AliasChoice, Candidate, SymbolKind, SymbolTable};
 use crate::{FunctionSymbol, SymbolizeError};
 
 /// The text symbols of a running kernel and its modules.
@@ -71,6 +71,8 @@ impl KernelSymbols {
                 size: 0,
                 kind: SymbolKind::Function,
                 global: kind.chars().all(|letter| letter.is_ascii_uppercase()),
+                // As perf reads kallsyms: only `W` is weak (`w` is local).
+                weak: kind == "W",
                 section_end: None,
             });
         }
@@ -79,7 +81,7 @@ impl KernelSymbols {
                 file: name.to_owned(),
             });
         }
-        let symbols = SymbolTable::new(candidates);
+        let symbols = SymbolTable::with_alias_choice(candidates, AliasChoice::LastListed);
         for span in &mut modules {
             // The span ends where its last function does.
             span.end = symbols
@@ -127,6 +129,9 @@ mod tests {
 ffffffff80000000 T _text
 ffffffff80000000 T _start
 ffffffff80001000 t handle_exception
+ffffffff80001100 T memcpy
+ffffffff80001100 T __memcpy
+ffffffff80001100 T __pi_memcpy
 ffffffff80001200 D some_data
 ffffffff80001400 W arch_cpu_idle
 ffffffff80002000 T _etext
@@ -137,10 +142,15 @@ ffffffff01000040 T nft_do_chain\t[nf_tables]
     #[test]
     fn text_symbols_with_extents_and_modules() {
         let symbols = KernelSymbols::parse("kallsyms", SAMPLE).unwrap();
-        let function = symbols.function(0xffff_ffff_8000_1300).unwrap();
+        let function = symbols.function(0xffff_ffff_8000_1080).unwrap();
         assert_eq!(function.name, "handle_exception");
         assert_eq!(function.address, 0xffff_ffff_8000_1000);
-        assert_eq!(function.size, 0x400);
+        assert_eq!(function.size, 0x100);
+        // Of aliases, the last listed, as perf shows them.
+        assert_eq!(
+            symbols.function(0xffff_ffff_8000_1104).unwrap().name,
+            "__pi_memcpy"
+        );
         assert_eq!(
             symbols.function(0xffff_ffff_8000_1404).unwrap().name,
             "arch_cpu_idle"

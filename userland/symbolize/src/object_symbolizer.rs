@@ -147,6 +147,7 @@ fn function_symbols<'data, R: object::ReadRef<'data>>(
                 size: symbol.size(),
                 kind,
                 global: !symbol.is_local(),
+                weak: symbol.is_weak(),
                 section_end: Some(section.end),
             })
         });

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use crate::error::hex;
 
-/// A problem seen while symbolizing, with how many samples it affected.
+/// A problem seen while symbolizing, with how many sampled addresses (sample ips,
+/// callchain frames, branch-stack entries) it affected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Problem {
@@ -48,7 +49,7 @@ impl fmt::Display for Problem {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Problem::FileNotFound { file, samples } => {
-                write!(formatter, "{file}: not found ({samples} samples)")
+                write!(formatter, "{file}: not found ({samples} sampled addresses)")
             }
             Problem::Unreadable {
                 file,
@@ -56,7 +57,7 @@ impl fmt::Display for Problem {
                 samples,
             } => write!(
                 formatter,
-                "{}: cannot be used: {reason} ({samples} samples)",
+                "{}: cannot be used: {reason} ({samples} sampled addresses)",
                 file.display()
             ),
             Problem::BuildIdMismatch {
@@ -66,14 +67,14 @@ impl fmt::Display for Problem {
                 samples,
             } => write!(
                 formatter,
-                "{}: build id {} but the recording expects {}; not used ({samples} samples)",
+                "{}: build id {} but the recording expects {}; not used ({samples} sampled addresses)",
                 file.display(),
                 hex(found),
                 hex(expected)
             ),
             Problem::MissingDebugInfo { file, samples } => write!(
                 formatter,
-                "{}: no debug info, function names only ({samples} samples)",
+                "{}: no debug info, function names only ({samples} sampled addresses)",
                 file.display()
             ),
             Problem::BadDebugInfo {
@@ -87,10 +88,10 @@ impl fmt::Display for Problem {
             ),
             Problem::NoKernelSymbols { samples } => write!(
                 formatter,
-                "no kernel symbols (give a kallsyms file or vmlinux) ({samples} samples)"
+                "no kernel symbols (give a kallsyms file or vmlinux) ({samples} sampled addresses)"
             ),
             Problem::OutsideMappings { samples } => {
-                write!(formatter, "{samples} samples outside every mapping")
+                write!(formatter, "{samples} sampled addresses outside every mapping")
             }
         }
     }

@@ -23,6 +23,8 @@ pub(crate) struct Candidate {
     pub size: u64,
     pub kind: SymbolKind,
     pub global: bool,
+    /// `STB_WEAK`, or a kallsyms `W`.
+    pub weak: bool,
     /// End of the symbol's section: a size-less symbol does not extend past it.
     pub section_end: Option<u64>,
 }
@@ -66,8 +68,27 @@ const ENCLOSING_LOOKBACK: usize = 8;
 /// (kallsyms has no sizes and no section ends): one page, as perf does.
 const UNBOUNDED_EXTENT: u64 = 4096;
 
+/// Which of several symbols at one address names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AliasChoice {
+    /// perf's rules for ELF symbols: sized over size-less, strong over weak,
+    /// global over local, fewer leading underscores, the longer name.
+    Best,
+    /// The one listed last: what perf ends up with for kallsyms, whose
+    /// symbols have no sizes (it sizes each alias but the last to zero and
+    /// then prefers the sized one).
+    LastListed,
+}
+
 impl SymbolTable {
     pub fn new(candidates: impl IntoIterator<Item = Candidate>) -> SymbolTable {
+        SymbolTable::with_alias_choice(candidates, AliasChoice::Best)
+    }
+
+    pub fn with_alias_choice(
+        candidates: impl IntoIterator<Item = Candidate>,
+        alias_choice: AliasChoice,
+    ) -> SymbolTable {
         let mut anchors = Vec::new();
         let mut candidates: Vec<Candidate> = candidates
             .into_iter()
@@ -85,15 +106,27 @@ impl SymbolTable {
             })
             .collect();
         // The best symbol of each address first: functions over untyped
-        // symbols, global over local, sized over size-less.
-        candidates.sort_by(|a, b| {
-            a.address
-                .cmp(&b.address)
-                .then(a.kind.cmp(&b.kind))
-                .then(b.global.cmp(&a.global))
-                .then((b.size > 0).cmp(&(a.size > 0)))
-                .then(a.name.cmp(&b.name))
-        });
+        // symbols, then the alias choice, so that frames read as they do in
+        // `perf report`.
+        match alias_choice {
+            AliasChoice::Best => candidates.sort_by(|a, b| {
+                a.address
+                    .cmp(&b.address)
+                    .then(a.kind.cmp(&b.kind))
+                    .then((b.size > 0).cmp(&(a.size > 0)))
+                    .then(a.weak.cmp(&b.weak))
+                    .then(b.global.cmp(&a.global))
+                    .then(leading_underscores(&a.name).cmp(&leading_underscores(&b.name)))
+                    .then(b.name.len().cmp(&a.name.len()))
+                    .then(a.name.cmp(&b.name))
+            }),
+            AliasChoice::LastListed => {
+                // A stable sort of the reversed list puts the last listed
+                // alias first.
+                candidates.reverse();
+                candidates.sort_by(|a, b| a.address.cmp(&b.address).then(a.kind.cmp(&b.kind)));
+            }
+        }
         candidates.dedup_by_key(|candidate| candidate.address);
 
         let mut entries = Vec::with_capacity(candidates.len());
@@ -164,6 +197,10 @@ impl SymbolTable {
     }
 }
 
+fn leading_underscores(name: &str) -> usize {
+    name.bytes().take_while(|byte| *byte == b'_').count()
+}
+
 /// `dn_comp` of `dn_comp@@GLIBC_2.34`: `.symtab` spells symbol versions
 /// into the name, where `.dynsym` keeps them apart. No C, C++ or Rust
 /// linkage name contains `@` otherwise.
@@ -192,6 +229,7 @@ mod tests {
             size,
             kind,
             global: true,
+            weak: false,
             section_end: Some(0x1000),
         }
     }
@@ -246,5 +284,49 @@ mod tests {
         assert_eq!(table.lookup(0x104).map(|found| found.0), Some("big"));
         assert_eq!(table.lookup(0x184).map(|found| found.0), Some("inner"));
         assert_eq!(table.lookup(0x190).map(|found| found.0), Some("big"));
+    }
+
+    #[test]
+    fn aliases_are_chosen_as_perf_chooses_them() {
+        let named = |name: &str, global: bool, weak: bool| Candidate {
+            global,
+            weak,
+            ..candidate(name, 0x100, 0x40, SymbolKind::Function)
+        };
+        let best = |candidates: Vec<Candidate>| {
+            SymbolTable::new(candidates)
+                .lookup(0x100)
+                .map(|found| found.0.to_owned())
+        };
+        // Fewer leading underscores, then the longer name.
+        assert_eq!(
+            best(vec![
+                named("__libc_malloc", true, false),
+                named("malloc", true, false)
+            ]),
+            Some("malloc".to_owned())
+        );
+        assert_eq!(
+            best(vec![
+                named("__memcpy_avx_unaligned_erms", false, false),
+                named("__memmove_avx_unaligned_erms", false, false)
+            ]),
+            Some("__memmove_avx_unaligned_erms".to_owned())
+        );
+        // Strong over weak, global over local, before any name rule.
+        assert_eq!(
+            best(vec![
+                named("free", true, true),
+                named("__libc_free", true, false)
+            ]),
+            Some("__libc_free".to_owned())
+        );
+        assert_eq!(
+            best(vec![
+                named("local", false, false),
+                named("__global", true, false)
+            ]),
+            Some("__global".to_owned())
+        );
     }
 }
