@@ -7,7 +7,6 @@
 //! order. Every offset and length read from the file is checked against the buffer before
 //! the wrapped crates see it, because they allocate by declared sizes.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Cursor;
 use std::path::Path;
@@ -119,7 +118,7 @@ pub struct Sample {
 /// A parsed perf.data file held in memory.
 #[derive(Debug)]
 pub struct PerfDataReader<'a> {
-    data: Cow<'a, [u8]>,
+    data: Bytes<'a>,
     file: String,
     info: HeaderInfo,
     attrs: Vec<AttrInfo>,
@@ -145,32 +144,73 @@ fn rd_u16(b: &[u8], at: usize) -> Option<u16> {
     ))
 }
 
+/// The bytes of a perf.data image: mapped from its file, read into memory, or
+/// borrowed from the caller.
+enum Bytes<'a> {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+    Borrowed(&'a [u8]),
+}
+
+impl std::ops::Deref for Bytes<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(map) => map,
+            Bytes::Owned(bytes) => bytes,
+            Bytes::Borrowed(bytes) => bytes,
+        }
+    }
+}
+
+/// The length, not megabytes of bytes.
+impl std::fmt::Debug for Bytes<'_> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "{} bytes", self.len())
+    }
+}
+
 impl PerfDataReader<'static> {
-    /// Reads and parses the file at `path`.
+    /// Maps and parses the file at `path` (reads it when it cannot be mapped, as
+    /// a FIFO cannot).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ReadError> {
         let path = path.as_ref();
         let file = path.display().to_string();
-        let data = std::fs::read(path).map_err(|source| ReadError::Io {
+        let io_error = |source| ReadError::Io {
             file: file.clone(),
             source,
-        })?;
-        Self::parse(Cow::Owned(data), file)
+        };
+        let opened = std::fs::File::open(path).map_err(io_error)?;
+        let regular = opened.metadata().map_err(io_error)?.is_file();
+        if regular {
+            // SAFETY: the map is read-only and private to this reader. perf.data
+            // files are written once and read afterwards; one truncated by another
+            // process while it is read ends this one with SIGBUS, as it does perf
+            // report, which maps them too. Reading instead would copy the whole file.
+            if let Ok(map) = unsafe { memmap2::Mmap::map(&opened) } {
+                return Self::parse(Bytes::Mapped(map), file);
+            }
+        }
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut &opened, &mut data).map_err(io_error)?;
+        Self::parse(Bytes::Owned(data), file)
     }
 
     /// Parses a perf.data image already read into memory, such as a pipe-mode stream
     /// read from standard input; `file` names it in errors.
     pub fn from_vec(data: Vec<u8>, file: &str) -> Result<Self, ReadError> {
-        Self::parse(Cow::Owned(data), file.to_string())
+        Self::parse(Bytes::Owned(data), file.to_string())
     }
 }
 
 impl<'a> PerfDataReader<'a> {
     /// Parses an in-memory perf.data image; `file` names it in errors.
     pub fn from_bytes(data: &'a [u8], file: &str) -> Result<Self, ReadError> {
-        Self::parse(Cow::Borrowed(data), file.to_string())
+        Self::parse(Bytes::Borrowed(data), file.to_string())
     }
 
-    fn parse(data: Cow<'a, [u8]>, file: String) -> Result<Self, ReadError> {
+    fn parse(data: Bytes<'a>, file: String) -> Result<Self, ReadError> {
         let bad = |offset: u64, what: &str| ReadError::Malformed {
             file: file.clone(),
             offset,

@@ -2,14 +2,19 @@
 //! samples of a perf.data file: callchains (`-g`), or CTR call stacks
 //! (`-j call_stack`) where callchains are missing, or the sampled function alone.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::PathBuf;
+use std::rc::Rc;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use perf_data::{PerfDataReader, Sample};
 use profiles::flamegraph::{write_differential_flamegraph, write_flamegraph, FlameGraphOptions};
 use profiles::FoldedStacks;
+use rustc_hash::FxHashMap;
+use symbolize::{Frame, Symbolized};
 
 use crate::output::write_atomically;
 use crate::perf_input::{file_size, for_each_sample, open, Processes, SymbolOptions};
@@ -109,6 +114,11 @@ pub fn run(arguments: &FlamegraphArgs) -> Result<()> {
 }
 
 /// The folded stacks of one recording.
+///
+/// Stacks are gathered as frame numbers and named once at the end: a recording has
+/// hundreds of thousands of frames but a few thousand distinct stacks. Kernel
+/// addresses (and any in no mapping) are named last too, so that the kernel's symbols
+/// are read on another thread while the samples are walked.
 fn fold(input: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedStacks> {
     let reader = open(input)?;
     let call_stack_events = call_stack_events(&reader);
@@ -121,25 +131,21 @@ fn fold(input: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedSta
             ..SymbolOptions::default()
         },
     );
-    let mut folded = FoldedStacks::new();
-    let mut frames: Vec<String> = Vec::new();
+    let mut folder = StackFolder::default();
+    let mut stack: Vec<u32> = Vec::new();
+    let mut addresses: Vec<(u64, bool)> = Vec::new();
+    let mut root_name = String::new();
     for_each_sample(
         &reader,
         file_size(input),
         &mut processes,
         |processes, attr, sample| {
-            frames.clear();
+            stack.clear();
             let pid = sample.pid.unwrap_or(-1) as u32;
             let tid = sample.tid.unwrap_or(-1) as u32;
-            match arguments.split {
-                Split::Command => frames.push(processes.comm(tid).to_owned()),
-                Split::Process => frames.push(format!("{}-{pid}", processes.comm(tid))),
-                Split::Thread => frames.push(format!("{}-{pid}/{tid}", processes.comm(tid))),
-                Split::None => {}
-            }
             let from_call_stack = attr.is_some_and(|index| call_stack_events[index]);
-            let root = frames.len();
-            for (address, leaf) in stack_addresses(sample, from_call_stack) {
+            stack_addresses(sample, from_call_stack, &mut addresses);
+            for &(address, leaf) in &addresses {
                 // A caller's address is a return address, just past its call: the call
                 // itself is one byte earlier, which keeps it in the right function (and
                 // line) when the call is the last instruction of a block or function.
@@ -148,19 +154,34 @@ fn fold(input: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedSta
                 } else {
                     address.saturating_sub(1)
                 };
-                processes.push_frame_names(pid, lookup, &mut frames);
+                folder.push_frames(processes, pid, lookup, &mut stack);
+            }
+            root_name.clear();
+            match arguments.split {
+                Split::Command => root_name.push_str(processes.comm(tid)),
+                Split::Process => {
+                    let _ = write!(root_name, "{}-{pid}", processes.comm(tid));
+                }
+                Split::Thread => {
+                    let _ = write!(root_name, "{}-{pid}/{tid}", processes.comm(tid));
+                }
+                Split::None => {}
+            }
+            if arguments.split != Split::None {
+                stack.push(folder.names.intern(&root_name));
             }
             // Collected leaf first; folded stacks are root first.
-            frames[root..].reverse();
+            stack.reverse();
             let weight = if !arguments.samples {
                 sample.period.unwrap_or(1)
             } else {
                 1
             };
-            folded.add(frames.iter().map(String::as_str), weight);
+            folder.add(&stack, weight);
             Ok(())
         },
     )?;
+    let folded = folder.finish(&mut processes);
     processes.report_problems();
     // The caches die with the process: freeing them one by one costs a twentieth of
     // the run on a large recording.
@@ -168,21 +189,164 @@ fn fold(input: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedSta
     Ok(folded)
 }
 
+/// Frame names by number.
+#[derive(Default)]
+struct FrameNames {
+    names: Vec<Rc<str>>,
+    numbers: FxHashMap<Rc<str>, u32>,
+}
+
+impl FrameNames {
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&number) = self.numbers.get(name) {
+            return number;
+        }
+        let number = self.names.len() as u32;
+        let name: Rc<str> = Rc::from(name);
+        self.names.push(Rc::clone(&name));
+        self.numbers.insert(name, number);
+        number
+    }
+}
+
+/// Frame numbers at or above this one stand for an address named at the end
+/// ([`StackFolder::deferred`]).
+const DEFERRED: u32 = 1 << 31;
+
+/// Samples' stacks as frame numbers, summed per distinct stack.
+#[derive(Default)]
+struct StackFolder {
+    names: FrameNames,
+    /// The frame numbers of each symbolizer answer, innermost first, keyed by the
+    /// identity of its frames and file name. The answer is kept alive here, so its
+    /// address cannot be reused by another.
+    answers: FxHashMap<(usize, usize), (Symbolized, std::ops::Range<usize>)>,
+    answer_frames: Vec<u32>,
+    /// Kernel addresses and addresses in no mapping, with how often they were seen:
+    /// their names do not depend on the process or the time.
+    deferred: Vec<(u64, u64)>,
+    deferred_numbers: FxHashMap<u64, u32>,
+    stacks: FxHashMap<Box<[u32]>, u64>,
+}
+
+impl StackFolder {
+    /// Appends the frame numbers at `address` of `pid` to `stack`, innermost first.
+    fn push_frames(
+        &mut self,
+        processes: &mut Processes,
+        pid: u32,
+        address: u64,
+        stack: &mut Vec<u32>,
+    ) {
+        let Some(symbolized) = processes.symbolizer().symbolize_mapped(pid, address) else {
+            let next = DEFERRED + self.deferred.len() as u32;
+            let number = *self.deferred_numbers.entry(address).or_insert(next);
+            if number == next {
+                self.deferred.push((address, 0));
+            }
+            self.deferred[(number - DEFERRED) as usize].1 += 1;
+            stack.push(number);
+            return;
+        };
+        let key = (
+            Rc::as_ptr(&symbolized.frames) as *const Frame as usize,
+            Rc::as_ptr(&symbolized.dso) as *const u8 as usize,
+        );
+        if let Some((_, range)) = self.answers.get(&key) {
+            stack.extend_from_slice(&self.answer_frames[range.clone()]);
+            return;
+        }
+        let start = self.answer_frames.len();
+        for name in frame_names(&symbolized) {
+            let number = self.names.intern(&name);
+            self.answer_frames.push(number);
+        }
+        let range = start..self.answer_frames.len();
+        stack.extend_from_slice(&self.answer_frames[range.clone()]);
+        self.answers.insert(key, (symbolized, range));
+    }
+
+    fn add(&mut self, stack: &[u32], weight: u64) {
+        match self.stacks.get_mut(stack) {
+            Some(total) => *total += weight,
+            None => {
+                self.stacks.insert(stack.into(), weight);
+            }
+        }
+    }
+
+    /// Names the deferred addresses and spells out every stack.
+    fn finish(mut self, processes: &mut Processes) -> FoldedStacks {
+        // Root first, as the stacks are: each address's frames outermost first.
+        let deferred: Vec<Vec<u32>> = std::mem::take(&mut self.deferred)
+            .into_iter()
+            .map(|(address, occurrences)| {
+                let symbolized = processes
+                    .symbolizer()
+                    .symbolize_unmapped(address, occurrences);
+                let mut numbers: Vec<u32> = frame_names(&symbolized)
+                    .map(|name| self.names.intern(&name))
+                    .collect();
+                numbers.reverse();
+                numbers
+            })
+            .collect();
+        let mut folded = FoldedStacks::new();
+        let mut frames: Vec<&str> = Vec::new();
+        for (stack, weight) in &self.stacks {
+            frames.clear();
+            for &number in stack.iter() {
+                if number >= DEFERRED {
+                    let numbers = &deferred[(number - DEFERRED) as usize];
+                    frames.extend(numbers.iter().map(|&n| &*self.names.names[n as usize]));
+                } else {
+                    frames.push(&self.names.names[number as usize]);
+                }
+            }
+            folded.add(frames.iter().copied(), *weight);
+        }
+        folded
+    }
+}
+
+/// The names of a symbolizer answer's frames, innermost inline frame first; `[dso]`
+/// or `[unknown]` when no function is known.
+fn frame_names(symbolized: &Symbolized) -> impl Iterator<Item = Cow<'_, str>> {
+    let placeholder = symbolized.frames.is_empty().then(|| {
+        if symbolized.dso.as_ref() == "[unknown]" {
+            Cow::Borrowed("[unknown]")
+        } else {
+            Cow::Owned(format!(
+                "[{}]",
+                symbolized.dso.trim_start_matches('[').trim_end_matches(']')
+            ))
+        }
+    });
+    let functions = symbolized.frames.iter().map(|frame| {
+        frame
+            .function
+            .as_deref()
+            .map_or(Cow::Borrowed("[unknown]"), Cow::Borrowed)
+    });
+    placeholder.into_iter().chain(functions)
+}
+
 /// The addresses of a sample's stack, leaf first, each with whether it is the leaf.
-fn stack_addresses(sample: &Sample, from_call_stack: bool) -> Vec<(u64, bool)> {
-    let mut addresses = Vec::new();
-    let user_callchain: Vec<u64> = sample
+fn stack_addresses(sample: &Sample, from_call_stack: bool, addresses: &mut Vec<(u64, bool)>) {
+    addresses.clear();
+    let user_callchain = sample
         .callchain
         .iter()
         .copied()
-        .filter(|&address| address < PERF_CONTEXT_MAX)
-        .collect();
-    if !user_callchain.is_empty() {
-        // The kernel puts the sampled ip first in the callchain.
-        for (index, address) in user_callchain.into_iter().enumerate() {
-            addresses.push((address, index == 0));
-        }
-        return addresses;
+        .filter(|&address| address < PERF_CONTEXT_MAX);
+    // The kernel puts the sampled ip first in the callchain.
+    addresses.extend(
+        user_callchain
+            .enumerate()
+            .map(|(index, address)| (address, index == 0)),
+    );
+    if !addresses.is_empty() {
+        return;
     }
     if let Some(ip) = sample.ip {
         addresses.push((ip, true));
@@ -197,7 +361,6 @@ fn stack_addresses(sample: &Sample, from_call_stack: bool) -> Vec<(u64, bool)> {
             }
         }
     }
-    addresses
 }
 
 /// For each event of the file, whether its branch stacks are call stacks

@@ -60,6 +60,7 @@ impl Processes {
         }
         let mut processes = Self::new(options);
         processes.expect_build_ids(reader);
+        processes.symbolizer.preload_kernel();
         processes
     }
 
@@ -147,29 +148,9 @@ impl Processes {
         }
     }
 
-    /// Appends the function names at `ip` to `names`, innermost inline frame first;
-    /// `[dso]` or `[unknown]` when no function is known.
-    pub fn push_frame_names(&mut self, pid: u32, ip: u64, names: &mut Vec<String>) {
-        let symbolized = self.symbolizer.symbolize(pid, ip);
-        if symbolized.frames.is_empty() {
-            names.push(if symbolized.dso.as_ref() == "[unknown]" {
-                "[unknown]".to_owned()
-            } else {
-                format!(
-                    "[{}]",
-                    symbolized.dso.trim_start_matches('[').trim_end_matches(']')
-                )
-            });
-            return;
-        }
-        for frame in symbolized.frames.iter() {
-            names.push(
-                frame
-                    .function
-                    .clone()
-                    .unwrap_or_else(|| "[unknown]".to_owned()),
-            );
-        }
+    /// The symbolizer, for callers that look addresses up themselves.
+    pub fn symbolizer(&mut self) -> &mut Symbolizer {
+        &mut self.symbolizer
     }
 
     /// Prints each problem the symbolizer met once (missing files, build id

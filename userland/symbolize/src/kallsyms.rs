@@ -1,7 +1,7 @@
 //! Kernel symbols from a kallsyms file (`/proc/kallsyms`, or a copy taken
 //! on the recording machine).
 
-use crate::symbols::{AliasChoice, Candidate, SymbolKind, SymbolTable};
+use crate::symbols::{is_function_name, ListedSymbol, SymbolTable, ANCHOR_NAMES};
 use crate::{FunctionSymbol, SymbolizeError};
 
 /// The text symbols of a running kernel and its modules.
@@ -23,73 +23,11 @@ impl KernelSymbols {
     /// Parses `address type name [module]` lines; text symbols (`t`, `T`,
     /// `w`, `W`) are kept. `name` is used in errors.
     pub fn parse(name: &str, text: &str) -> Result<KernelSymbols, SymbolizeError> {
-        let malformed = |line: usize, reason| SymbolizeError::Kallsyms {
-            file: name.to_owned(),
-            line,
-            reason,
-        };
-        let mut candidates = Vec::new();
-        let mut modules: Vec<ModuleSpan> = Vec::new();
-        let mut any_address = false;
-        for (index, line) in text.lines().enumerate() {
-            let number = index + 1;
-            let mut fields = line.split_whitespace();
-            let Some(address) = fields.next() else {
-                continue;
-            };
-            let address = u64::from_str_radix(address, 16)
-                .map_err(|_| malformed(number, "the address is not hexadecimal"))?;
-            let kind = fields
-                .next()
-                .ok_or_else(|| malformed(number, "no symbol type"))?;
-            let symbol = fields
-                .next()
-                .ok_or_else(|| malformed(number, "no symbol name"))?;
-            let module = fields
-                .next()
-                .map(|module| module.trim_start_matches('[').trim_end_matches(']'));
-            any_address |= address != 0;
-            if !matches!(kind, "t" | "T" | "w" | "W") {
-                continue;
-            }
-            if let Some(module) = module {
-                match modules.iter_mut().find(|span| span.name == module) {
-                    Some(span) => {
-                        span.start = span.start.min(address);
-                        span.end = span.end.max(address);
-                    }
-                    None => modules.push(ModuleSpan {
-                        start: address,
-                        end: address,
-                        name: module.to_owned(),
-                    }),
-                }
-            }
-            candidates.push(Candidate {
-                name: symbol.to_owned(),
-                address,
-                size: 0,
-                kind: SymbolKind::Function,
-                global: kind.chars().all(|letter| letter.is_ascii_uppercase()),
-                // As perf reads kallsyms: only `W` is weak (`w` is local).
-                weak: kind == "W",
-                section_end: None,
-            });
+        let mut parser = KallsymsParser::new(name);
+        for line in text.lines() {
+            parser.line(line)?;
         }
-        if !candidates.is_empty() && !any_address {
-            return Err(SymbolizeError::KallsymsHidden {
-                file: name.to_owned(),
-            });
-        }
-        let symbols = SymbolTable::with_alias_choice(candidates, AliasChoice::LastListed);
-        for span in &mut modules {
-            // The span ends where its last function does.
-            span.end = symbols
-                .lookup(span.end)
-                .map_or(span.end + 1, |(_, start, size)| start + size);
-        }
-        modules.sort_by_key(|span| span.start);
-        Ok(KernelSymbols { symbols, modules })
+        parser.finish()
     }
 
     /// Number of text symbols.
@@ -118,6 +56,115 @@ impl KernelSymbols {
     /// The address of the text symbol `name` (such as `_text`).
     pub fn symbol_address(&self, name: &str) -> Option<u64> {
         self.symbols.address_of(name)
+    }
+}
+
+/// A kallsyms file parsed line by line as it is read, so that the text
+/// (megabytes for a running kernel) is never held whole.
+#[derive(Debug)]
+pub struct KallsymsParser {
+    file: String,
+    lines: usize,
+    symbols: Vec<ListedSymbol>,
+    /// The names of `symbols`, end to end.
+    names: String,
+    anchors: Vec<(&'static str, u64)>,
+    modules: Vec<ModuleSpan>,
+    any_address: bool,
+}
+
+impl KallsymsParser {
+    /// A parser for the file `name` (used in errors).
+    pub fn new(name: &str) -> KallsymsParser {
+        KallsymsParser {
+            file: name.to_owned(),
+            lines: 0,
+            symbols: Vec::new(),
+            names: String::new(),
+            anchors: Vec::new(),
+            modules: Vec::new(),
+            any_address: false,
+        }
+    }
+
+    /// The next line (with or without its line break).
+    pub fn line(&mut self, line: &str) -> Result<(), SymbolizeError> {
+        self.lines += 1;
+        let number = self.lines;
+        let malformed = |reason| SymbolizeError::Kallsyms {
+            file: self.file.clone(),
+            line: number,
+            reason,
+        };
+        let mut fields = line.split_ascii_whitespace();
+        let Some(address) = fields.next() else {
+            return Ok(());
+        };
+        let address = u64::from_str_radix(address, 16)
+            .map_err(|_| malformed("the address is not hexadecimal"))?;
+        let kind = fields.next().ok_or_else(|| malformed("no symbol type"))?;
+        let symbol = fields.next().ok_or_else(|| malformed("no symbol name"))?;
+        let module = fields
+            .next()
+            .map(|module| module.trim_start_matches('[').trim_end_matches(']'));
+        self.any_address |= address != 0;
+        if !matches!(kind, "t" | "T" | "w" | "W") {
+            return Ok(());
+        }
+        if let Some(anchor) = ANCHOR_NAMES.iter().find(|anchor| **anchor == symbol) {
+            self.anchors.push((anchor, address));
+        }
+        if !is_function_name(symbol) {
+            return Ok(());
+        }
+        if let Some(module) = module {
+            match self
+                .modules
+                .iter_mut()
+                .rev()
+                .find(|span| span.name == module)
+            {
+                Some(span) => {
+                    span.start = span.start.min(address);
+                    span.end = span.end.max(address);
+                }
+                None => self.modules.push(ModuleSpan {
+                    start: address,
+                    end: address,
+                    name: module.to_owned(),
+                }),
+            }
+        }
+        let Ok(name_start) = u32::try_from(self.names.len()) else {
+            return Err(malformed("over 4 GiB of symbol names"));
+        };
+        let name_len = symbol.len().min(u16::MAX as usize);
+        let name = symbol.get(..name_len).unwrap_or(symbol);
+        self.names.push_str(name);
+        self.symbols.push(ListedSymbol {
+            address,
+            name_start,
+            name_len: name.len() as u32,
+        });
+        Ok(())
+    }
+
+    /// The symbols of every line given. Of several text symbols at one
+    /// address, the last listed names it, as perf shows them.
+    pub fn finish(self) -> Result<KernelSymbols, SymbolizeError> {
+        if !self.symbols.is_empty() && !self.any_address {
+            return Err(SymbolizeError::KallsymsHidden { file: self.file });
+        }
+        let symbols = SymbolTable::from_listed(self.symbols, self.names, self.anchors);
+        let mut modules = self.modules;
+        for span in &mut modules {
+            // The span ends where its last function does.
+            span.end = symbols
+                .lookup(span.end)
+                .map_or(span.end + 1, |(_, start, size)| start + size);
+        }
+        modules.sort_by_key(|span| span.start);
+        Ok(KernelSymbols { symbols, modules })
     }
 }
 

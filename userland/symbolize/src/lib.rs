@@ -38,7 +38,7 @@ mod symbols;
 pub use demangle::demangle;
 pub use error::SymbolizeError;
 pub use frame::{Frame, FunctionSymbol};
-pub use kallsyms::KernelSymbols;
+pub use kallsyms::{KallsymsParser, KernelSymbols};
 pub use object_symbolizer::{DebugLink, ObjectSymbolizer, SupplementaryLink};
 pub use problem::Problem;
 pub use symbolizer::{Symbolized, Symbolizer, SymbolizerOptions};

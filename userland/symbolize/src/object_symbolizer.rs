@@ -142,7 +142,7 @@ fn function_symbols<'data, R: object::ReadRef<'data>>(
                 _ => return None,
             };
             Some(Candidate {
-                name: String::from_utf8_lossy(symbol.name_bytes().ok()?).into_owned(),
+                name: String::from_utf8_lossy(symbol.name_bytes().ok()?),
                 address: symbol.address(),
                 size: symbol.size(),
                 kind,

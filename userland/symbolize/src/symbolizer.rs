@@ -6,9 +6,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use rustc_hash::FxHashMap;
+
 use crate::address_space::{AddressSpace, Mapping};
 use crate::locate::{binary_candidates, debug_candidates, supplementary_candidates};
-use crate::{Frame, KernelSymbols, ObjectSymbolizer, Problem};
+use crate::{Frame, KallsymsParser, KernelSymbols, ObjectSymbolizer, Problem};
 
 /// Where the [`Symbolizer`] looks for files and what it produces.
 #[derive(Debug, Clone)]
@@ -145,6 +147,9 @@ impl Unusable {
 #[derive(Debug, Default)]
 struct Kernel {
     loaded: bool,
+    /// kallsyms being read and parsed on another thread
+    /// ([`Symbolizer::preload_kernel`]).
+    kallsyms_loader: Option<std::thread::JoinHandle<Result<KernelSymbols, String>>>,
     kallsyms: Option<(Rc<Path>, KernelSymbols)>,
     vmlinux: Option<(Rc<Path>, ObjectSymbolizer)>,
     /// A kernel symbol and its address in the recorded kernel, from the
@@ -170,9 +175,9 @@ pub struct Symbolizer {
     files: Vec<FileEntry>,
     file_indices: HashMap<(String, Option<Vec<u8>>), usize>,
     expected_build_ids: HashMap<String, Vec<u8>>,
-    processes: HashMap<u32, AddressSpace>,
+    processes: FxHashMap<u32, AddressSpace>,
     kernel: Kernel,
-    cache: HashMap<(usize, u64), Rc<[Frame]>>,
+    cache: FxHashMap<(usize, u64), Rc<[Frame]>>,
     no_frames: Rc<[Frame]>,
     unknown: Rc<str>,
     outside_mappings: u64,
@@ -185,9 +190,9 @@ impl Symbolizer {
             files: Vec::new(),
             file_indices: HashMap::new(),
             expected_build_ids: HashMap::new(),
-            processes: HashMap::new(),
+            processes: FxHashMap::default(),
             kernel: Kernel::default(),
-            cache: HashMap::new(),
+            cache: FxHashMap::default(),
             no_frames: Rc::from(Vec::new()),
             unknown: Rc::from(UNKNOWN_DSO),
             outside_mappings: 0,
@@ -264,24 +269,34 @@ impl Symbolizer {
     /// kallsyms/vmlinux; so do addresses in no user mapping when the kernel
     /// symbols know them.
     pub fn symbolize(&mut self, pid: u32, address: u64) -> Symbolized {
+        match self.symbolize_mapped(pid, address) {
+            Some(symbolized) => symbolized,
+            None => self.symbolize_unmapped(address, 1),
+        }
+    }
+
+    /// [`symbolize`](Self::symbolize) for an address in a mapping of
+    /// process `pid` as the mappings are now; `None` for a kernel address
+    /// or one in no mapping, which a caller may look up later with
+    /// [`symbolize_unmapped`](Self::symbolize_unmapped) (the answer does not
+    /// depend on the process or the time), for instance once the kernel
+    /// symbols loading on another thread are ready.
+    pub fn symbolize_mapped(&mut self, pid: u32, address: u64) -> Option<Symbolized> {
         if address >= KERNEL_START {
-            return self.symbolize_kernel(address);
+            return None;
         }
-        let mapping = self
-            .processes
-            .get(&pid)
-            .and_then(|space| space.find(address))
-            .copied();
-        match mapping {
-            Some(mapping) => {
-                self.symbolize_in_file(mapping.file, address - mapping.start + mapping.file_offset)
-            }
-            None if self.kernel_knows(address) => self.symbolize_kernel(address),
-            None => {
-                self.outside_mappings += 1;
-                self.unknown_symbolized()
-            }
+        let mapping = *self.processes.get(&pid)?.find(address)?;
+        Some(self.symbolize_in_file(mapping.file, address - mapping.start + mapping.file_offset))
+    }
+
+    /// What a kernel address, or an address in no user mapping, is; counted
+    /// as `occurrences` sampled addresses in [`problems`](Self::problems).
+    pub fn symbolize_unmapped(&mut self, address: u64, occurrences: u64) -> Symbolized {
+        if address >= KERNEL_START || self.kernel_knows(address) {
+            return self.symbolize_kernel(address, occurrences);
         }
+        self.outside_mappings += occurrences;
+        self.unknown_symbolized()
     }
 
     /// Problems seen so far, one per file and kind, with sample counts.
@@ -411,11 +426,11 @@ impl Symbolizer {
             })
     }
 
-    fn symbolize_kernel(&mut self, address: u64) -> Symbolized {
+    fn symbolize_kernel(&mut self, address: u64, occurrences: u64) -> Symbolized {
         self.load_kernel();
         let offset = self.kernel_offset();
         let kernel = &mut self.kernel;
-        kernel.samples += 1;
+        kernel.samples += occurrences;
         let kernel_dso = Rc::clone(kernel.dso.get_or_insert_with(|| Rc::from(KERNEL_DSO)));
         let module = kernel
             .kallsyms
@@ -444,7 +459,7 @@ impl Symbolizer {
             }
         }
         let Some((path, symbols)) = &kernel.kallsyms else {
-            kernel.unresolved += 1;
+            kernel.unresolved += occurrences;
             return Symbolized {
                 dso: kernel_dso,
                 dso_path: None,
@@ -506,18 +521,36 @@ impl Symbolizer {
             .map_or(0, |(runtime, link)| runtime.wrapping_sub(link))
     }
 
+    /// Starts reading and parsing the kallsyms file on another thread, so
+    /// that it overlaps the reading of the samples: a running kernel's
+    /// /proc/kallsyms is over 100,000 lines that the kernel formats on each
+    /// read. The first kernel address waits for it.
+    pub fn preload_kernel(&mut self) {
+        if self.kernel.loaded || self.kernel.kallsyms_loader.is_some() {
+            return;
+        }
+        let Some(path) = self.options.kallsyms.clone() else {
+            return;
+        };
+        // Without a thread (spawning failed), the first kernel address reads it.
+        self.kernel.kallsyms_loader = std::thread::Builder::new()
+            .name("kallsyms".to_owned())
+            .spawn(move || read_kallsyms(&path))
+            .ok();
+    }
+
     fn load_kernel(&mut self) {
         if self.kernel.loaded {
             return;
         }
         self.kernel.loaded = true;
         if let Some(path) = self.options.kallsyms.clone() {
-            let name = path.display().to_string();
-            let parsed = std::fs::read_to_string(&path)
-                .map_err(|error| error.to_string())
-                .and_then(|text| {
-                    KernelSymbols::parse(&name, &text).map_err(|error| error.to_string())
-                });
+            let parsed = match self.kernel.kallsyms_loader.take() {
+                Some(loader) => loader
+                    .join()
+                    .unwrap_or_else(|_| Err("the kallsyms reader failed".to_owned())),
+                None => read_kallsyms(&path),
+            };
             match parsed {
                 Ok(symbols) => self.kernel.kallsyms = Some((Rc::from(path), symbols)),
                 Err(reason) => self
@@ -595,6 +628,24 @@ fn names_a_file(recorded: &str) -> bool {
 /// file without one is taken on trust).
 fn mismatch(expected: Option<impl AsRef<[u8]>>, found: Option<&[u8]>) -> bool {
     matches!((expected, found), (Some(expected), Some(found)) if expected.as_ref() != found)
+}
+
+/// Reads and parses a kallsyms file a line at a time.
+fn read_kallsyms(path: &Path) -> Result<KernelSymbols, String> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).map_err(|error| error.to_string())?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let mut parser = KallsymsParser::new(&path.display().to_string());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) => parser.line(&line).map_err(|error| error.to_string())?,
+            Err(error) => return Err(error.to_string()),
+        }
+    }
+    parser.finish().map_err(|error| error.to_string())
 }
 
 fn read_object(path: &Path) -> Result<ObjectSymbolizer, String> {

@@ -1,6 +1,8 @@
 //! Function symbols sorted by address: the answer when there is no DWARF,
 //! and the fast path when only the outermost function is wanted.
 
+use std::borrow::Cow;
+
 use crate::FunctionSymbol;
 
 /// How sure we are that a symbol names a function; a better kind wins when
@@ -16,8 +18,10 @@ pub(crate) enum SymbolKind {
 /// A symbol offered to the table; [`SymbolTable::new`] decides whether it is
 /// a function.
 #[derive(Debug, Clone)]
-pub(crate) struct Candidate {
-    pub name: String,
+pub(crate) struct Candidate<'a> {
+    /// Borrowed from the symbol table or kallsyms text where possible: a
+    /// vmlinux or kallsyms has over 100,000 of them.
+    pub name: Cow<'a, str>,
     pub address: u64,
     /// `st_size`, 0 when unknown.
     pub size: u64,
@@ -33,13 +37,17 @@ pub(crate) struct Candidate {
 struct Entry {
     address: u64,
     end: u64,
-    name: Box<str>,
+    /// `names[name_start..name_start + name_len]`.
+    name_start: u32,
+    name_len: u32,
 }
 
 /// Functions sorted by start address, each with its extent.
 #[derive(Default)]
 pub(crate) struct SymbolTable {
     entries: Vec<Entry>,
+    /// Every name, end to end: one allocation instead of one per symbol.
+    names: String,
     /// Addresses of the symbols in [`ANCHOR_NAMES`], which deduplication
     /// may have dropped in favour of an alias at the same address.
     anchors: Vec<(&'static str, u64)>,
@@ -57,7 +65,7 @@ impl std::fmt::Debug for SymbolTable {
 
 /// Symbols whose address is asked for by name: the start of kernel text,
 /// from which the KASLR offset between vmlinux and a running kernel follows.
-const ANCHOR_NAMES: [&str; 2] = ["_text", "_stext"];
+pub(crate) const ANCHOR_NAMES: [&str; 2] = ["_text", "_stext"];
 
 /// How far back a lookup looks for an enclosing symbol when the nearest one
 /// below the address ends before it (a large function with a small alias or
@@ -68,33 +76,23 @@ const ENCLOSING_LOOKBACK: usize = 8;
 /// (kallsyms has no sizes and no section ends): one page, as perf does.
 const UNBOUNDED_EXTENT: u64 = 4096;
 
-/// Which of several symbols at one address names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AliasChoice {
-    /// perf's rules for ELF symbols: sized over size-less, strong over weak,
-    /// global over local, fewer leading underscores, the longer name.
-    Best,
-    /// The one listed last: what perf ends up with for kallsyms, whose
-    /// symbols have no sizes (it sizes each alias but the last to zero and
-    /// then prefers the sized one).
-    LastListed,
+/// A function of a list without sizes (kallsyms), its name in a names
+/// string.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ListedSymbol {
+    pub address: u64,
+    pub name_start: u32,
+    pub name_len: u32,
 }
 
 impl SymbolTable {
-    pub fn new(candidates: impl IntoIterator<Item = Candidate>) -> SymbolTable {
-        SymbolTable::with_alias_choice(candidates, AliasChoice::Best)
-    }
-
-    pub fn with_alias_choice(
-        candidates: impl IntoIterator<Item = Candidate>,
-        alias_choice: AliasChoice,
-    ) -> SymbolTable {
+    pub fn new<'a>(candidates: impl IntoIterator<Item = Candidate<'a>>) -> SymbolTable {
         let mut anchors = Vec::new();
-        let mut candidates: Vec<Candidate> = candidates
+        let mut candidates: Vec<Candidate<'a>> = candidates
             .into_iter()
             .map(without_version)
             .inspect(|candidate| {
-                if let Some(name) = ANCHOR_NAMES.iter().find(|name| **name == candidate.name) {
+                if let Some(name) = ANCHOR_NAMES.iter().find(|name| **name == &*candidate.name) {
                     anchors.push((*name, candidate.address));
                 }
             })
@@ -106,30 +104,29 @@ impl SymbolTable {
             })
             .collect();
         // The best symbol of each address first: functions over untyped
-        // symbols, then the alias choice, so that frames read as they do in
-        // `perf report`.
-        match alias_choice {
-            AliasChoice::Best => candidates.sort_by(|a, b| {
-                a.address
-                    .cmp(&b.address)
-                    .then(a.kind.cmp(&b.kind))
-                    .then((b.size > 0).cmp(&(a.size > 0)))
-                    .then(a.weak.cmp(&b.weak))
-                    .then(b.global.cmp(&a.global))
-                    .then(leading_underscores(&a.name).cmp(&leading_underscores(&b.name)))
-                    .then(b.name.len().cmp(&a.name.len()))
-                    .then(a.name.cmp(&b.name))
-            }),
-            AliasChoice::LastListed => {
-                // A stable sort of the reversed list puts the last listed
-                // alias first.
-                candidates.reverse();
-                candidates.sort_by(|a, b| a.address.cmp(&b.address).then(a.kind.cmp(&b.kind)));
-            }
-        }
+        // symbols, then perf's choice among aliases (sized over size-less,
+        // strong over weak, global over local, fewer leading underscores,
+        // the longer name), so that frames read as they do in `perf report`.
+        candidates.sort_by(|a, b| {
+            a.address
+                .cmp(&b.address)
+                .then(a.kind.cmp(&b.kind))
+                .then((b.size > 0).cmp(&(a.size > 0)))
+                .then(a.weak.cmp(&b.weak))
+                .then(b.global.cmp(&a.global))
+                .then(leading_underscores(&a.name).cmp(&leading_underscores(&b.name)))
+                .then(b.name.len().cmp(&a.name.len()))
+                .then(a.name.cmp(&b.name))
+        });
         candidates.dedup_by_key(|candidate| candidate.address);
 
         let mut entries = Vec::with_capacity(candidates.len());
+        let mut names = String::with_capacity(
+            candidates
+                .iter()
+                .map(|candidate| candidate.name.len())
+                .sum(),
+        );
         for (index, candidate) in candidates.iter().enumerate() {
             let end = if candidate.size > 0 {
                 candidate.address.saturating_add(candidate.size)
@@ -145,13 +142,59 @@ impl SymbolTable {
                     (None, None) => candidate.address.saturating_add(UNBOUNDED_EXTENT),
                 }
             };
+            // Names longer than 64 KiB are cut (at a character boundary):
+            // no linkage name is that long, and the entry stays small.
+            let name = truncate_at_char_boundary(&candidate.name, u16::MAX as usize);
+            let Ok(name_start) = u32::try_from(names.len()) else {
+                // Over 4 GiB of names: the table ends here.
+                break;
+            };
+            names.push_str(name);
             entries.push(Entry {
                 address: candidate.address,
                 end: end.max(candidate.address.saturating_add(1)),
-                name: candidate.name.clone().into_boxed_str(),
+                name_start,
+                name_len: name.len() as u32,
             });
         }
-        SymbolTable { entries, anchors }
+        SymbolTable {
+            entries,
+            names,
+            anchors,
+        }
+    }
+
+    /// Functions listed without sizes (kallsyms), their names in `names`:
+    /// each extends to the next one's address. Of several at one address,
+    /// the one listed last names it: what perf ends up with, since it
+    /// sizes each alias but the last to zero and then prefers the sized one.
+    pub fn from_listed(
+        mut listed: Vec<ListedSymbol>,
+        names: String,
+        anchors: Vec<(&'static str, u64)>,
+    ) -> SymbolTable {
+        // A stable sort of the reversed list puts the last listed alias first.
+        listed.reverse();
+        listed.sort_by_key(|symbol| symbol.address);
+        listed.dedup_by_key(|symbol| symbol.address);
+        let entries = listed
+            .iter()
+            .enumerate()
+            .map(|(index, symbol)| Entry {
+                address: symbol.address,
+                end: listed.get(index + 1).map_or_else(
+                    || symbol.address.saturating_add(UNBOUNDED_EXTENT),
+                    |next| next.address,
+                ),
+                name_start: symbol.name_start,
+                name_len: symbol.name_len,
+            })
+            .collect();
+        SymbolTable {
+            entries,
+            names,
+            anchors,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -172,7 +215,7 @@ impl SymbolTable {
             .rev()
             .take(ENCLOSING_LOOKBACK)
             .find(|entry| address < entry.end)
-            .map(|entry| (&*entry.name, entry.address, entry.end - entry.address))
+            .map(|entry| (self.name(entry), entry.address, entry.end - entry.address))
     }
 
     pub fn function(&self, address: u64) -> Option<FunctionSymbol> {
@@ -185,13 +228,20 @@ impl SymbolTable {
             })
     }
 
+    fn name(&self, entry: &Entry) -> &str {
+        let start = entry.name_start as usize;
+        self.names
+            .get(start..start + entry.name_len as usize)
+            .unwrap_or_default()
+    }
+
     /// The address of the symbol named `name`, if there is one.
     pub fn address_of(&self, name: &str) -> Option<u64> {
         let anchor = self.anchors.iter().find(|(anchor, _)| *anchor == name);
         anchor.map(|(_, address)| *address).or_else(|| {
             self.entries
                 .iter()
-                .find(|entry| &*entry.name == name)
+                .find(|entry| self.name(entry) == name)
                 .map(|entry| entry.address)
         })
     }
@@ -204,11 +254,25 @@ fn leading_underscores(name: &str) -> usize {
 /// `dn_comp` of `dn_comp@@GLIBC_2.34`: `.symtab` spells symbol versions
 /// into the name, where `.dynsym` keeps them apart. No C, C++ or Rust
 /// linkage name contains `@` otherwise.
-fn without_version(mut candidate: Candidate) -> Candidate {
+fn without_version(mut candidate: Candidate<'_>) -> Candidate<'_> {
     if let Some(at) = candidate.name.find('@').filter(|at| *at > 0) {
-        candidate.name.truncate(at);
+        match &mut candidate.name {
+            Cow::Borrowed(name) => *name = &name[..at],
+            Cow::Owned(name) => name.truncate(at),
+        }
     }
     candidate
+}
+
+fn truncate_at_char_boundary(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// Names that never name a function: mapping symbols (`$x`, `$d`,
@@ -222,9 +286,9 @@ pub(crate) fn is_function_name(name: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn candidate(name: &str, address: u64, size: u64, kind: SymbolKind) -> Candidate {
+    fn candidate(name: &str, address: u64, size: u64, kind: SymbolKind) -> Candidate<'_> {
         Candidate {
-            name: name.to_owned(),
+            name: Cow::Borrowed(name),
             address,
             size,
             kind,
@@ -288,12 +352,12 @@ mod tests {
 
     #[test]
     fn aliases_are_chosen_as_perf_chooses_them() {
-        let named = |name: &str, global: bool, weak: bool| Candidate {
+        let named = |name: &'static str, global: bool, weak: bool| Candidate {
             global,
             weak,
             ..candidate(name, 0x100, 0x40, SymbolKind::Function)
         };
-        let best = |candidates: Vec<Candidate>| {
+        let best = |candidates: Vec<Candidate<'static>>| {
             SymbolTable::new(candidates)
                 .lookup(0x100)
                 .map(|found| found.0.to_owned())

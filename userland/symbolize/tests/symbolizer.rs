@@ -386,6 +386,57 @@ fn separate_debug_files_are_found_by_debuglink_and_build_id() {
     assert_eq!(symbolizer.problems(), Vec::new());
 }
 
+/// Kernel symbols read on another thread give the same answers; kernel and unmapped
+/// addresses looked up later (symbolize_mapped declines them) are counted by their
+/// occurrences.
+#[test]
+fn preloaded_kallsyms_and_deferred_kernel_addresses() {
+    let dir = tempfile::tempdir().unwrap();
+    let kallsyms = dir.path().join("kallsyms");
+    std::fs::write(
+        &kallsyms,
+        "ffffffff80000000 T _text\n\
+         ffffffff80001000 T memcpy\n\
+         ffffffff80001000 T __pi_memcpy\n\
+         ffffffff80001400 T do_page_fault\n",
+    )
+    .unwrap();
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+        kallsyms: Some(kallsyms.clone()),
+        ..options()
+    });
+    symbolizer.preload_kernel();
+    assert!(symbolizer.symbolize_mapped(PID, 0xffff_ffff_8000_1010).is_none());
+    assert!(symbolizer.symbolize_mapped(PID, 0x1234).is_none());
+    let kernel = symbolizer.symbolize_unmapped(0xffff_ffff_8000_1010, 5);
+    assert_eq!(&*kernel.dso, "[kernel.kallsyms]");
+    assert_eq!(kernel.frames[0].function.as_deref(), Some("__pi_memcpy"));
+    let unknown = symbolizer.symbolize_unmapped(0x1234, 3);
+    assert_eq!(&*unknown.dso, "[unknown]");
+    assert_eq!(
+        symbolizer.problems(),
+        vec![Problem::OutsideMappings { samples: 3 }]
+    );
+
+    let mut missing = Symbolizer::new(SymbolizerOptions {
+        kallsyms: Some(dir.path().join("no-such-kallsyms")),
+        ..options()
+    });
+    missing.preload_kernel();
+    missing.symbolize_unmapped(0xffff_ffff_8000_1010, 2);
+    let problems = missing.problems();
+    assert!(
+        matches!(
+            &problems[..],
+            [
+                Problem::Unreadable { samples: 2, .. },
+                Problem::NoKernelSymbols { samples: 2 }
+            ]
+        ),
+        "{problems:?}"
+    );
+}
+
 #[test]
 fn kernel_addresses_use_kallsyms() {
     let dir = tempfile::tempdir().unwrap();
