@@ -2,7 +2,7 @@
 # Flame graph and AutoFDO benchmark: from the same perf.data,
 #   rvperf flamegraph   versus  perf script | inferno-collapse-perf | inferno-flamegraph
 #   rvperf autofdo      versus  perf script -F ip,brstack + llvm-profgen-19
-# wall time (best of 3) and peak RSS (the largest process of a pipeline), as ratios
+# wall time (best of 5) and peak RSS (the largest process of a pipeline), as ratios
 # measured in one run. Prints markdown for the README. Not a test: absolute figures
 # depend on the machine; compare within one run.
 #
@@ -30,15 +30,18 @@ fi
 collapse=$work/inferno/bin/inferno-collapse-perf
 draw=$work/inferno/bin/inferno-flamegraph
 
-# measure NAME COMMAND: best-of-3 wall seconds and peak RSS KiB of `sh -c COMMAND`
-# (GNU time reports the largest RSS of the shell's children, i.e. of the pipeline's
-# largest process).
+# measure COMMAND: best-of-5 wall seconds (millisecond resolution, from bash's
+# EPOCHREALTIME) and peak RSS KiB of `sh -c COMMAND` (GNU time reports the largest RSS
+# of the shell's children, i.e. of the pipeline's largest process).
 measure() {
-    local best="" rss=0
-    for _ in 1 2 3; do
-        /usr/bin/time -o "$work/time" -f "%e %M" sh -c "$1" >/dev/null 2>"$work/stderr" ||
+    local best="" rss=0 start end wall kib
+    for _ in 1 2 3 4 5; do
+        start=$EPOCHREALTIME
+        /usr/bin/time -o "$work/time" -f "%M" sh -c "$1" >/dev/null 2>"$work/stderr" ||
             { cat "$work/stderr" >&2; exit 1; }
-        read -r wall kib <"$work/time"
+        end=$EPOCHREALTIME
+        wall=$(awk "BEGIN{printf \"%.3f\", $end - $start}")
+        read -r kib <"$work/time"
         if [ -z "$best" ] || awk "BEGIN{exit !($wall < $best)}"; then best=$wall; fi
         [ "$kib" -gt "$rss" ] && rss=$kib
     done
@@ -62,11 +65,11 @@ samples=$(perf script -i "$data" -F tid 2>/dev/null | wc -l)
 
 read -r ours_wall ours_rss < <(measure "$rvperf flamegraph -i $data -o $work/rvperf.svg")
 read -r theirs_wall theirs_rss < <(measure "perf script -i $data 2>/dev/null | $collapse | $draw >$work/inferno.svg")
-echo "| from one perf.data ($samples samples with callchains) | wall (best of 3) | peak RSS |"
+echo "| from one perf.data ($samples samples with callchains) | wall (best of 5) | peak RSS |"
 echo "| --- | ---: | ---: |"
 echo "| \`rvperf flamegraph\` | ${ours_wall} s | $((ours_rss / 1024)) MiB |"
 echo "| \`perf script \| inferno-collapse-perf \| inferno-flamegraph\` | ${theirs_wall} s | $((theirs_rss / 1024)) MiB |"
-echo "| ratio | **$(awk "BEGIN{printf \"%.1f\", $theirs_wall / ($ours_wall > 0 ? $ours_wall : 0.01)}")x faster** | $(awk "BEGIN{printf \"%.2f\", $ours_rss / $theirs_rss}") of the pipeline's |"
+echo "| ratio | **$(awk "BEGIN{printf \"%.1f\", $theirs_wall / ($ours_wall > 0 ? $ours_wall : 0.001)}")x faster** | $(awk "BEGIN{printf \"%.2f\", $ours_rss / $theirs_rss}") of the pipeline's |"
 
 # The dense recording of the guest tier (a sample every 2,000 instructions) when there
 # is one, else the committed fixture (850 samples).
@@ -81,8 +84,8 @@ branch_samples=$(perf script -i "$recording/perf.data" -F ip 2>/dev/null | wc -l
 read -r ours_wall ours_rss < <(measure "$rvperf autofdo -i $recording/perf.data --binary $recording/autofdo -o $work/rvperf.prof")
 read -r theirs_wall theirs_rss < <(measure "perf script -F ip,brstack -i $recording/perf.data 2>/dev/null | grep / >$work/script.txt && llvm-profgen-19 --binary=$recording/autofdo --perfscript=$work/script.txt --format=text --output=$work/profgen.prof")
 echo
-echo "| from one perf.data ($branch_samples samples with CTR branch stacks) | wall (best of 3) | peak RSS |"
+echo "| from one perf.data ($branch_samples samples with CTR branch stacks) | wall (best of 5) | peak RSS |"
 echo "| --- | ---: | ---: |"
 echo "| \`rvperf autofdo\` | ${ours_wall} s | $((ours_rss / 1024)) MiB |"
 echo "| \`perf script -F ip,brstack\` + \`llvm-profgen-19\` | ${theirs_wall} s | $((theirs_rss / 1024)) MiB |"
-echo "| ratio | **$(awk "BEGIN{printf \"%.1f\", $theirs_wall / ($ours_wall > 0 ? $ours_wall : 0.01)}")x faster** | $(awk "BEGIN{printf \"%.2f\", $ours_rss / $theirs_rss}") of the pipeline's |"
+echo "| ratio | **$(awk "BEGIN{printf \"%.1f\", $theirs_wall / ($ours_wall > 0 ? $ours_wall : 0.001)}")x faster** | $(awk "BEGIN{printf \"%.2f\", $ours_rss / $theirs_rss}") of the pipeline's |"

@@ -51,12 +51,31 @@ impl Processes {
     }
 
     /// Symbolization for `reader`'s recording: files under `symfs` when given, kernel
-    /// symbols from `kallsyms`, or from this machine's /proc/kallsyms when the
-    /// recording was made here (same host name and kernel release, as perf assumes).
+    /// symbols from `kallsyms`, else from perf's build-id cache copy for the recorded
+    /// kernel, else from this machine's /proc/kallsyms when the recording was made here
+    /// (same host name and kernel release, as perf assumes).
     pub fn for_recording(reader: &PerfDataReader<'_>, options: SymbolOptions) -> Self {
         let mut options = options;
-        if options.kallsyms.is_none() && options.symfs.is_none() && recorded_here(reader) {
-            options.kallsyms = Some(PathBuf::from("/proc/kallsyms"));
+        if options.kallsyms.is_none() {
+            // As perf report: the copy perf record cached for the recorded kernel's
+            // build id, else this machine's own when the recording was made here.
+            let kernel_build_id = reader
+                .info()
+                .build_ids
+                .iter()
+                .find(|entry| entry.filename == "[kernel.kallsyms]")
+                .map(|entry| entry.build_id.as_slice());
+            options.kallsyms = kernel_build_id
+                .and_then(|build_id| {
+                    symbolize::cached_kallsyms(
+                        &SymbolizerOptions::default().build_id_dirs,
+                        build_id,
+                    )
+                })
+                .or_else(|| {
+                    (options.symfs.is_none() && recorded_here(reader))
+                        .then(|| PathBuf::from("/proc/kallsyms"))
+                });
         }
         let mut processes = Self::new(options);
         processes.expect_build_ids(reader);

@@ -39,6 +39,7 @@ pub use demangle::demangle;
 pub use error::SymbolizeError;
 pub use frame::{Frame, FunctionSymbol};
 pub use kallsyms::{KallsymsParser, KernelSymbols};
+pub use locate::cached_kallsyms;
 pub use object_symbolizer::{DebugLink, ObjectSymbolizer, SupplementaryLink};
 pub use problem::Problem;
 pub use symbolizer::{Symbolized, Symbolizer, SymbolizerOptions};

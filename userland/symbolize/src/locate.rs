@@ -53,6 +53,26 @@ pub(crate) fn binary_candidates(
     candidates
 }
 
+/// The copy of a kernel's kallsyms that `perf record` keeps in its build-id
+/// cache (`<dir>/[kernel.kallsyms]/<build id>/kallsyms`), if one of `dirs`
+/// has it. It is the recorded kernel's, whatever runs now, and a plain file
+/// reads much faster than /proc/kallsyms, which the kernel formats on every
+/// read.
+pub fn cached_kallsyms(dirs: &[PathBuf], build_id: &[u8]) -> Option<PathBuf> {
+    if build_id.is_empty() {
+        return None;
+    }
+    let text = hex(build_id);
+    dirs.iter()
+        .flat_map(|dir| {
+            let by_name = dir.join("[kernel.kallsyms]").join(&text).join("kallsyms");
+            let by_id = build_id_path(build_id)
+                .map(|relative| dir.join(".build-id").join(relative).join("kallsyms"));
+            std::iter::once(by_name).chain(by_id)
+        })
+        .find(|candidate| candidate.is_file())
+}
+
 /// Candidates for the separate debug file of the file recorded as
 /// `recorded` and read from `path`, by build id and by `.gnu_debuglink`, in
 /// the order gdb searches.
@@ -173,5 +193,22 @@ mod tests {
         .map(PathBuf::from)
         .collect();
         assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn perf_caches_kallsyms_by_the_kernel_build_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let build_id = [0x6e, 0xcd, 0x01, 0x02];
+        assert_eq!(cached_kallsyms(&[dir.path().to_owned()], &build_id), None);
+        let cached = dir.path().join("[kernel.kallsyms]").join("6ecd0102");
+        std::fs::create_dir_all(&cached).unwrap();
+        std::fs::write(cached.join("kallsyms"), "ffffffff81000000 T _text\n").unwrap();
+        let missing = dir.path().join("missing");
+        assert_eq!(
+            cached_kallsyms(&[missing, dir.path().to_owned()], &build_id),
+            Some(cached.join("kallsyms"))
+        );
+        assert_eq!(cached_kallsyms(&[dir.path().to_owned()], &[0x11; 4]), None);
+        assert_eq!(cached_kallsyms(&[dir.path().to_owned()], &[]), None);
     }
 }

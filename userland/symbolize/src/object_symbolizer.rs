@@ -57,6 +57,27 @@ impl Parsed {
         Ok(parsed)
     }
 
+    /// Everything but the DWARF of the open file `file`, read in place: mapped, so
+    /// that only the pages of the headers and symbol tables are read (or through a
+    /// read cache when the file cannot be mapped).
+    fn in_place(name: &str, file: &std::fs::File) -> Result<Parsed, SymbolizeError> {
+        let parse_error = |source| SymbolizeError::Parse {
+            file: name.to_owned(),
+            source,
+        };
+        // SAFETY: the map is read-only and lives only while this function parses
+        // it; everything kept is copied out (names into the symbol table's own
+        // string). A file truncated by another process meanwhile ends this one
+        // with SIGBUS, as it would perf, which maps the files it symbolizes too.
+        if let Ok(map) = unsafe { memmap2::Mmap::map(file) } {
+            let object = object::File::parse(&*map).map_err(parse_error)?;
+            return Parsed::of_file(name, &object);
+        }
+        let cache = object::ReadCache::new(file);
+        let object = object::File::parse(&cache).map_err(parse_error)?;
+        Parsed::of_file(name, &object)
+    }
+
     /// Everything but the DWARF, from a file read through any `ReadRef` (a whole
     /// buffer, or a cache that reads only the headers and tables it is asked for).
     fn of_file<'data, R: object::ReadRef<'data>>(
@@ -190,12 +211,7 @@ impl ObjectSymbolizer {
     /// the parts asked for are read, so a large binary costs the size of its symbol
     /// table, not of the file. Without DWARF: for function-level symbolization.
     pub fn symbols_only(name: &str, file: &std::fs::File) -> Result<Self, SymbolizeError> {
-        let cache = object::ReadCache::new(file);
-        let object = object::File::parse(&cache).map_err(|source| SymbolizeError::Parse {
-            file: name.to_owned(),
-            source,
-        })?;
-        Ok(Self::from_parsed(name, Parsed::of_file(name, &object)?))
+        Ok(Self::from_parsed(name, Parsed::in_place(name, file)?))
     }
 
     fn from_parsed(name: &str, parsed: Parsed) -> Self {
@@ -225,6 +241,22 @@ impl ObjectSymbolizer {
     ) -> Result<(), SymbolizeError> {
         let bytes = bytes.into();
         let debug = Parsed::new(name, &bytes)?;
+        self.attach_parsed(name, debug)
+    }
+
+    /// [`attach_debug_file`](Self::attach_debug_file) for function names only:
+    /// the symbol table of the open debug file `file` (when this file has only
+    /// `.dynsym`), read in place, without its DWARF.
+    pub fn attach_debug_symbols(
+        &mut self,
+        name: &str,
+        file: &std::fs::File,
+    ) -> Result<(), SymbolizeError> {
+        let debug = Parsed::in_place(name, file)?;
+        self.attach_parsed(name, debug)
+    }
+
+    fn attach_parsed(&mut self, name: &str, debug: Parsed) -> Result<(), SymbolizeError> {
         if let (Some(expected), Some(found)) = (&self.build_id, &debug.build_id) {
             if expected != found {
                 return Err(SymbolizeError::DebugFileMismatch {

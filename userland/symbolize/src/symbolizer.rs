@@ -726,6 +726,33 @@ fn find_debug_files(
     path: &Path,
     object: &mut ObjectSymbolizer,
 ) {
+    if !options.inlines {
+        // Function names only: a debug file is wanted for its symbol table when
+        // the file has only `.dynsym`, and only that table is read of it.
+        if object.has_symbol_table() {
+            return;
+        }
+        let candidates = debug_candidates(
+            options,
+            recorded,
+            path,
+            object.build_id(),
+            object.debug_link(),
+        );
+        for candidate in candidates {
+            let Ok(file) = std::fs::File::open(&candidate) else {
+                continue;
+            };
+            if object
+                .attach_debug_symbols(&candidate.display().to_string(), &file)
+                .is_ok()
+                && object.has_symbol_table()
+            {
+                return;
+            }
+        }
+        return;
+    }
     let mut dwarf_path = path.to_owned();
     if !object.has_debug_info() {
         let candidates = debug_candidates(

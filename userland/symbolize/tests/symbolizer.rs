@@ -406,7 +406,9 @@ fn preloaded_kallsyms_and_deferred_kernel_addresses() {
         ..options()
     });
     symbolizer.preload_kernel();
-    assert!(symbolizer.symbolize_mapped(PID, 0xffff_ffff_8000_1010).is_none());
+    assert!(symbolizer
+        .symbolize_mapped(PID, 0xffff_ffff_8000_1010)
+        .is_none());
     assert!(symbolizer.symbolize_mapped(PID, 0x1234).is_none());
     let kernel = symbolizer.symbolize_unmapped(0xffff_ffff_8000_1010, 5);
     assert_eq!(&*kernel.dso, "[kernel.kallsyms]");
