@@ -15,6 +15,7 @@
 //! shifts the same value left by 16 and adds the discriminator).
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 use crate::branch_counts::Branch;
 use crate::sample_profile::{FunctionProfile, LineLocation, SampleProfile};
@@ -53,9 +54,9 @@ pub struct PlacementStats {
 /// Builds the profile. `frames(address)` returns the inline stack at an address
 /// (innermost first; empty when unknown); `is_call(address)` says whether the
 /// instruction there is a call.
-pub fn build_sample_profile(
-    instruction_counts: &HashMap<u64, u64>,
-    branches: &HashMap<Branch, u64>,
+pub fn build_sample_profile<S: BuildHasher, T: BuildHasher>(
+    instruction_counts: &HashMap<u64, u64, S>,
+    branches: &HashMap<Branch, u64, T>,
     mut frames: impl FnMut(u64) -> Vec<SourceFrame>,
     mut is_call: impl FnMut(u64) -> bool,
 ) -> (SampleProfile, PlacementStats) {

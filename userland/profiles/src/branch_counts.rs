@@ -8,7 +8,7 @@
 //! return (`jal`, `jalr`, `c.jr` on RISC-V) ran like any other. Only ranges that cannot
 //! be straight-line code are refused, and they are counted.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// One branch of a stack: where it was taken and where it went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -49,8 +49,8 @@ pub struct RefusedRanges {
 pub struct BranchCounts {
     options: BranchCountOptions,
     /// Inclusive `(first instruction, last instruction)` address -> times it ran.
-    pub ranges: HashMap<(u64, u64), u64>,
-    pub branches: HashMap<Branch, u64>,
+    pub ranges: FxHashMap<(u64, u64), u64>,
+    pub branches: FxHashMap<Branch, u64>,
     pub stacks: u64,
     pub refused: RefusedRanges,
 }
@@ -92,8 +92,8 @@ impl BranchCounts {
     pub fn instruction_counts(
         &self,
         mut instruction_length: impl FnMut(u64) -> Option<u64>,
-    ) -> (HashMap<u64, u64>, u64) {
-        let mut counts: HashMap<u64, u64> = HashMap::new();
+    ) -> (FxHashMap<u64, u64>, u64) {
+        let mut counts: FxHashMap<u64, u64> = FxHashMap::default();
         let mut broken = 0;
         for (&(start, end), &count) in &self.ranges {
             let mut address = start;

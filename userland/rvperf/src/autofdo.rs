@@ -248,7 +248,8 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
         read_instruction(address).map(|instruction| u64::from(instruction.length))
     });
     let mut frame_errors = 0u64;
-    let mut frame_cache: HashMap<u64, Vec<SourceFrame>> = HashMap::new();
+    let mut frame_cache: rustc_hash::FxHashMap<u64, Vec<SourceFrame>> =
+        rustc_hash::FxHashMap::default();
     let mut frames = |address: u64| -> Vec<SourceFrame> {
         frame_cache
             .entry(address)
