@@ -38,6 +38,8 @@ fn inferno_options(options: &FlameGraphOptions) -> inferno::flamegraph::Options<
     inferno_options.min_width = options.min_width.parse().unwrap_or(0.1);
     // Deterministic colours, so the same input always gives the same SVG (golden tests).
     inferno_options.deterministic = true;
+    // FoldedStacks gives its lines sorted already (to_text, differential_text).
+    inferno_options.no_sort = true;
     inferno_options
 }
 

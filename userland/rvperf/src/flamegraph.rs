@@ -14,7 +14,7 @@ use perf_data::{PerfDataReader, Sample};
 use profiles::flamegraph::{write_differential_flamegraph, write_flamegraph, FlameGraphOptions};
 use profiles::FoldedStacks;
 use rustc_hash::FxHashMap;
-use symbolize::{Frame, Symbolized};
+use symbolize::{FileLocation, Symbolized};
 
 use crate::output::write_atomically;
 use crate::perf_input::{file_size, for_each_sample, open, Processes, SymbolOptions};
@@ -217,11 +217,10 @@ const DEFERRED: u32 = 1 << 31;
 #[derive(Default)]
 struct StackFolder {
     names: FrameNames,
-    /// The frame numbers of each symbolizer answer, innermost first, keyed by the
-    /// identity of its frames and file name. The answer is kept alive here, so its
-    /// address cannot be reused by another.
-    answers: FxHashMap<(usize, usize), (Symbolized, std::ops::Range<usize>)>,
-    answer_frames: Vec<u32>,
+    /// The frame numbers at each file location, innermost first: a range of
+    /// `located_frames`.
+    located: FxHashMap<FileLocation, std::ops::Range<usize>>,
+    located_frames: Vec<u32>,
     /// Kernel addresses and addresses in no mapping, with how often they were seen:
     /// their names do not depend on the process or the time.
     deferred: Vec<(u64, u64)>,
@@ -238,7 +237,7 @@ impl StackFolder {
         address: u64,
         stack: &mut Vec<u32>,
     ) {
-        let Some(symbolized) = processes.symbolizer().symbolize_mapped(pid, address) else {
+        let Some(location) = processes.symbolizer().locate(pid, address) else {
             let next = DEFERRED + self.deferred.len() as u32;
             let number = *self.deferred_numbers.entry(address).or_insert(next);
             if number == next {
@@ -248,22 +247,19 @@ impl StackFolder {
             stack.push(number);
             return;
         };
-        let key = (
-            Rc::as_ptr(&symbolized.frames) as *const Frame as usize,
-            Rc::as_ptr(&symbolized.dso) as *const u8 as usize,
-        );
-        if let Some((_, range)) = self.answers.get(&key) {
-            stack.extend_from_slice(&self.answer_frames[range.clone()]);
+        if let Some(range) = self.located.get(&location) {
+            stack.extend_from_slice(&self.located_frames[range.clone()]);
             return;
         }
-        let start = self.answer_frames.len();
+        let symbolized = processes.symbolizer().symbolize_location(location);
+        let start = self.located_frames.len();
         for name in frame_names(&symbolized) {
             let number = self.names.intern(&name);
-            self.answer_frames.push(number);
+            self.located_frames.push(number);
         }
-        let range = start..self.answer_frames.len();
-        stack.extend_from_slice(&self.answer_frames[range.clone()]);
-        self.answers.insert(key, (symbolized, range));
+        let range = start..self.located_frames.len();
+        stack.extend_from_slice(&self.located_frames[range.clone()]);
+        self.located.insert(location, range);
     }
 
     fn add(&mut self, stack: &[u32], weight: u64) {

@@ -42,4 +42,4 @@ pub use kallsyms::{KallsymsParser, KernelSymbols};
 pub use locate::cached_kallsyms;
 pub use object_symbolizer::{DebugLink, ObjectSymbolizer, SupplementaryLink};
 pub use problem::Problem;
-pub use symbolizer::{Symbolized, Symbolizer, SymbolizerOptions};
+pub use symbolizer::{FileLocation, Symbolized, Symbolizer, SymbolizerOptions};

@@ -51,6 +51,14 @@ impl Default for SymbolizerOptions {
     }
 }
 
+/// A place in a mapped file: which file (of this symbolizer) and the offset
+/// in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileLocation {
+    file: usize,
+    offset: u64,
+}
+
 /// What an address is.
 #[derive(Debug, Clone)]
 pub struct Symbolized {
@@ -282,11 +290,31 @@ impl Symbolizer {
     /// depend on the process or the time), for instance once the kernel
     /// symbols loading on another thread are ready.
     pub fn symbolize_mapped(&mut self, pid: u32, address: u64) -> Option<Symbolized> {
+        let location = self.locate(pid, address)?;
+        Some(self.symbolize_location(location))
+    }
+
+    /// The file and offset `address` of process `pid` maps, as the mappings
+    /// are now; `None` where [`symbolize_mapped`](Self::symbolize_mapped)
+    /// declines. Counts the address for [`problems`](Self::problems). The
+    /// answer for a location never changes, so a caller that looks up many
+    /// addresses may keep its own results per location and call
+    /// [`symbolize_location`](Self::symbolize_location) once for each.
+    pub fn locate(&mut self, pid: u32, address: u64) -> Option<FileLocation> {
         if address >= KERNEL_START {
             return None;
         }
         let mapping = *self.processes.get(&pid)?.find(address)?;
-        Some(self.symbolize_in_file(mapping.file, address - mapping.start + mapping.file_offset))
+        self.files[mapping.file].samples += 1;
+        Some(FileLocation {
+            file: mapping.file,
+            offset: address - mapping.start + mapping.file_offset,
+        })
+    }
+
+    /// What is at `location` (from [`locate`](Self::locate)).
+    pub fn symbolize_location(&mut self, location: FileLocation) -> Symbolized {
+        self.symbolize_in_file(location.file, location.offset)
     }
 
     /// What a kernel address, or an address in no user mapping, is; counted
@@ -374,7 +402,6 @@ impl Symbolizer {
             self.files[index].state = state;
         }
         let entry = &mut self.files[index];
-        entry.samples += 1;
         let FileState::Ready { path, object } = &entry.state else {
             return Symbolized {
                 dso: Rc::clone(&entry.dso),
