@@ -753,35 +753,15 @@ fn find_debug_files(
     path: &Path,
     object: &mut ObjectSymbolizer,
 ) {
-    if !options.inlines {
-        // Function names only: a debug file is wanted for its symbol table when
-        // the file has only `.dynsym`, and only that table is read of it.
-        if object.has_symbol_table() {
-            return;
-        }
-        let candidates = debug_candidates(
-            options,
-            recorded,
-            path,
-            object.build_id(),
-            object.debug_link(),
-        );
-        for candidate in candidates {
-            let Ok(file) = std::fs::File::open(&candidate) else {
-                continue;
-            };
-            if object
-                .attach_debug_symbols(&candidate.display().to_string(), &file)
-                .is_ok()
-                && object.has_symbol_table()
-            {
-                return;
-            }
-        }
-        return;
-    }
+    // With function names only, a debug file is wanted for its symbol table when
+    // the file has only `.dynsym`, and only that table is read of it.
+    let wanted = if options.inlines {
+        !object.has_debug_info()
+    } else {
+        !object.has_symbol_table()
+    };
     let mut dwarf_path = path.to_owned();
-    if !object.has_debug_info() {
+    if wanted {
         let candidates = debug_candidates(
             options,
             recorded,
@@ -790,18 +770,24 @@ fn find_debug_files(
             object.debug_link(),
         );
         for candidate in candidates {
-            let Ok(bytes) = std::fs::read(&candidate) else {
-                continue;
+            let name = candidate.display().to_string();
+            let attached = if options.inlines {
+                std::fs::read(&candidate).is_ok_and(|bytes| {
+                    object.attach_debug_file(&name, bytes).is_ok() && object.has_debug_info()
+                })
+            } else {
+                std::fs::File::open(&candidate).is_ok_and(|file| {
+                    object.attach_debug_symbols(&name, &file).is_ok() && object.has_symbol_table()
+                })
             };
-            if object
-                .attach_debug_file(&candidate.display().to_string(), bytes)
-                .is_ok()
-                && object.has_debug_info()
-            {
+            if attached {
                 dwarf_path = candidate;
                 break;
             }
         }
+    }
+    if !options.inlines {
+        return;
     }
     let Some(link) = object.supplementary_link().cloned() else {
         return;

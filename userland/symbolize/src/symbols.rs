@@ -362,35 +362,36 @@ mod tests {
                 .lookup(0x100)
                 .map(|found| found.0.to_owned())
         };
-        // Fewer leading underscores, then the longer name.
-        assert_eq!(
-            best(vec![
-                named("__libc_malloc", true, false),
-                named("malloc", true, false)
-            ]),
-            Some("malloc".to_owned())
-        );
-        assert_eq!(
-            best(vec![
-                named("__memcpy_avx_unaligned_erms", false, false),
-                named("__memmove_avx_unaligned_erms", false, false)
-            ]),
-            Some("__memmove_avx_unaligned_erms".to_owned())
-        );
-        // Strong over weak, global over local, before any name rule.
-        assert_eq!(
-            best(vec![
-                named("free", true, true),
-                named("__libc_free", true, false)
-            ]),
-            Some("__libc_free".to_owned())
-        );
-        assert_eq!(
-            best(vec![
-                named("local", false, false),
-                named("__global", true, false)
-            ]),
-            Some("__global".to_owned())
-        );
+        // (name, global, weak) of each alias, and the one perf shows.
+        let cases = [
+            // Fewer leading underscores, then the longer name.
+            (
+                [("__libc_malloc", true, false), ("malloc", true, false)],
+                "malloc",
+            ),
+            (
+                [
+                    ("__memcpy_avx_unaligned_erms", false, false),
+                    ("__memmove_avx_unaligned_erms", false, false),
+                ],
+                "__memmove_avx_unaligned_erms",
+            ),
+            // Strong over weak, global over local, before any name rule.
+            (
+                [("free", true, true), ("__libc_free", true, false)],
+                "__libc_free",
+            ),
+            (
+                [("local", false, false), ("__global", true, false)],
+                "__global",
+            ),
+        ];
+        for (aliases, expected) in cases {
+            let candidates = aliases
+                .iter()
+                .map(|&(name, global, weak)| named(name, global, weak))
+                .collect();
+            assert_eq!(best(candidates).as_deref(), Some(expected), "{aliases:?}");
+        }
     }
 }

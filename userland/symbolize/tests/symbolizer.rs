@@ -386,25 +386,29 @@ fn separate_debug_files_are_found_by_debuglink_and_build_id() {
     assert_eq!(symbolizer.problems(), Vec::new());
 }
 
+/// A symbolizer whose kernel symbols are `text`, written as `dir/kallsyms`.
+fn with_kallsyms(dir: &Path, text: &str) -> Symbolizer {
+    let kallsyms = dir.join("kallsyms");
+    std::fs::write(&kallsyms, text).unwrap();
+    Symbolizer::new(SymbolizerOptions {
+        kallsyms: Some(kallsyms),
+        ..options()
+    })
+}
+
 /// Kernel symbols read on another thread give the same answers; kernel and unmapped
 /// addresses looked up later (symbolize_mapped declines them) are counted by their
 /// occurrences.
 #[test]
 fn preloaded_kallsyms_and_deferred_kernel_addresses() {
     let dir = tempfile::tempdir().unwrap();
-    let kallsyms = dir.path().join("kallsyms");
-    std::fs::write(
-        &kallsyms,
+    let mut symbolizer = with_kallsyms(
+        dir.path(),
         "ffffffff80000000 T _text\n\
          ffffffff80001000 T memcpy\n\
          ffffffff80001000 T __pi_memcpy\n\
          ffffffff80001400 T do_page_fault\n",
-    )
-    .unwrap();
-    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
-        kallsyms: Some(kallsyms.clone()),
-        ..options()
-    });
+    );
     symbolizer.preload_kernel();
     assert!(symbolizer
         .symbolize_mapped(PID, 0xffff_ffff_8000_1010)
@@ -419,43 +423,19 @@ fn preloaded_kallsyms_and_deferred_kernel_addresses() {
         symbolizer.problems(),
         vec![Problem::OutsideMappings { samples: 3 }]
     );
-
-    let mut missing = Symbolizer::new(SymbolizerOptions {
-        kallsyms: Some(dir.path().join("no-such-kallsyms")),
-        ..options()
-    });
-    missing.preload_kernel();
-    missing.symbolize_unmapped(0xffff_ffff_8000_1010, 2);
-    let problems = missing.problems();
-    assert!(
-        matches!(
-            &problems[..],
-            [
-                Problem::Unreadable { samples: 2, .. },
-                Problem::NoKernelSymbols { samples: 2 }
-            ]
-        ),
-        "{problems:?}"
-    );
 }
 
 #[test]
 fn kernel_addresses_use_kallsyms() {
     let dir = tempfile::tempdir().unwrap();
-    let kallsyms = dir.path().join("kallsyms");
-    std::fs::write(
-        &kallsyms,
+    let mut symbolizer = with_kallsyms(
+        dir.path(),
         "ffffffff80000000 T _text\n\
          ffffffff80001000 t handle_exception\n\
          ffffffff80001400 T do_page_fault\n\
          ffffffff80002000 D some_data\n\
          ffffffff01000000 t nft_helper\t[nf_tables]\n",
-    )
-    .unwrap();
-    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
-        kallsyms: Some(kallsyms.clone()),
-        ..options()
-    });
+    );
     let result = symbolizer.symbolize(PID, 0xffff_ffff_8000_1234);
     assert_eq!(&*result.dso, "[kernel.kallsyms]");
     assert_eq!(
@@ -479,22 +459,28 @@ fn kernel_addresses_use_kallsyms() {
         vec![Problem::NoKernelSymbols { samples: 2 }]
     );
 
-    let mut unreadable = Symbolizer::new(SymbolizerOptions {
-        kallsyms: Some(dir.path().join("no-such-kallsyms")),
-        ..options()
-    });
-    unreadable.symbolize(PID, 0xffff_ffff_8000_1234);
-    let problems = unreadable.problems();
-    assert!(
-        matches!(
-            &problems[..],
-            [
-                Problem::Unreadable { samples: 1, .. },
-                Problem::NoKernelSymbols { samples: 1 }
-            ]
-        ),
-        "{problems:?}"
-    );
+    // Read when first needed, or on another thread from the start: the same problems.
+    for preload in [false, true] {
+        let mut unreadable = Symbolizer::new(SymbolizerOptions {
+            kallsyms: Some(dir.path().join("no-such-kallsyms")),
+            ..options()
+        });
+        if preload {
+            unreadable.preload_kernel();
+        }
+        unreadable.symbolize(PID, 0xffff_ffff_8000_1234);
+        let problems = unreadable.problems();
+        assert!(
+            matches!(
+                &problems[..],
+                [
+                    Problem::Unreadable { samples: 1, .. },
+                    Problem::NoKernelSymbols { samples: 1 }
+                ]
+            ),
+            "{problems:?}"
+        );
+    }
 }
 
 #[test]
