@@ -3,8 +3,9 @@
 //! in LLVM's text or extensible binary format or the format GCC 12 reads.
 //!
 //! Branch stacks become fall-through ranges and branch counts (the LBR method), ranges
-//! become per-instruction counts over the binary's RISC-V instructions, and those are
-//! placed at their DWARF lines, discriminators and inline stacks.
+//! become per-instruction counts over the binary's instructions (RISC-V, or x86_64 for
+//! recordings with Intel's LBR), and those are placed at their DWARF lines,
+//! discriminators and inline stacks.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -14,6 +15,10 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use code_image::CodeImage;
+use iced_x86::FlowControl;
+use object::elf::{FileHeader32, FileHeader64};
+use object::read::elf::FileHeader;
+use object::{Endianness, FileKind, Object, ObjectSegment, SegmentFlags};
 use perf_abi::{parse_record, Mmap2FileId, Record, SampleFormat};
 use profiles::{build_sample_profile, Branch, BranchCountOptions, BranchCounts, SourceFrame};
 use riscv_insn::{decode, instruction_length, DecodeOptions};
@@ -37,8 +42,9 @@ pub struct AutofdoArgs {
     /// Input file (`-` for a pipe-mode stream on standard input).
     #[arg(short = 'i', long = "input", default_value = "perf.data")]
     input: PathBuf,
-    /// The RISC-V binary to profile, with debug info (-g or -gline-tables-only), as it
-    /// ran (matched to the recording by file name and build id).
+    /// The riscv64 or x86_64 binary to profile, with debug info (-g or
+    /// -gline-tables-only), as it ran (matched to the recording by file name and build
+    /// id).
     #[arg(long, value_name = "ELF")]
     binary: PathBuf,
     /// Output profile.
@@ -140,18 +146,7 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
     if !symbolizer.has_debug_info() {
         bail!("{name}: no DWARF debug info: AutoFDO places counts at source lines (build with -g or -gline-tables-only)");
     }
-    let mut image = CodeImage::new();
-    let mut symbols = code_image::SymbolTable::default();
-    let elf = code_image::load_elf(&mut image, &mut symbols, &name, &bytes, None)
-        .with_context(|| format!("{name}: rvperf autofdo profiles RISC-V binaries"))?;
-    let decode_options = DecodeOptions {
-        xlen: match elf.xlen {
-            code_image::Xlen::Rv32 => riscv_insn::Xlen::Rv32,
-            code_image::Xlen::Rv64 => riscv_insn::Xlen::Rv64,
-        },
-        zcmp: elf.zcmp,
-        zcmt: elf.zcmt,
-    };
+    let instruction_set = InstructionSet::load(&name, &bytes)?;
     let binary_name = file_name_of(&name).to_owned();
 
     let reader = open(&arguments.input)?;
@@ -234,18 +229,10 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
         );
     }
 
-    let read_instruction = |address: u64| -> Option<riscv_insn::Instruction> {
-        let halfword = u16::from_le_bytes(image.read_le::<2>(address)?);
-        let length = instruction_length(halfword).bytes()?;
-        let raw = if length == 2 {
-            u32::from(halfword)
-        } else {
-            u32::from_le_bytes(image.read_le::<4>(address)?)
-        };
-        decode(raw, decode_options).ok()
-    };
     let (instruction_counts, broken_ranges) = counts.instruction_counts(|address| {
-        read_instruction(address).map(|instruction| u64::from(instruction.length))
+        instruction_set
+            .length_and_is_call(address)
+            .map(|(length, _)| length)
     });
     let mut frame_errors = 0u64;
     let mut frame_cache: rustc_hash::FxHashMap<u64, Vec<SourceFrame>> =
@@ -266,7 +253,11 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
         &instruction_counts,
         &counts.branches,
         &mut frames,
-        |address| read_instruction(address).is_some_and(|instruction| instruction.links()),
+        |address| {
+            instruction_set
+                .length_and_is_call(address)
+                .is_some_and(|(_, is_call)| is_call)
+        },
     );
 
     let mut bytes = Vec::new();
@@ -319,7 +310,10 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
         ));
     }
     if broken_ranges > 0 {
-        warn(format!("{broken_ranges} ranges run into bytes that are not RISC-V instructions of {binary_name}: counted up to there"));
+        warn(format!(
+            "{broken_ranges} ranges run into bytes that are not {} instructions of {binary_name}: counted up to there",
+            instruction_set.name()
+        ));
     }
     if stats.unplaced_instructions > 0 || frame_errors > 0 {
         warn(format!(
@@ -336,6 +330,138 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
         arguments.output.display()
     );
     Ok(())
+}
+
+/// The instructions of the profiled binary, decoded by its ELF machine: all the
+/// profile needs of an instruction is its length (to walk a fall-through range) and
+/// whether it is a call (whose return lands after it).
+enum InstructionSet {
+    Riscv {
+        image: CodeImage,
+        options: DecodeOptions,
+    },
+    X86_64(X86Code),
+}
+
+impl InstructionSet {
+    fn load(name: &str, bytes: &[u8]) -> Result<InstructionSet> {
+        // A file that is no ELF goes to the RISC-V loader, whose error says what it is.
+        match elf_machine(bytes) {
+            Some(object::elf::EM_X86_64) => Ok(InstructionSet::X86_64(
+                X86Code::load(bytes).with_context(|| format!("cannot read {name}"))?,
+            )),
+            Some(object::elf::EM_RISCV) | None => {
+                let mut image = CodeImage::new();
+                let mut symbols = code_image::SymbolTable::default();
+                let elf = code_image::load_elf(&mut image, &mut symbols, name, bytes, None)
+                    .with_context(|| format!("{name}: rvperf autofdo profiles RISC-V binaries"))?;
+                let options = DecodeOptions {
+                    xlen: match elf.xlen {
+                        code_image::Xlen::Rv32 => riscv_insn::Xlen::Rv32,
+                        code_image::Xlen::Rv64 => riscv_insn::Xlen::Rv64,
+                    },
+                    zcmp: elf.zcmp,
+                    zcmt: elf.zcmt,
+                };
+                Ok(InstructionSet::Riscv { image, options })
+            }
+            Some(machine) => bail!(
+                "{name}: rvperf autofdo profiles riscv64 and x86_64 binaries (e_machine {machine})"
+            ),
+        }
+    }
+
+    /// How the warnings name these instructions.
+    fn name(&self) -> &'static str {
+        match self {
+            InstructionSet::Riscv { .. } => "RISC-V",
+            InstructionSet::X86_64(_) => "x86_64",
+        }
+    }
+
+    /// The length in bytes of the instruction at link-time address `address` and
+    /// whether it is a call; `None` where no instruction of the binary is.
+    fn length_and_is_call(&self, address: u64) -> Option<(u64, bool)> {
+        match self {
+            InstructionSet::Riscv { image, options } => {
+                let halfword = u16::from_le_bytes(image.read_le::<2>(address)?);
+                let length = instruction_length(halfword).bytes()?;
+                let raw = if length == 2 {
+                    u32::from(halfword)
+                } else {
+                    u32::from_le_bytes(image.read_le::<4>(address)?)
+                };
+                let instruction = decode(raw, *options).ok()?;
+                Some((u64::from(instruction.length), instruction.links()))
+            }
+            InstructionSet::X86_64(code) => code.length_and_is_call(address),
+        }
+    }
+}
+
+/// `e_machine` of an ELF file, `None` for anything else.
+fn elf_machine(bytes: &[u8]) -> Option<u16> {
+    match FileKind::parse(bytes).ok()? {
+        FileKind::Elf32 => {
+            let header = FileHeader32::<Endianness>::parse(bytes).ok()?;
+            Some(header.e_machine(header.endian().ok()?))
+        }
+        FileKind::Elf64 => {
+            let header = FileHeader64::<Endianness>::parse(bytes).ok()?;
+            Some(header.e_machine(header.endian().ok()?))
+        }
+        _ => None,
+    }
+}
+
+/// The executable PT_LOAD segments of an x86_64 ELF by link-time address: code-image
+/// holds RISC-V binaries only, and segments (not sections) are what the recording's
+/// mappings and the symbolizer's file offsets refer to.
+struct X86Code {
+    /// (start address, bytes in the file), sorted by address.
+    segments: Vec<(u64, Vec<u8>)>,
+}
+
+/// x86 instructions are at most 15 bytes long.
+const X86_MAX_INSTRUCTION_BYTES: usize = 15;
+
+impl X86Code {
+    fn load(bytes: &[u8]) -> Result<X86Code, object::Error> {
+        let file = object::File::parse(bytes)?;
+        let mut segments = Vec::new();
+        for segment in file.segments() {
+            let SegmentFlags::Elf { p_flags } = segment.flags() else {
+                continue;
+            };
+            if p_flags & object::elf::PF_X != 0 {
+                segments.push((segment.address(), segment.data()?.to_vec()));
+            }
+        }
+        segments.sort_unstable_by_key(|&(start, _)| start);
+        Ok(X86Code { segments })
+    }
+
+    fn length_and_is_call(&self, address: u64) -> Option<(u64, bool)> {
+        let index = self
+            .segments
+            .partition_point(|&(start, _)| start <= address)
+            .checked_sub(1)?;
+        let (start, code) = &self.segments[index];
+        let offset = usize::try_from(address - start).ok()?;
+        let bytes = code.get(offset..)?;
+        let bytes = &bytes[..bytes.len().min(X86_MAX_INSTRUCTION_BYTES)];
+        let mut decoder =
+            iced_x86::Decoder::with_ip(64, bytes, address, iced_x86::DecoderOptions::NONE);
+        let instruction = decoder.decode();
+        if instruction.is_invalid() {
+            return None;
+        }
+        let is_call = matches!(
+            instruction.flow_control(),
+            FlowControl::Call | FlowControl::IndirectCall
+        );
+        Some((instruction.len() as u64, is_call))
+    }
 }
 
 /// The profile's view of a symbolizer's inline stack: names as the compiler links
