@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use common::consumers::{function_entry_count, perf_script_branch_stacks, run_tool};
 use common::{repository, rvperf_binary, scratch};
 use gcc_dump::gcc_block_counts;
 
@@ -48,15 +49,7 @@ fn recording() -> &'static Recording {
 }
 
 fn run(command: &mut Command) -> Output {
-    let output = command
-        .output()
-        .unwrap_or_else(|error| panic!("cannot run {command:?}: {error} ({INSTALL})"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
+    run_tool(command, INSTALL)
 }
 
 fn work() -> &'static Path {
@@ -194,7 +187,7 @@ fn clang_compiles_the_program_with_the_profile_and_carries_its_counts() {
         // (LLVM adds 1 to the head count, so that a profiled function is never 0).
         let mut checked = 0;
         for (name, (_, head, _)) in &ours {
-            let Some(count) = entry_count(&ir, name) else {
+            let Some(count) = function_entry_count(&ir, name) else {
                 continue;
             };
             assert_eq!(count, head + 1, "{format}: function_entry_count of {name}");
@@ -202,7 +195,7 @@ fn clang_compiles_the_program_with_the_profile_and_carries_its_counts() {
         }
         let (hottest, _) = hottest_entered(&ours);
         assert!(
-            entry_count(&ir, &hottest).is_some(),
+            function_entry_count(&ir, &hottest).is_some(),
             "{hottest} has no entry count in the IR"
         );
         assert!(
@@ -214,23 +207,6 @@ fn clang_compiles_the_program_with_the_profile_and_carries_its_counts() {
             "no branch weights in the IR"
         );
     }
-}
-
-/// The `function_entry_count` of `define ... @name(` in LLVM IR text.
-fn entry_count(ir: &str, name: &str) -> Option<u64> {
-    let define = ir
-        .lines()
-        .find(|line| line.starts_with("define ") && line.contains(&format!("@{name}(")))?;
-    let reference = define.split("!prof ").nth(1)?.split([' ', ',']).next()?;
-    let metadata = ir
-        .lines()
-        .find(|line| line.starts_with(&format!("{reference} = ")))?;
-    metadata
-        .split("function_entry_count\", i64 ")
-        .nth(1)?
-        .trim_end_matches('}')
-        .parse()
-        .ok()
 }
 
 #[test]
@@ -280,20 +256,12 @@ fn llvm_profgen_agrees_line_by_line_except_where_it_drops_ranges() {
     let ours = parse_text(&std::fs::read_to_string(profile("llvm-text")).unwrap());
     // llvm-profgen reads perf script's text of the same recording (Linux perf reads
     // rvperf's perf.data).
-    let script = run(Command::new("perf").env("PAGER", "cat").args([
-        "script",
-        "-F",
-        "ip,brstack",
-        "-i",
-        text(&recording.data),
-    ]));
     let script_path = work().join("perf-script.txt");
-    let lines: String = String::from_utf8_lossy(&script.stdout)
-        .lines()
-        .filter(|line| line.contains('/'))
-        .map(|line| format!("{line}\n"))
-        .collect();
-    std::fs::write(&script_path, lines).unwrap();
+    std::fs::write(
+        &script_path,
+        perf_script_branch_stacks(&recording.data, INSTALL),
+    )
+    .unwrap();
     let theirs_path = work().join("llvm-profgen.txt");
     let profgen = run(Command::new("llvm-profgen-19").args([
         &format!("--binary={}", text(&recording.binary)),

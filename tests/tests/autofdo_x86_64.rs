@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use common::consumers::{function_entry_count, perf_script_branch_stacks, run_tool};
 use common::{repository, rvperf_binary, scratch};
 use object::{Object, ObjectSegment, SegmentFlags};
 use perf_abi::sys::bindings::{PERF_COUNT_HW_CPU_CYCLES, PERF_TYPE_HARDWARE};
@@ -46,15 +47,7 @@ const PERIOD: u64 = 2000;
 const PID: u32 = 4242;
 
 fn run(command: &mut Command) -> Output {
-    let output = command
-        .output()
-        .unwrap_or_else(|error| panic!("cannot run {command:?}: {error} ({INSTALL})"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
+    run_tool(command, INSTALL)
 }
 
 fn text(path: &Path) -> &str {
@@ -386,18 +379,11 @@ fn line_counts(profile: &str) -> BTreeMap<String, BTreeMap<u32, u64>> {
 #[test]
 fn linux_perf_reads_the_recording() {
     let recording = recording();
-    let script = run(Command::new("perf").env("PAGER", "cat").args([
-        "script",
-        "-F",
-        "ip,brstack",
-        "-i",
-        text(&recording.data),
-    ]));
-    let stdout = String::from_utf8_lossy(&script.stdout);
-    let with_branches = stdout.lines().filter(|line| line.contains('/')).count();
+    let stacks = perf_script_branch_stacks(&recording.data, INSTALL);
+    let with_branches = stacks.lines().count();
     assert!(
         with_branches >= 100,
-        "perf script shows {with_branches} branch stacks:\n{stdout}"
+        "perf script shows {with_branches} branch stacks:\n{stacks}"
     );
 }
 
@@ -441,47 +427,22 @@ fn clang_compiles_the_program_with_the_profile() {
     let ir = std::fs::read_to_string(&ir).unwrap();
     // LLVM adds 1 to the head count, so that a profiled function is never 0.
     assert_eq!(
-        entry_count(&ir, HOT),
+        function_entry_count(&ir, HOT),
         Some(ours[HOT].1 + 1),
         "function_entry_count of {HOT}"
     );
-}
-
-/// The `function_entry_count` of `define ... @name(` in LLVM IR text.
-fn entry_count(ir: &str, name: &str) -> Option<u64> {
-    let define = ir
-        .lines()
-        .find(|line| line.starts_with("define ") && line.contains(&format!("@{name}(")))?;
-    let reference = define.split("!prof ").nth(1)?.split([' ', ',']).next()?;
-    let metadata = ir
-        .lines()
-        .find(|line| line.starts_with(&format!("{reference} = ")))?;
-    metadata
-        .split("function_entry_count\", i64 ")
-        .nth(1)?
-        .trim_end_matches('}')
-        .parse()
-        .ok()
 }
 
 #[test]
 fn llvm_profgen_samples_the_same_functions_with_the_same_line_and_head_counts() {
     let recording = recording();
     // llvm-profgen reads perf script's text of the same recording.
-    let script = run(Command::new("perf").env("PAGER", "cat").args([
-        "script",
-        "-F",
-        "ip,brstack",
-        "-i",
-        text(&recording.data),
-    ]));
     let script_path = recording.work.join("perf-script.txt");
-    let lines: String = String::from_utf8_lossy(&script.stdout)
-        .lines()
-        .filter(|line| line.contains('/'))
-        .map(|line| format!("{line}\n"))
-        .collect();
-    std::fs::write(&script_path, lines).unwrap();
+    std::fs::write(
+        &script_path,
+        perf_script_branch_stacks(&recording.data, INSTALL),
+    )
+    .unwrap();
     let theirs_path = recording.work.join("llvm-profgen.txt");
     let profgen = run(Command::new("llvm-profgen-19").args([
         &format!("--binary={}", text(&recording.binary)),

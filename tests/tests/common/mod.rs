@@ -7,6 +7,8 @@
     reason = "each test binary uses a different part of this module"
 )]
 
+pub mod consumers;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
