@@ -84,8 +84,13 @@ impl BinaryMappings {
                 (m.pid, m.addr, m.len, m.pgoff, m.filename, build_id)
             }
             Record::Fork(task) if task.pid != task.ppid => {
-                if let Some(parent) = self.by_pid.get(&task.ppid).cloned() {
-                    self.by_pid.insert(task.pid, parent);
+                // The child starts with the parent's mappings. Its own come after them
+                // (later entries win), even when the file, written per CPU buffer,
+                // has them before the FORK record.
+                if let Some(mut inherited) = self.by_pid.get(&task.ppid).cloned() {
+                    let own = self.by_pid.remove(&task.pid).unwrap_or_default();
+                    inherited.extend(own);
+                    self.by_pid.insert(task.pid, inherited);
                 }
                 return;
             }
@@ -483,4 +488,57 @@ fn source_frames(frames: &[symbolize::Frame]) -> Vec<SourceFrame> {
         });
     }
     stack
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perf_abi::sys::bindings::{PERF_RECORD_FORK, PERF_RECORD_MMAP2};
+
+    fn mmap2_body(pid: u32, start: u64, length: u64, offset: u64, filename: &str) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&pid.to_le_bytes());
+        body.extend_from_slice(&pid.to_le_bytes());
+        for value in [start, length, offset] {
+            body.extend_from_slice(&value.to_le_bytes());
+        }
+        body.extend_from_slice(&[0; 24]); // maj, min, ino, ino_generation
+        body.extend_from_slice(&[0; 8]); // prot, flags
+        body.extend_from_slice(filename.as_bytes());
+        body.resize(body.len().next_multiple_of(8) + 8, 0);
+        body
+    }
+
+    fn fork_body(pid: u32, parent: u32) -> Vec<u8> {
+        let mut body = Vec::new();
+        for value in [pid, parent, pid, parent] {
+            body.extend_from_slice(&value.to_le_bytes());
+        }
+        body.extend_from_slice(&0u64.to_le_bytes());
+        body
+    }
+
+    /// perf.data is written per CPU buffer: a child's FORK may come after its own
+    /// mmaps. It inherits the parent's mappings without losing its own.
+    #[test]
+    fn a_fork_after_the_childs_mmaps_keeps_them() {
+        let mut mappings = BinaryMappings::default();
+        let observe = |mappings: &mut BinaryMappings, record_type, body: Vec<u8>| {
+            mappings.observe("prog", record_type, 0, &body);
+        };
+        observe(
+            &mut mappings,
+            PERF_RECORD_MMAP2,
+            mmap2_body(1, 0x1000, 0x1000, 0, "/bin/prog"),
+        );
+        observe(
+            &mut mappings,
+            PERF_RECORD_MMAP2,
+            mmap2_body(2, 0x5000, 0x1000, 0x3000, "/bin/prog"),
+        );
+        observe(&mut mappings, PERF_RECORD_FORK, fork_body(2, 1));
+        assert_eq!(mappings.file_offset(2, 0x5010), Some(0x3010));
+        assert_eq!(mappings.file_offset(2, 0x1010), Some(0x10));
+        assert_eq!(mappings.file_offset(1, 0x5010), None);
+    }
 }
