@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 
 use common::consumers::{function_entry_count, perf_script_branch_stacks, run_tool};
 use common::{repository, rvperf_binary, scratch};
-use gcc_dump::gcc_block_counts;
+use gcc_dump::{gcc_block_counts, read_afdo_dump};
 
 const INSTALL: &str =
     "run tools/install-deps.sh (clang-19, llvm-19, gcc-riscv64-linux-gnu, linux-perf, qemu-user)";
@@ -231,15 +231,7 @@ fn gcc_12_compiles_the_program_with_the_profile_and_carries_its_counts() {
     ]));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.trim().is_empty(), "gcc warned: {stderr}");
-    let dump = std::fs::read_dir(&dump_directory)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .find(|path| {
-            path.extension()
-                .is_some_and(|extension| extension == "afdo")
-        })
-        .map(|path| std::fs::read_to_string(path).unwrap())
-        .expect("GCC wrote no afdo dump");
+    let dump = read_afdo_dump(&dump_directory).expect("GCC wrote no afdo dump");
     // GCC sets the entry block's count of each profiled function from its head count.
     let (hottest, head) = hottest_entered(&ours);
     let counts = gcc_block_counts(&dump, &hottest);

@@ -35,6 +35,14 @@ fn flamegraph(directory: &Path, arguments: &[&str]) -> (Vec<u8>, String) {
     (output.stdout, stderr)
 }
 
+/// The folded stacks of `input` (relative to the case directory `case`, whose `symfs`
+/// holds the recorded files), with `extra` arguments.
+fn folded_stacks(case: &Path, input: &str, extra: &[&str]) -> String {
+    let mut arguments = vec!["-i", input, "--symfs", "symfs", "--folded", "-o", "-"];
+    arguments.extend_from_slice(extra);
+    String::from_utf8(flamegraph(case, &arguments).0).unwrap()
+}
+
 /// Compares `actual` with the file, or rewrites the file under RVPERF_BLESS=1.
 fn golden(expected: &Path, actual: &[u8]) {
     if std::env::var_os("RVPERF_BLESS").is_some() {
@@ -86,11 +94,7 @@ fn every_frame_of_a_known_program_is_one_of_its_functions() {
     let functions: std::collections::HashSet<String> = (0..symbols.symbols.len())
         .filter_map(|index| symbols.symbols.get(index).map(|symbol| symbol.name.clone()))
         .collect();
-    let (folded, _) = flamegraph(
-        &case,
-        &["-i", "perf.data", "--symfs", "symfs", "--folded", "-o", "-"],
-    );
-    let folded = String::from_utf8(folded).unwrap();
+    let folded = folded_stacks(&case, "perf.data", &[]);
     let mut stacks = 0;
     for line in folded.lines() {
         let (stack, count) = line.rsplit_once(' ').unwrap();
@@ -115,21 +119,7 @@ fn every_frame_of_a_known_program_is_one_of_its_functions() {
 #[test]
 fn splits_by_process_and_thread_and_draws_differences() {
     let case = repository().join("tests/fixtures/flamegraph/riscv64-ctr-call-stack");
-    let (by_thread, _) = flamegraph(
-        &case,
-        &[
-            "-i",
-            "perf.data",
-            "--symfs",
-            "symfs",
-            "--folded",
-            "--split",
-            "thread",
-            "-o",
-            "-",
-        ],
-    );
-    let by_thread = String::from_utf8(by_thread).unwrap();
+    let by_thread = folded_stacks(&case, "perf.data", &["--split", "thread"]);
     assert!(
         by_thread
             .lines()
@@ -157,21 +147,11 @@ fn splits_by_process_and_thread_and_draws_differences() {
         "differential SVG lacks the new stacks"
     );
     std::fs::remove_file(&output).unwrap();
-    let (folded, _) = flamegraph(
+    let folded = folded_stacks(
         &case,
-        &[
-            "-i",
-            "perf.data",
-            "--symfs",
-            "symfs",
-            "--folded",
-            "--diff-from",
-            other.to_str().unwrap(),
-            "-o",
-            "-",
-        ],
+        "perf.data",
+        &["--diff-from", other.to_str().unwrap()],
     );
-    let folded = String::from_utf8(folded).unwrap();
     // Stacks only in the "before" recording have 0 after, and the reverse.
     assert!(
         folded
@@ -282,21 +262,7 @@ fn side_band_records_apply_in_time_order_not_file_order() {
     let path = scratch().join(format!("exec-after-mmaps-{}.data", std::process::id()));
     std::fs::write(&path, &reordered).unwrap();
 
-    let folded = |input: &Path| {
-        let (folded, _) = flamegraph(
-            &case,
-            &[
-                "-i",
-                input.to_str().unwrap(),
-                "--symfs",
-                "symfs",
-                "--folded",
-                "-o",
-                "-",
-            ],
-        );
-        String::from_utf8(folded).unwrap()
-    };
+    let folded = |input: &Path| folded_stacks(&case, input.to_str().unwrap(), &[]);
     let in_file_order = folded(&case.join("perf.data"));
     assert!(in_file_order.contains(";hot_function "), "{in_file_order}");
     assert_eq!(folded(&path), in_file_order);

@@ -188,15 +188,7 @@ fn script_agrees_with_linux_perf_on_its_own_recording() {
         theirs.len()
     );
     assert_eq!(ours, theirs, "every sample's tid and ip, in order");
-    let (report, _) = run(Command::new(rvperf_binary()).args(["report", "-i", text(&data)]));
-    assert!(
-        report
-            .lines()
-            .nth(2)
-            .unwrap_or_default()
-            .ends_with("hot_function"),
-        "{report}"
-    );
+    assert_report_tops_with_hot_function(&data);
 }
 
 /// `perf record -o -` streams pipe-mode perf.data (metadata as HEADER_ATTR and
@@ -267,20 +259,12 @@ fn reads_linux_perf_pipe_mode_from_a_file_and_from_stdin() {
     let mut records = reader.records();
     let mut callchains = 0;
     while let Some(record) = records.next_record().unwrap() {
-        if record.record_type == 9 {
+        if record.record_type == perf_data::PERF_RECORD_SAMPLE {
             callchains += usize::from(reader.parse_sample(&record).unwrap().callchain.len() > 1);
         }
     }
     assert!(callchains > 20, "only {callchains} samples with callchains");
-    let (report, _) = run(Command::new(rvperf_binary()).args(["report", "-i", text(&data)]));
-    assert!(
-        report
-            .lines()
-            .nth(2)
-            .unwrap_or_default()
-            .ends_with("hot_function"),
-        "{report}"
-    );
+    assert_report_tops_with_hot_function(&data);
     let _ = std::fs::remove_file(&data);
 }
 
@@ -322,18 +306,7 @@ fn branch_stacks_print_exactly_as_linux_perf_prints_them() {
                 )
             })
             .collect();
-        let data = SampleData {
-            ip: 0x40_1000 + sample,
-            pid: 4242,
-            tid: 4242,
-            time: 1_000_000 + sample * 1000,
-            branch_stack: Some(BranchStack {
-                hw_idx: None,
-                entries,
-            }),
-            misc: 2,
-            ..SampleData::default()
-        };
+        let data = user_branch_sample(0x40_1000 + sample, 4242, 1_000_000 + sample * 1000, entries);
         writer.write_sample(0, &data).unwrap();
     }
     writer
@@ -426,16 +399,8 @@ fn kept_ctr_aux_data_prints_as_its_converted_samples_do() {
                 })
                 .collect();
             let data = SampleData {
-                ip: header.ip,
                 pid: header.pid,
-                tid: header.tid,
-                time: header.time,
-                branch_stack: Some(BranchStack {
-                    hw_idx: None,
-                    entries,
-                }),
-                misc: 2,
-                ..SampleData::default()
+                ..user_branch_sample(header.ip, header.tid, header.time, entries)
             };
             samples_writer.write_sample(0, &data).unwrap();
         }
@@ -626,5 +591,35 @@ fn event_groups_record_every_member_and_perf_names_them() {
     assert!(
         ips.lines().all(|line| !line.trim().starts_with("ffff")),
         "kernel samples with :u"
+    );
+}
+
+/// A user-mode (PERF_RECORD_MISC_USER) SAMPLE of thread `tid` (its own process) with a
+/// branch stack.
+fn user_branch_sample(ip: u64, tid: u32, time: u64, entries: Vec<BranchEntry>) -> SampleData {
+    SampleData {
+        ip,
+        pid: tid,
+        tid,
+        time,
+        branch_stack: Some(BranchStack {
+            hw_idx: None,
+            entries,
+        }),
+        misc: 2,
+        ..SampleData::default()
+    }
+}
+
+/// `rvperf report` of `data` (a recording of the hot program) puts hot_function first.
+fn assert_report_tops_with_hot_function(data: &Path) {
+    let (report, _) = run(Command::new(rvperf_binary()).args(["report", "-i", text(data)]));
+    assert!(
+        report
+            .lines()
+            .nth(2)
+            .unwrap_or_default()
+            .ends_with("hot_function"),
+        "{report}"
     );
 }

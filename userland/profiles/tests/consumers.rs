@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::gcc_dump::gcc_block_counts;
+use common::gcc_dump::{gcc_block_counts, read_afdo_dump};
 use common::{require, run, stdout, CLANG, LLVM_PROFDATA, RISCV_GCC};
 use profiles::{
     write_gcc_afdo, write_llvm_extbinary, write_llvm_text, LineLocation, SampleProfile,
@@ -302,15 +302,7 @@ fn gcc_with_profile(files: &Files, profile: &Path) -> (std::process::Output, Str
         .arg(files.dir.path().join("hot.o"))
         .output()
         .expect("spawning riscv64-linux-gnu-gcc");
-    let dump = std::fs::read_dir(&dump_dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .find(|path| {
-            path.extension()
-                .is_some_and(|extension| extension == "afdo")
-        })
-        .map(|path| std::fs::read_to_string(path).unwrap())
-        .unwrap_or_default();
+    let dump = read_afdo_dump(&dump_dir).unwrap_or_default();
     (output, dump)
 }
 

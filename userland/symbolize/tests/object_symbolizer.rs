@@ -7,7 +7,8 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{
-    binutils_frames, compile, covering_row, line_of, llvm_line_rows, run, INLINE_C, KLASS_CPP,
+    binutils_frames, compile, covering_row, line_of, llvm_line_rows, readelf_load_segments, run,
+    INLINE_C, KLASS_CPP,
 };
 use symbolize::{Frame, ObjectSymbolizer};
 
@@ -384,15 +385,9 @@ fn separate_debug_files_supply_the_dwarf() {
 fn file_offsets_map_through_load_segments() {
     let compiled = compile_inline_c("cc", &["-O2", "-g"]);
     let object = open(&compiled.elf);
-    let headers = run(Command::new("readelf").arg("-lW").arg(&compiled.elf));
     let mut checked = 0;
-    for line in headers
-        .lines()
-        .filter(|line| line.trim_start().starts_with("LOAD"))
-    {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let number = |text: &str| u64::from_str_radix(text.trim_start_matches("0x"), 16).unwrap();
-        let (offset, vaddr, file_size) = (number(fields[1]), number(fields[2]), number(fields[4]));
+    for segment in readelf_load_segments(&compiled.elf) {
+        let (offset, vaddr, file_size) = (segment.offset, segment.vaddr, segment.file_size);
         if file_size == 0 {
             continue;
         }

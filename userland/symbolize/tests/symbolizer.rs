@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::rc::Rc;
 
-use common::{compile, run, INLINE_C};
+use common::{compile, readelf_load_segments, run, INLINE_C};
 use symbolize::{ObjectSymbolizer, Problem, Symbolizer, SymbolizerOptions};
 
 const PID: u32 = 4242;
@@ -86,16 +86,10 @@ fn map_executable(
     recorded: &str,
     build_id: Option<&[u8]>,
 ) {
-    let headers = run(Command::new("readelf").arg("-lW").arg(elf));
     let mut mapped = 0;
-    for line in headers
-        .lines()
-        .filter(|line| line.trim_start().starts_with("LOAD"))
-    {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let number = |text: &str| u64::from_str_radix(text.trim_start_matches("0x"), 16).unwrap();
-        let (offset, vaddr, file_size) = (number(fields[1]), number(fields[2]), number(fields[4]));
-        if !fields[6..].iter().any(|flags| flags.contains('E')) {
+    for segment in readelf_load_segments(elf) {
+        let (offset, vaddr, file_size) = (segment.offset, segment.vaddr, segment.file_size);
+        if !segment.executable {
             continue;
         }
         let page_offset = vaddr & 0xfff;

@@ -26,3 +26,16 @@ pub fn gcc_block_counts(dump: &str, function: &str) -> Vec<u64> {
         })
         .collect()
 }
+
+/// The text of the `.afdo` dump GCC wrote into `directory` (`-fdump-ipa-afdo`
+/// with `-dumpdir`), if it wrote one.
+pub fn read_afdo_dump(directory: &std::path::Path) -> Option<String> {
+    std::fs::read_dir(directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "afdo")
+        })
+        .map(|path| std::fs::read_to_string(path).unwrap())
+}

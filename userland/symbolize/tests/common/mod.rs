@@ -159,3 +159,33 @@ pub fn covering_row(rows: &[LineRow], address: u64) -> Option<LineRow> {
     }
     found
 }
+
+/// A `LOAD` program header as `readelf -lW` prints it: the reference the symbolizer's
+/// own segment reading is checked against.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadSegment {
+    pub offset: u64,
+    pub vaddr: u64,
+    pub file_size: u64,
+    pub executable: bool,
+}
+
+/// The `LOAD` program headers of `elf`, from binutils' readelf.
+pub fn readelf_load_segments(elf: &Path) -> Vec<LoadSegment> {
+    let headers = run(Command::new("readelf").arg("-lW").arg(elf));
+    headers
+        .lines()
+        .filter(|line| line.trim_start().starts_with("LOAD"))
+        .map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let number =
+                |text: &str| u64::from_str_radix(text.trim_start_matches("0x"), 16).unwrap();
+            LoadSegment {
+                offset: number(fields[1]),
+                vaddr: number(fields[2]),
+                file_size: number(fields[4]),
+                executable: fields[6..].iter().any(|flags| flags.contains('E')),
+            }
+        })
+        .collect()
+}
