@@ -20,7 +20,14 @@ version_ok() {
 if ! version_ok; then
     echo "ensure-rust: installing Debian's cargo-web and rustc-web (need Rust >= $required)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq cargo-web rustc-web rust-web-clippy rustfmt-web >/dev/null
+    # Retried with backoff: a registry index can be briefly inconsistent.
+    for attempt in 1 2 3 4 5; do
+        if apt-get update -qq && apt-get install -y -qq cargo-web rustc-web rust-web-clippy rustfmt-web >/dev/null; then
+            break
+        fi
+        [ "$attempt" -lt 5 ] || { echo "ensure-rust: apt-get failed $attempt times" >&2; exit 1; }
+        echo "ensure-rust: apt-get failed (attempt $attempt), retrying in $((attempt * 15)) s" >&2
+        sleep $((attempt * 15))
+    done
     version_ok || { echo "ensure-rust: no Rust >= $required available" >&2; exit 1; }
 fi

@@ -3,7 +3,11 @@
 # (tests/programs/*.c) on Debian bookworm:
 #   - riscv64 cross toolchain: gcc-riscv64-linux-gnu, libc6-dev-riscv64-cross,
 #     binutils-riscv64-linux-gnu (riscv64-linux-gnu-gcc / -objdump)
-#   - QEMU user-mode emulator: qemu-user (/usr/bin/qemu-riscv64)
+#   - the host compiler and binutils (build-essential: cc, make, objcopy, readelf,
+#     nm, addr2line), which tests use to build host programs and inspect ELFs
+#   - QEMU user-mode emulator: qemu-user (/usr/bin/qemu-riscv64, qemu-x86_64);
+#     bookworm's 7.2 or the 10 the VM tier installs from backports: the tests
+#     pick the one-instruction flag by version (trace_gen::qemu::QemuUser)
 #   - Linux perf (linux-perf), which the perf.data interoperability tests run
 #   - GNU time, for the benchmarks' peak-memory figures
 #   - clang-19, llvm-19 (llvm-profdata-19, llvm-profgen-19), lld-19: the consumers the
@@ -17,8 +21,8 @@ set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
 
-GROUP_NAMES=("riscv64 cross toolchain" "qemu user-mode emulator" "linux perf" "gnu time" "llvm 19 (AutoFDO consumers: clang, llvm-profdata, llvm-profgen)")
-GROUP_PKGS=("gcc-riscv64-linux-gnu libc6-dev-riscv64-cross binutils-riscv64-linux-gnu" "qemu-user" "linux-perf" "time" "clang-19 llvm-19 lld-19")
+GROUP_NAMES=("host compiler and binutils" "riscv64 cross toolchain" "qemu user-mode emulator" "linux perf" "gnu time" "llvm 19 (AutoFDO consumers: clang, llvm-profdata, llvm-profgen)")
+GROUP_PKGS=("build-essential" "gcc-riscv64-linux-gnu libc6-dev-riscv64-cross binutils-riscv64-linux-gnu" "qemu-user" "linux-perf" "time" "clang-19 llvm-19 lld-19")
 
 SUDO=()
 if [ "$(id -u)" -ne 0 ]; then
@@ -39,12 +43,24 @@ is_installed() {
 LOG=$(mktemp -t install-deps.XXXXXX.log)
 trap 'rm -f "$LOG"' EXIT
 
+# A registry index can be briefly inconsistent ("File has unexpected size ...
+# Mirror sync in progress?"): each apt command is retried with backoff, and an
+# update that printed errors counts as failed.
 run_apt() {
-    if ! "${SUDO[@]}" "$@" >>"$LOG" 2>&1; then
-        echo "install-deps: command failed: $*" >&2
-        tail -n 40 "$LOG" >&2
-        exit 1
-    fi
+    local attempt delay=10
+    for attempt in 1 2 3 4 5; do
+        : >"$LOG"
+        if "${SUDO[@]}" "$@" >>"$LOG" 2>&1 && ! grep -q '^E: ' "$LOG"; then
+            return 0
+        fi
+        [ "$attempt" -lt 5 ] || break
+        echo "install-deps: $1 $2 failed (attempt $attempt), retrying in $delay s: $(grep -m1 '^E: ' "$LOG" | cut -c1-160 || true)" >&2
+        sleep "$delay"
+        delay=$((delay * 2))
+    done
+    echo "install-deps: command failed: $*" >&2
+    tail -n 40 "$LOG" >&2
+    exit 1
 }
 
 updated=0
@@ -66,7 +82,7 @@ for i in "${!GROUP_NAMES[@]}"; do
 done
 
 # Sanity check that the tools the build/trace scripts use are on PATH.
-for tool in riscv64-linux-gnu-gcc riscv64-linux-gnu-objdump qemu-riscv64 perf /usr/bin/time; do
+for tool in cc make readelf riscv64-linux-gnu-gcc riscv64-linux-gnu-objdump qemu-riscv64 qemu-x86_64 perf /usr/bin/time clang-19; do
     if ! command -v "$tool" >/dev/null 2>&1; then
         echo "install-deps: $tool not found on PATH after installation" >&2
         exit 1

@@ -1,5 +1,5 @@
 //! `rvperf autofdo` of an x86_64 binary: tests/programs/host/autofdo.c, built with the
-//! host compiler, runs under `qemu-x86_64 -one-insn-per-tb` for its exact instruction
+//! host compiler, runs under `qemu-x86_64` one instruction per block for its exact instruction
 //! stream, and the profile is checked with the consumers (llvm-profdata 19 reads it,
 //! clang 19 compiles the program with it), against llvm-profgen 19 on the same
 //! recording, and against the run's exact per-instruction counts (overlap >= 0.90).
@@ -31,7 +31,7 @@ use perf_data::{
     PERF_SAMPLE_BRANCH_ANY, PERF_SAMPLE_BRANCH_STACK, PERF_SAMPLE_BRANCH_USER, PERF_SAMPLE_IP,
     PERF_SAMPLE_PERIOD, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
 };
-use trace_gen::qemu::ExecLogReader;
+use trace_gen::qemu::{ExecLogReader, QemuUser};
 
 const INSTALL: &str =
     "run tools/install-deps.sh (cc, clang-19, llvm-19, linux-perf, qemu-user for qemu-x86_64)";
@@ -141,10 +141,20 @@ fn recording() -> &'static Recording {
         let code = Code::load(&binary);
 
         let log = work.join("exec.log");
-        run(Command::new("qemu-x86_64")
-            .args(["-one-insn-per-tb", "-d", "nochain,exec", "-D"])
-            .arg(&log)
-            .arg(&binary));
+        // The one-instruction flag depends on the installed QEMU (7.2: -singlestep).
+        let qemu = QemuUser::detect_named("qemu-x86_64")
+            .unwrap_or_else(|error| panic!("{error}: {INSTALL}"));
+        let emulated = qemu
+            .run_logged(&binary, &[], &log)
+            .expect("qemu-x86_64 runs");
+        assert!(
+            emulated.success(),
+            "{} {} exited with {}: {}",
+            qemu.binary.display(),
+            qemu.one_insn_flag(),
+            emulated.status_code,
+            String::from_utf8_lossy(&emulated.stderr)
+        );
         let mut pcs: Vec<u64> = ExecLogReader::open(&log)
             .expect("open the exec log")
             .collect::<Result<_, _>>()

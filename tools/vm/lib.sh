@@ -98,7 +98,7 @@ VM_HOST_PACKAGES=(
     # QEMU 10 (bookworm's 7.2 boots no current kernel and has no CTR).
     qemu-system-riscv
     # The kernel: clang/lld for Rust-for-Linux, the usual kbuild tools.
-    clang-19 lld-19 llvm-19 libclang-19-dev bc flex bison libelf-dev
+    clang-19 lld-19 llvm-19 libclang-19-dev make bc flex bison libelf-dev
     libssl-dev cpio kmod dwarves xz-utils curl
     # Rust-for-Linux and the riscv64 userland build (-Zbuild-std).
     rustc-web cargo-web rust-web-src
@@ -130,18 +130,26 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
     fi
-    local apt_log
+    local apt_log attempt delay=10
     apt_log=$(mktemp)
-    if ! { apt-get update -q &&
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-            -t bookworm-backports qemu-system-riscv qemu-user &&
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-            "${VM_HOST_PACKAGES[@]}"; } >"$apt_log" 2>&1; then
-        tail -n 30 "$apt_log" >&2
-        rm -f "$apt_log"
-        die "apt-get failed"
-    fi
+    # Retried with backoff: a registry index can be briefly inconsistent.
+    for attempt in 1 2 3 4 5; do
+        if { apt-get update -q &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+                -t bookworm-backports qemu-system-riscv qemu-user &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+                "${VM_HOST_PACKAGES[@]}"; } >"$apt_log" 2>&1 && ! grep -q '^E: ' "$apt_log"; then
+            rm -f "$apt_log"
+            return
+        fi
+        [ "$attempt" -lt 5 ] || break
+        log "apt-get failed (attempt $attempt), retrying in $delay s: $(grep -m1 '^E: ' "$apt_log" | cut -c1-160 || true)"
+        sleep "$delay"
+        delay=$((delay * 2))
+    done
+    tail -n 30 "$apt_log" >&2
     rm -f "$apt_log"
+    die "apt-get failed"
 }
 
 # bindgen-cli from crates.io: Debian's bindgen is older than the kernel's
@@ -167,22 +175,65 @@ lock_field() {
     awk -v n="$1" -v f="$2" '$1 == n { print $f }' "$VM_DIR/sources.lock"
 }
 
+# lock_entry NAME: the whole pinned line, for cache keys (a product's key
+# changes with its own pin, not with every line of the lock file).
+lock_entry() {
+    awk -v n="$1" '$1 == n' "$VM_DIR/sources.lock"
+}
+
+# download URL DEST: fetches URL to DEST, retrying transient failures with
+# backoff (a registry mid-sync answers with errors for minutes). Returns 2
+# when the file is gone (404/410: a pool file removed after a point release),
+# 1 when every attempt failed otherwise.
+download() {
+    local url=$1 dest=$2 attempt code delay=5
+    for attempt in 1 2 3 4 5 6; do
+        code=$(curl -sSL --connect-timeout 20 -o "$dest" -w '%{http_code}' "$url" 2>/dev/null) || code=000
+        case "$code" in
+        200) return 0 ;;
+        404 | 410)
+            rm -f "$dest"
+            return 2
+            ;;
+        esac
+        rm -f "$dest"
+        [ "$attempt" -lt 6 ] || break
+        log "download of $(basename "$url") failed (HTTP $code), attempt $attempt; retrying in $delay s"
+        sleep "$delay"
+        delay=$((delay * 2))
+    done
+    return 1
+}
+
+# fetch_pinned URL SHA256 -> path of the verified file in the download cache.
+# Returns 2 when the pinned file is gone from the registry.
+fetch_pinned() {
+    local url=$1 sha=$2 file status=0
+    mkdir -p "$CACHE_DIR/downloads"
+    file="$CACHE_DIR/downloads/$(basename "$url")"
+    if [ -f "$file" ] && echo "$sha  $file" | sha256sum -c --quiet >/dev/null 2>&1; then
+        echo "$file"
+        return 0
+    fi
+    log "downloading $url"
+    download "$url" "$file.part" || status=$?
+    [ "$status" -ne 2 ] || return 2
+    [ "$status" -eq 0 ] || die "download failed after retries: $url"
+    echo "$sha  $file.part" | sha256sum -c --quiet >/dev/null 2>&1 ||
+        die "$(basename "$url"): SHA-256 differs from tools/vm/sources.lock"
+    mv "$file.part" "$file"
+    echo "$file"
+}
+
 # fetch_source NAME -> path of the verified .deb in the download cache.
 fetch_source() {
-    local name=$1 url sha file
+    local name=$1 url sha status=0
     url=$(lock_field "$name" 2)
     sha=$(lock_field "$name" 3)
     [ -n "$url" ] || die "no entry for $name in tools/vm/sources.lock"
-    mkdir -p "$CACHE_DIR/downloads"
-    file="$CACHE_DIR/downloads/$(basename "$url")"
-    if [ ! -f "$file" ] || ! echo "$sha  $file" | sha256sum -c --quiet >/dev/null 2>&1; then
-        log "downloading $url"
-        curl -fsSL --retry 3 -o "$file.part" "$url" || die "download failed: $url"
-        echo "$sha  $file.part" | sha256sum -c --quiet >/dev/null 2>&1 ||
-            die "$(basename "$url"): SHA-256 differs from tools/vm/sources.lock"
-        mv "$file.part" "$file"
-    fi
-    echo "$file"
+    fetch_pinned "$url" "$sha" || status=$?
+    [ "$status" -ne 2 ] || die "$url is gone from the registry; pin a current $name in tools/vm/sources.lock"
+    [ "$status" -eq 0 ] || exit "$status"
 }
 
 # unpack_kernel_source DEB DIR: the tarball inside linux-source-X.Y.
@@ -248,7 +299,7 @@ toolchain_versions() {
 kernel_dir() {
     BINDGEN=$(bindgen_path)
     local key
-    key=$(hash_inputs "$VM_DIR/sources.lock" "$VM_DIR/kernel.config" \
+    key=$(hash_inputs "$(lock_entry linux-source-7.3)" "$VM_DIR/kernel.config" \
         "$(toolchain_versions)" "$(recipe build_kernel)" "$(recipe kernel_make)")
     cached kernel-7.3 "$key" build_kernel
 }
@@ -270,7 +321,7 @@ build_kernel_6_12() {
 
 kernel_6_12_dir() {
     local key
-    key=$(hash_inputs "$VM_DIR/sources.lock" "$VM_DIR/kernel.config" \
+    key=$(hash_inputs "$(lock_entry linux-source-6.12)" "$VM_DIR/kernel.config" \
         "$(riscv64-linux-gnu-gcc --version | head -n1)" "$(recipe build_kernel_6_12)")
     cached kernel-6.12 "$key" build_kernel_6_12
 }
@@ -315,25 +366,86 @@ Dir::Etc::PreferencesParts "$root/etc/preferences.d";
 EOF2
 }
 
-build_riscv_userland() {
-    local out=$1 apt_root="$CACHE_DIR/apt-riscv64"
+# riscv_index_update APT_ROOT: the trixie riscv64 index, retried with backoff
+# (a mirror mid-sync answers "File has unexpected size" for minutes). If it
+# stays inconsistent, the Packages file the mirror serves is read as it is,
+# said so on stderr: the pool files are then checked against its SHA-256
+# sums, which the signed Release does not vouch for.
+riscv_index_update() {
+    local apt_root=$1 attempt delay=15 attempts=${RVPERF_VM_INDEX_ATTEMPTS:-5}
     setup_riscv_apt "$apt_root"
-    riscv_apt "$apt_root" apt-get -q update >/dev/null || die "apt-get update (riscv64) failed"
-    local packages=()
+    for attempt in $(seq "$attempts"); do
+        riscv_apt "$apt_root" apt-get -q update >"$apt_root/update.log" 2>&1 &&
+            ! grep -q '^E: ' "$apt_root/update.log" && return 0
+        [ "$attempt" -lt "$attempts" ] || break
+        log "apt-get update (riscv64) failed, attempt $attempt; retrying in $delay s: $(grep -m1 '^[EW]: ' "$apt_root/update.log" | cut -c1-160 || true)"
+        sleep "$delay"
+        delay=$((delay * 2))
+    done
+    local packages="$apt_root/lists/deb.debian.org_debian_dists_trixie_main_binary-riscv64_Packages"
+    if grep -q 'Mirror sync in progress' "$apt_root/update.log" &&
+        download http://deb.debian.org/debian/dists/trixie/main/binary-riscv64/Packages.xz "$packages.xz" &&
+        xz -dc "$packages.xz" >"$packages"; then
+        rm -f "$packages.xz"
+        log "the trixie riscv64 index stays inconsistent (mirror sync); using the Packages file it serves, unauthenticated"
+        return 0
+    fi
+    die "apt-get update (riscv64) failed: $(tail -n 3 "$apt_root/update.log")"
+}
+
+# riscv_resolve_uris APT_ROOT: "URL SHA256 PACKAGE" for RISCV_PACKAGES and
+# their dependency closure, from the index.
+riscv_resolve_uris() {
+    local apt_root=$1 packages=()
     mapfile -t packages < <(riscv_apt "$apt_root" apt-cache depends --recurse --no-recommends \
         --no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances \
         "${RISCV_PACKAGES[@]}" | grep -v -E '^[ <]' | sort -u)
     [ "${#packages[@]}" -gt 0 ] || die "cannot resolve ${RISCV_PACKAGES[*]} for riscv64"
-    (cd "$apt_root/archives" && riscv_apt "$apt_root" apt-get -q download "${packages[@]}" >/dev/null) ||
-        die "apt-get download (riscv64) failed"
+    riscv_apt "$apt_root" apt-get -q download --print-uris "${packages[@]}" |
+        awk '{ gsub("\047", "", $1); sub("^SHA256:", "", $4); n = $2; sub("_.*", "", n); print $1, $4, n }'
+}
+
+# The riscv64 userland's files, pinned in sources.lock as `riscv64:PACKAGE URL
+# SHA256` lines (tools/vm/pin-userland writes them). Pool files never change,
+# so they are fetched directly, without the index; only when a pinned file is
+# gone (removed after a point release) are those packages resolved through the
+# index, said so on stderr. Prints the .deb paths.
+riscv_userland_debs() {
+    local name url sha status deb gone=()
+    while read -r name url sha; do
+        status=0
+        deb=$(fetch_pinned "$url" "$sha") || status=$?
+        case "$status" in
+        0) echo "$deb" ;;
+        2) gone+=("${name#riscv64:}") ;;
+        *) exit "$status" ;;
+        esac
+    done < <(awk '$1 ~ /^riscv64:/' "$VM_DIR/sources.lock")
+    [ "${#gone[@]}" -eq 0 ] && [ -n "$(lock_field riscv64:busybox-static 1)" ] && return 0
+    local apt_root="$CACHE_DIR/apt-riscv64"
+    if [ "${#gone[@]}" -gt 0 ]; then
+        log "pinned riscv64 files are gone from the registry (${gone[*]}); falling back to the trixie index — run tools/vm/pin-userland to pin current ones"
+    else
+        log "no riscv64 userland pinned in sources.lock; resolving through the trixie index"
+    fi
+    riscv_index_update "$apt_root"
+    mkdir -p "$CACHE_DIR/downloads"
+    while read -r url sha name; do
+        if [ "${#gone[@]}" -gt 0 ] && ! printf '%s\n' "${gone[@]}" | grep -qx "$name"; then
+            continue
+        fi
+        status=0
+        fetch_pinned "$url" "$sha" || status=$?
+        [ "$status" -eq 0 ] || die "cannot fetch riscv64 package $name ($url)"
+    done < <(riscv_resolve_uris "$apt_root")
+}
+
+build_riscv_userland() {
+    local out=$1 deb debs=()
+    mapfile -t debs < <(riscv_userland_debs)
+    [ "${#debs[@]}" -gt 0 ] || die "no riscv64 userland packages"
     mkdir -p "$out/root"
-    local pkg deb
-    for pkg in "${packages[@]}"; do
-        deb=
-        for deb in "$apt_root/archives/${pkg}"_*_{riscv64,all}.deb; do
-            [ -f "$deb" ] && break
-        done
-        [ -f "$deb" ] || die "riscv64 package $pkg was not downloaded"
+    for deb in "${debs[@]}"; do
         dpkg-deb -x "$deb" "$out/root"
         basename "$deb" >>"$out/packages"
     done
@@ -351,7 +463,8 @@ build_riscv_userland() {
 riscv_userland_dir() {
     local key
     key=$(hash_inputs "${RISCV_PACKAGES[*]}" "${RISCV_PRUNE[*]}" \
-        "$(recipe build_riscv_userland)" "$(recipe setup_riscv_apt)")
+        "$(awk '$1 ~ /^riscv64:/' "$VM_DIR/sources.lock")" \
+        "$(recipe build_riscv_userland)" "$(recipe riscv_userland_debs)")
     cached userland-riscv64 "$key" build_riscv_userland
 }
 

@@ -137,8 +137,16 @@ impl QemuUser {
         if let Some(path) = std::env::var_os(Self::OVERRIDE_ENV).filter(|p| !p.is_empty()) {
             return Self::from_binary(PathBuf::from(path));
         }
-        let binary = find_on_path(Self::BINARY_NAME).ok_or_else(|| QemuError::NotFound {
-            name: Self::BINARY_NAME.to_owned(),
+        Self::detect_named(Self::BINARY_NAME)
+    }
+
+    /// Finds the user-mode emulator `name` (`qemu-x86_64`, `qemu-aarch64`, ...)
+    /// on `PATH` and reads its version. Every test and tool that runs QEMU user
+    /// mode goes through [`QemuUser`], so the one-instruction flag always fits
+    /// the installed QEMU (bookworm's 7.2 or backports' 10).
+    pub fn detect_named(name: &str) -> Result<QemuUser, QemuError> {
+        let binary = find_on_path(name).ok_or_else(|| QemuError::NotFound {
+            name: name.to_owned(),
         })?;
         Self::from_binary(binary)
     }
