@@ -4,8 +4,12 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use inferno::collapse::perf::{Folder, Options};
+use inferno::collapse::Collapse;
 
 use common::{repository, rvperf_binary, scratch};
 
@@ -43,9 +47,10 @@ fn folded_stacks(case: &Path, input: &str, extra: &[&str]) -> String {
     String::from_utf8(flamegraph(case, &arguments).0).unwrap()
 }
 
-/// Compares `actual` with the file, or rewrites the file under RVPERF_BLESS=1.
+/// Compares `actual` with the file, or rewrites the file under RVPERF_BLESS=1 (only
+/// `1`: a missing file is a failure otherwise).
 fn golden(expected: &Path, actual: &[u8]) {
-    if std::env::var_os("RVPERF_BLESS").is_some() {
+    if std::env::var_os("RVPERF_BLESS").is_some_and(|value| value == "1") {
         std::fs::write(expected, actual).unwrap();
         return;
     }
@@ -267,4 +272,101 @@ fn side_band_records_apply_in_time_order_not_file_order() {
     assert!(in_file_order.contains(";hot_function "), "{in_file_order}");
     assert_eq!(folded(&path), in_file_order);
     std::fs::remove_file(&path).unwrap();
+}
+
+/// Folded stacks as a map (a stack listed twice counts once, summed).
+fn folded_map(folded: &str) -> BTreeMap<String, u64> {
+    let mut stacks = BTreeMap::new();
+    for line in folded.lines().filter(|line| !line.is_empty()) {
+        let (stack, count) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+        *stacks.entry(stack.to_owned()).or_default() += count.parse::<u64>().unwrap();
+    }
+    stacks
+}
+
+/// `perf script | inferno-collapse-perf` of a case's perf.data (with its symfs), through
+/// inferno's library: what the inferno binary does with perf script's text. One
+/// difference is normalised, on perf's side and only that: a kernel frame without a
+/// symbol is `[kernel.kallsyms]` in rvperf's stacks, while perf, which has no map for
+/// the kernel of rvperf's recordings (they hold no MMAP record of it), prints it as
+/// `ADDRESS [unknown] ([unknown])` and inferno folds that to `[unknown]`. Such lines of
+/// the kernel's half of the address space are given rvperf's name before folding.
+fn perf_script_collapsed(case: &Path) -> (BTreeMap<String, u64>, bool) {
+    let output = Command::new("perf")
+        .env("PAGER", "cat")
+        .args(["script", "-i", "perf.data", "--symfs", "symfs"])
+        .current_dir(case)
+        .output()
+        .expect("run perf script (tools/install-deps.sh installs linux-perf)");
+    assert!(
+        output.status.success(),
+        "perf script failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let script = String::from_utf8(output.stdout).unwrap();
+    let mut callchains = false;
+    let mut normalised = String::with_capacity(script.len());
+    for line in script.lines() {
+        let frame = line.trim_start();
+        if line.starts_with('\t') {
+            callchains = true;
+        }
+        let kernel_address = frame
+            .split_once(' ')
+            .and_then(|(address, _)| u64::from_str_radix(address, 16).ok())
+            .is_some_and(|address| address >= 1 << 63);
+        if line.starts_with('\t') && kernel_address && frame.ends_with(" [unknown] ([unknown])") {
+            normalised.push_str(&line.replace(" [unknown] (", " [kernel.kallsyms] ("));
+        } else {
+            normalised.push_str(line);
+        }
+        normalised.push('\n');
+    }
+    let mut folded = Vec::new();
+    Folder::from(Options::default())
+        .collapse(normalised.as_bytes(), &mut folded)
+        .expect("inferno collapses perf script's output");
+    (folded_map(&String::from_utf8(folded).unwrap()), callchains)
+}
+
+/// Each case's folded stacks are what inferno-collapse-perf folds from Linux perf's
+/// `perf script` of the same file, stack for stack and weight for weight (normalised
+/// only as perf_script_collapsed says). A recording without callchains (the CTR case:
+/// rvperf's stacks there are CTR call stacks, which perf script does not print) is
+/// compared at its leaves: command and sampled function, weights summed.
+#[test]
+fn folded_stacks_are_what_inferno_folds_from_perf_script() {
+    for case in cases() {
+        let mut ours = folded_map(&std::fs::read_to_string(case.join("expected.folded")).unwrap());
+        let (theirs, callchains) = perf_script_collapsed(&case);
+        if !callchains {
+            let mut leaves = BTreeMap::new();
+            for (stack, count) in ours {
+                let command = stack.split(';').next().unwrap();
+                let leaf = stack.rsplit(';').next().unwrap();
+                let key = if command == stack {
+                    stack.clone()
+                } else {
+                    format!("{command};{leaf}")
+                };
+                *leaves.entry(key).or_default() += count;
+            }
+            ours = leaves;
+        }
+        let differing: Vec<_> = ours
+            .keys()
+            .chain(theirs.keys())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .filter(|stack| ours.get(*stack) != theirs.get(*stack))
+            .map(|stack| (stack, ours.get(stack), theirs.get(stack)))
+            .collect();
+        assert!(
+            differing.is_empty(),
+            "{}: stacks where rvperf (first) and perf script | inferno-collapse-perf \
+             (second) differ: {differing:#?}",
+            case.display()
+        );
+        assert!(!ours.is_empty(), "{}: no stacks", case.display());
+    }
 }

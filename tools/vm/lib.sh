@@ -571,6 +571,15 @@ initramfs_path() {
 # prepare_guest: everything a boot needs, built or taken from the cache.
 # Sets KERNEL, USERLAND and INITRAMFS.
 prepare_guest() {
+    # One harness run at a time on a machine: the guest's programs, modules and
+    # rvperf ($GUEST_DIR) and the module build tree are shared, and a second run
+    # rebuilding them under a booted guest breaks both. The lock is held until
+    # this process exits.
+    exec {HARNESS_LOCK_FD}>"$CACHE_DIR/harness.lock"
+    if ! flock -n "$HARNESS_LOCK_FD"; then
+        log "waiting for another harness run on this machine to finish"
+        flock "$HARNESS_LOCK_FD"
+    fi
     install_host_packages
     KERNEL=$(kernel_dir)
     USERLAND=$(riscv_userland_dir)

@@ -1,6 +1,7 @@
 //! Running the AutoFDO consumers and reading what they print: shared by the riscv64
 //! and x86_64 AutoFDO tests.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -49,4 +50,215 @@ pub fn function_entry_count(ir: &str, name: &str) -> Option<u64> {
         .trim_end_matches('}')
         .parse()
         .ok()
+}
+
+/// Whether LLVM IR text defines `@name` (a `define` line, not a `declare`).
+pub fn defines_function(ir: &str, name: &str) -> bool {
+    ir.lines()
+        .any(|line| line.starts_with("define ") && line.contains(&format!("@{name}(")))
+}
+
+/// A range of code llvm-profgen dropped, by its own account (`--show-detailed-warning`:
+/// "warning: [start, end]: reason"), addresses inclusive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DroppedRange {
+    pub start: u64,
+    pub end: u64,
+    pub reason: String,
+}
+
+/// The ranges llvm-profgen's stderr names as dropped.
+pub fn profgen_dropped_ranges(stderr: &str) -> Vec<DroppedRange> {
+    stderr
+        .lines()
+        .filter_map(|line| {
+            let (range, reason) = line
+                .strip_prefix("warning: [")
+                .and_then(|rest| rest.split_once("]: "))?;
+            let mut ends = range
+                .split(',')
+                .map(|end| u64::from_str_radix(end.trim().trim_start_matches("0x"), 16));
+            let (Some(Ok(start)), Some(Ok(end))) = (ends.next(), ends.next()) else {
+                return None;
+            };
+            Some(DroppedRange {
+                start,
+                end,
+                reason: reason.to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// The profile lines, (function, line offset from the function's first line), that the
+/// code of `ranges` belongs to, by `llvm-symbolizer-19` over every `step`-th address:
+/// the outermost frame's function and line (an inlined instruction counts on its call
+/// site's line, as the profiles' top-level lines do).
+pub fn profile_lines_of(
+    binary: &Path,
+    ranges: &[DroppedRange],
+    step: u64,
+    hint: &str,
+) -> std::collections::BTreeSet<(String, u32)> {
+    use std::io::Write;
+    let mut addresses = String::new();
+    for range in ranges {
+        // Inverted or huge "ranges" (a profile and binary mismatch) name no code here.
+        if range.end < range.start || range.end - range.start > 1 << 16 {
+            continue;
+        }
+        for address in (range.start..=range.end).step_by(step as usize) {
+            addresses.push_str(&format!("{address:#x}\n"));
+        }
+    }
+    let mut child = Command::new("llvm-symbolizer-19")
+        .arg(format!("--obj={}", binary.display()))
+        .args(["--verbose", "--inlining", "--functions=linkage"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot run llvm-symbolizer-19: {error} ({hint})"));
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(addresses.as_bytes()));
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(output.status.success(), "llvm-symbolizer-19 failed");
+    let mut lines = std::collections::BTreeSet::new();
+    // One block per address, blank-line separated; in it one frame per unindented
+    // function name, innermost first, each followed by indented fields.
+    for block in String::from_utf8_lossy(&output.stdout).split("\n\n") {
+        let (mut function, mut start_line, mut line) = (None, None, None);
+        for text in block.lines() {
+            if !text.starts_with(' ') {
+                (function, start_line, line) = (Some(text.trim()), None, None);
+            } else if let Some(value) = text.trim().strip_prefix("Function start line: ") {
+                start_line = value.parse::<u32>().ok();
+            } else if let Some(value) = text.trim().strip_prefix("Line: ") {
+                line = value.parse::<u32>().ok();
+            }
+        }
+        if let (Some(function), Some(start), Some(line)) = (function, start_line, line) {
+            if function != "??" && line >= start && start > 0 {
+                lines.insert((function.to_owned(), line - start));
+            }
+        }
+    }
+    lines
+}
+
+/// Top-level functions of an LLVM text profile: name -> (total, head, (line offset,
+/// discriminator) -> count), every line as written, zeros included. rvperf and
+/// llvm-profgen both key lines by LLVM's base discriminator (GCC's discriminator 3 in a
+/// GCC-built binary's DWARF is LLVM's base 0), so lines compare as written. Inlined
+/// instances are left out: they are compared through their functions' own copies.
+pub type TextProfile = BTreeMap<String, (u64, u64, BTreeMap<(u32, u32), u64>)>;
+
+pub fn parse_text_profile(profile: &str) -> TextProfile {
+    let mut functions = TextProfile::new();
+    let mut current: Option<String> = None;
+    for line in profile.lines() {
+        if !line.starts_with(' ') {
+            let mut fields = line.rsplitn(3, ':');
+            let head = fields.next().unwrap().parse().unwrap();
+            let total = fields.next().unwrap().parse().unwrap();
+            let name = fields.next().unwrap().to_owned();
+            functions.insert(name.clone(), (total, head, BTreeMap::new()));
+            current = Some(name);
+        } else if line.starts_with("  ") {
+            continue;
+        } else {
+            let (location, rest) = line.trim_start().split_once(": ").unwrap();
+            let Some(count) = rest.split(' ').next().and_then(|c| c.parse::<u64>().ok()) else {
+                continue; // an inlined call site: ` offset: callee:total`
+            };
+            let (offset, discriminator) = location.split_once('.').unwrap_or((location, "0"));
+            let key = (offset.parse().unwrap(), discriminator.parse().unwrap());
+            let function = functions.get_mut(current.as_ref().unwrap()).unwrap();
+            assert!(
+                function.2.insert(key, count).is_none(),
+                "{line}: a second line at the same location"
+            );
+        }
+    }
+    functions
+}
+
+/// The functions of a profile with a nonzero line.
+pub fn sampled_functions(profile: &TextProfile) -> Vec<String> {
+    profile
+        .iter()
+        .filter(|(_, (_, _, lines))| lines.values().any(|&count| count > 0))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+/// A line of a top-level function that rvperf's and llvm-profgen's profiles do not
+/// agree on; `None`: the profile has no such line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineDifference {
+    pub function: String,
+    pub offset: u32,
+    pub discriminator: u32,
+    pub rvperf: Option<u64>,
+    pub profgen: Option<u64>,
+}
+
+/// Every line either profile has, both ways (a line only llvm-profgen has differs as
+/// much as one only rvperf has, a 0 included): how many are equal, and the others.
+pub fn compare_lines(ours: &TextProfile, theirs: &TextProfile) -> (usize, Vec<LineDifference>) {
+    let mut equal = 0;
+    let mut differing = Vec::new();
+    let no_lines = BTreeMap::new();
+    let functions: BTreeSet<&String> = ours.keys().chain(theirs.keys()).collect();
+    for name in functions {
+        let our_lines = ours.get(name).map_or(&no_lines, |(_, _, lines)| lines);
+        let their_lines = theirs.get(name).map_or(&no_lines, |(_, _, lines)| lines);
+        let locations: BTreeSet<&(u32, u32)> = our_lines.keys().chain(their_lines.keys()).collect();
+        for &(offset, discriminator) in locations {
+            let (rvperf, profgen) = (
+                our_lines.get(&(offset, discriminator)).copied(),
+                their_lines.get(&(offset, discriminator)).copied(),
+            );
+            if rvperf == profgen {
+                equal += 1;
+            } else {
+                differing.push(LineDifference {
+                    function: name.clone(),
+                    offset,
+                    discriminator,
+                    rvperf,
+                    profgen,
+                });
+            }
+        }
+    }
+    (equal, differing)
+}
+
+/// Each difference must be on a line whose code llvm-profgen dropped (`covered`, from
+/// [`profile_lines_of`] over [`profgen_dropped_ranges`]), and there rvperf's count must
+/// be the larger: no other difference is allowed.
+pub fn assert_differences_only_where_profgen_dropped(
+    differing: &[LineDifference],
+    covered: &BTreeSet<(String, u32)>,
+) {
+    for difference in differing {
+        let LineDifference {
+            function,
+            offset,
+            discriminator,
+            rvperf,
+            profgen,
+        } = difference;
+        assert!(
+            covered.contains(&(function.clone(), *offset)),
+            "{function}:{offset}.{discriminator}: rvperf {rvperf:?}, llvm-profgen {profgen:?}, \
+             and no range llvm-profgen dropped covers the line"
+        );
+        assert!(
+            rvperf.unwrap_or(0) >= profgen.unwrap_or(0),
+            "llvm-profgen counts more than rvperf at {function}:{offset}.{discriminator}: \
+             {profgen:?} > {rvperf:?}"
+        );
+    }
 }

@@ -197,13 +197,15 @@ fn generated_inputs_are_current() {
         let path = data_dir().join(name);
         match fs::read(&path) {
             Ok(existing) if existing == bytes => {}
-            Ok(_) if !blessing() => stale.push(name),
-            _ => fs::write(&path, &bytes).expect("write generated input"),
+            _ if blessing() => fs::write(&path, &bytes).expect("write generated input"),
+            // A missing input is stale too: only RVPERF_BLESS=1 writes files.
+            _ => stale.push(name),
         }
     }
     assert!(
         stale.is_empty(),
-        "generated inputs differ from the encoder (rerun with RVPERF_BLESS=1): {stale:?}"
+        "generated inputs missing or different from the encoder (rerun with \
+         RVPERF_BLESS=1): {stale:?}"
     );
 }
 
@@ -228,14 +230,16 @@ fn golden_dumps() {
         let expected_path = input.with_extension("dump");
         match fs::read_to_string(&expected_path) {
             Ok(expected) if expected == dump => {}
-            Ok(expected) if !blessing() => {
+            _ if blessing() => fs::write(&expected_path, &dump).expect("write expected dump"),
+            Ok(expected) => {
                 let first = expected.lines().zip(dump.lines()).position(|(a, b)| a != b);
                 failures.push(format!(
                     "{}: first differing line {first:?}\n--- got ---\n{dump}",
                     expected_path.display()
                 ));
             }
-            _ => fs::write(&expected_path, &dump).expect("write expected dump"),
+            // Only RVPERF_BLESS=1 writes files: a missing golden is a failure.
+            Err(_) => failures.push(format!("{} is missing", expected_path.display())),
         }
     }
     assert!(

@@ -61,7 +61,8 @@ pub const PERF_EVENT_UPDATE__NAME: u64 = 2;
 /// reserved. The trace data follows the record, outside its `header.size`.
 pub const AUXTRACE_RECORD_SIZE: u64 = 48;
 
-/// `perf_event_header.misc` bits.
+/// `perf_event_header.misc` bits: the CPU mode (a value under this mask), then flags.
+pub const PERF_RECORD_MISC_CPUMODE_MASK: u16 = 7;
 pub const PERF_RECORD_MISC_KERNEL: u16 = 1;
 pub const PERF_RECORD_MISC_USER: u16 = 2;
 pub const PERF_RECORD_MISC_COMM_EXEC: u16 = 1 << 13;

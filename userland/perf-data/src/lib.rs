@@ -3,11 +3,13 @@
 //! Reading goes through the `linux-perf-data` / `linux-perf-event-reader` crates, wrapped so
 //! that corrupt input yields a typed error with the byte offset instead of a panic or an
 //! absurd allocation. No crate writes perf.data, so [`PerfDataWriter`] follows
-//! `tools/perf/util/header.c` of Linux directly.
+//! `tools/perf/util/header.c` of Linux directly. [`Threads`] keeps the threads of a
+//! recording and their command names by perf's own rules.
 
 mod abi;
 mod brstack;
 mod reader;
+mod threads;
 mod writer;
 
 pub use abi::*;
@@ -15,6 +17,7 @@ pub use brstack::{format_brstack, BranchEntry, BranchFlags, BranchStack};
 pub use reader::{
     AttrInfo, BuildIdEntry, HeaderInfo, PerfDataReader, RawRecord, ReadError, Records, Sample,
 };
+pub use threads::Threads;
 pub use writer::{
     AuxtraceChunk, EventAttr, EventDesc, Metadata, Mmap2, Mmap2FileId, PerfDataWriter, SampleData,
     SampleId, WriteError,

@@ -15,6 +15,7 @@ use linux_perf_data::{Feature, PerfFileReader};
 use linux_perf_event_reader::{
     get_record_id, get_record_identifier, get_record_timestamp, AttrFlags, BranchSampleFormat,
     Endianness, PerfEventAttr, RawData, RecordParseInfo, RecordType, SampleFormat, SampleRecord,
+    SamplingPolicy,
 };
 
 use crate::abi::*;
@@ -83,6 +84,9 @@ pub struct AttrInfo {
     pub attr: PerfEventAttr,
     pub name: Option<String>,
     pub ids: Vec<u64>,
+    /// The `struct perf_event_attr` as the file holds it (its own `size` bytes), for
+    /// tools that copy it into another file (`rvperf inject`).
+    pub bytes: Vec<u8>,
 }
 
 /// A record of the data section, unparsed.
@@ -104,12 +108,19 @@ pub struct RawRecord<'a> {
 /// SAMPLE fields needed by a `perf script`-like printer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Sample {
+    /// The record header's `misc`: its `PERF_RECORD_MISC_CPUMODE_MASK` bits say
+    /// whether the sample was taken in the kernel or in user mode.
+    pub misc: u16,
     pub ip: Option<u64>,
     pub pid: Option<i32>,
     pub tid: Option<i32>,
     pub time: Option<u64>,
     pub cpu: Option<u32>,
-    pub period: Option<u64>,
+    /// The weight perf gives the sample (its `sample->period`): the PERIOD field when
+    /// the event records it, else the event's own `sample_period` (a fixed-period
+    /// recording, `perf record -c N`, does not record it). As in perf, an event in
+    /// frequency mode without PERIOD would give its frequency, and a counting event 0.
+    pub period: u64,
     pub id: Option<u64>,
     pub callchain: Vec<u64>,
     pub branch_stack: Option<BranchStack>,
@@ -126,6 +137,8 @@ pub struct PerfDataReader<'a> {
     id_to_attr: HashMap<u64, usize>,
     data_start: u64,
     data_end: u64,
+    /// Feature bit -> (offset, size) of its section in `data`.
+    sections: HashMap<u32, (u64, u64)>,
 }
 
 fn rd_u64(b: &[u8], at: usize) -> Option<u64> {
@@ -291,12 +304,21 @@ impl<'a> PerfDataReader<'a> {
             id_to_attr,
             data_start,
             data_end,
+            sections,
         })
     }
 
     /// Header metadata.
     pub fn info(&self) -> &HeaderInfo {
         &self.info
+    }
+
+    /// The bytes of a header feature section (`HEADER_*`) as the file holds them, in
+    /// file mode or from a pipe-mode HEADER_FEATURE record: for tools that copy a
+    /// file's features into another (`rvperf inject`).
+    pub fn feature_section(&self, feature: u32) -> Option<&[u8]> {
+        let &(offset, size) = self.sections.get(&feature)?;
+        self.data.get(offset as usize..(offset + size) as usize)
     }
 
     /// The events, in attr-section order; [`RawRecord::attr_index`] indexes this.
@@ -409,16 +431,30 @@ impl<'a> PerfDataReader<'a> {
             None
         };
         Ok(Sample {
+            misc: rec.misc,
             ip: s.ip,
             pid: s.pid,
             tid: s.tid,
             time: s.timestamp,
             cpu: s.cpu,
-            period: s.period,
+            period: s
+                .period
+                .unwrap_or_else(|| attr_sample_period(&self.attrs[idx].attr)),
             id: s.id,
             callchain,
             branch_stack,
         })
+    }
+}
+
+/// `perf_event_attr.sample_period` as the file holds it: the union with
+/// `sample_freq`, 0 for a counting event. perf's `evsel__parse_sample` starts every
+/// sample's period from it.
+fn attr_sample_period(attr: &PerfEventAttr) -> u64 {
+    match attr.sampling_policy {
+        SamplingPolicy::NoSampling => 0,
+        SamplingPolicy::Period(period) => period.get(),
+        SamplingPolicy::Frequency(frequency) => frequency,
     }
 }
 
@@ -709,13 +745,24 @@ fn file_layout(b: &[u8], bad: BadData<'_>, file: &str) -> Result<Layout, ReadErr
             offset: meta_at,
             source,
         })?;
+    // perf_file_attr entries: the attr (attr_size - 16 bytes at most), then its ids section.
+    let attr_bytes = |index: u64| {
+        let at = attrs_off + index * attr_size;
+        let own = rd_u32(b, at as usize + 4).map_or(0, u64::from);
+        let end = (at + own.min(attr_size - 16)).min(attrs_off + attrs_size);
+        b.get(at as usize..end as usize)
+            .unwrap_or_default()
+            .to_vec()
+    };
     let attrs = perf_file
         .event_attributes()
         .iter()
-        .map(|a| AttrInfo {
+        .zip(0..)
+        .map(|(a, index)| AttrInfo {
             attr: a.attr,
             name: a.name.clone(),
             ids: a.event_ids.clone(),
+            bytes: attr_bytes(index),
         })
         .collect();
     Ok(Layout {
@@ -765,6 +812,7 @@ fn pipe_layout(b: &[u8], bad: BadData<'_>) -> Result<Layout, ReadError> {
                     attr,
                     name: None,
                     ids,
+                    bytes: body[..body.len() - ids_bytes.len()].to_vec(),
                 });
             }
             PERF_RECORD_HEADER_FEATURE => {

@@ -59,6 +59,30 @@ impl EventAttr {
         b
     }
 
+    /// Reads the fields this struct holds from a `struct perf_event_attr` of any size
+    /// (fields past the end of a short one are zero); `None` when shorter than
+    /// PERF_ATTR_SIZE_VER0 (64 bytes). The inverse of [`to_bytes`](Self::to_bytes) for
+    /// attrs it wrote; other fields of `bytes` are not kept.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        if bytes.len() < 64 {
+            return None;
+        }
+        let u64_at = |at: usize| {
+            bytes
+                .get(at..at + 8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+        };
+        Some(Self {
+            type_: u32::from_le_bytes(bytes[0..4].try_into().ok()?),
+            config: u64_at(8),
+            sample_period_or_freq: u64_at(16),
+            sample_type: u64_at(24),
+            read_format: u64_at(32),
+            flags: u64_at(40),
+            branch_sample_type: u64_at(72),
+        })
+    }
+
     fn sample_id_all(&self) -> bool {
         self.flags & ATTR_FLAG_SAMPLE_ID_ALL != 0
     }
@@ -541,7 +565,7 @@ impl<W: Write + Seek> PerfDataWriter<W> {
 
     /// Writes the feature sections, then the final header; returns the inner writer
     /// positioned at the end of the file.
-    pub fn finish(mut self, meta: &Metadata) -> Result<W, WriteError> {
+    pub fn finish(self, meta: &Metadata) -> Result<W, WriteError> {
         let mut sections: Vec<(u32, Vec<u8>)> = Vec::new();
         if !meta.build_ids.is_empty() {
             let mut b = Vec::new();
@@ -589,6 +613,22 @@ impl<W: Write + Seek> PerfDataWriter<W> {
             push_string(&mut b, arg);
         }
         sections.push((HEADER_CMDLINE, b));
+        self.finish_with_sections(sections)
+    }
+
+    /// Writes `sections` (feature bit, the section's bytes as perf.data holds them:
+    /// another file's features, copied as `perf inject` copies them) with the ones this
+    /// writer makes from what it wrote (EVENT_DESC, BRANCH_STACK, AUXTRACE; given ones
+    /// of those bits are ignored, as are bits past 63, which no perf defines), then the
+    /// final header; returns the inner writer positioned at the end of the file.
+    pub fn finish_with_sections(
+        mut self,
+        mut sections: Vec<(u32, Vec<u8>)>,
+    ) -> Result<W, WriteError> {
+        sections.retain(|(feature, _)| {
+            *feature < 64
+                && ![HEADER_EVENT_DESC, HEADER_BRANCH_STACK, HEADER_AUXTRACE].contains(feature)
+        });
         let mut b = Vec::new();
         b.extend_from_slice(&(self.events.len() as u32).to_le_bytes());
         b.extend_from_slice(&(PERF_ATTR_SIZE as u32).to_le_bytes());

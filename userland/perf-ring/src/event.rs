@@ -8,13 +8,14 @@ use perf_event_open_sys::{ioctls, perf_event_open};
 
 const PARANOID_PATH: &str = "/proc/sys/kernel/perf_event_paranoid";
 
-/// Failures of perf_event_open and of the event ioctls.
+/// Failures of perf_event_open and of the event ioctls. The errno is each variant's
+/// `source`, not part of its message, so that an error chain prints it once.
 #[derive(Debug, thiserror::Error)]
 pub enum EventError {
     #[error(
         "permission denied opening perf event {event:?}: kernel.perf_event_paranoid is {paranoid} \
          ({PARANOID_PATH}); lower it (e.g. `sysctl kernel.perf_event_paranoid=1`, -1 for \
-         CPU-wide and kernel sampling) or grant CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8): {source}"
+         CPU-wide and kernel sampling) or grant CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8)"
     )]
     PermissionDenied {
         event: String,
@@ -22,11 +23,13 @@ pub enum EventError {
         paranoid: String,
         source: io::Error,
     },
-    #[error("perf event {event:?} is not supported by this kernel or CPU (or its attr is invalid): {source}")]
+    #[error(
+        "perf event {event:?} is not supported by this kernel or CPU (or its attr is invalid)"
+    )]
     Unsupported { event: String, source: io::Error },
-    #[error("perf_event_open failed for {event:?}: {source}")]
+    #[error("perf_event_open failed for {event:?}")]
     Open { event: String, source: io::Error },
-    #[error("ioctl {request} failed on perf event {event:?}: {source}")]
+    #[error("ioctl {request} failed on perf event {event:?}")]
     Ioctl {
         event: String,
         request: &'static str,

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use profiles::{build_sample_profile, Branch, BranchCounts, FoldedStacks, SourceFrame};
+use profiles::{
+    build_sample_profile, Branch, BranchCounts, FoldedStacks, PlacementOptions, SourceFrame,
+};
 
 /// 100,000 stacks of 32 branches over a synthetic program of 4,096 blocks of 16
 /// four-byte instructions: like a long CTR recording of a mid-sized program.
@@ -74,6 +76,7 @@ fn aggregation(criterion: &mut Criterion) {
                 &counts.branches,
                 |address| frames.get(&address).cloned().unwrap_or_default(),
                 |address| address % 64 == 60,
+                &PlacementOptions::default(),
             );
             black_box(profile.functions.len())
         })

@@ -12,7 +12,10 @@ pub mod flamegraph;
 pub mod folded;
 pub mod sample_profile;
 
-pub use autofdo::{build_sample_profile, PlacementStats, SourceFrame};
+pub use autofdo::{
+    build_sample_profile, llvm_base_discriminator, llvm_duplication_factor, Discriminators,
+    PlacementOptions, PlacementStats, SourceFrame,
+};
 pub use branch_counts::{Branch, BranchCountOptions, BranchCounts, RefusedRanges};
 pub use folded::FoldedStacks;
 pub use sample_profile::{BodySample, FunctionProfile, LineLocation, SampleProfile};

@@ -7,7 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A source position inside a function: `line - function start line` (the line of the
-/// function's `DW_AT_decl_line`) and the DWARF discriminator (0 when none).
+/// function's `DW_AT_decl_line`) and the discriminator as the profile's compiler reads
+/// it (0 when none; see [`Discriminators`](crate::Discriminators)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct LineLocation {
     pub line_offset: u32,

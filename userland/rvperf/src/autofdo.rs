@@ -5,7 +5,10 @@
 //! Branch stacks become fall-through ranges and branch counts (the LBR method), ranges
 //! become per-instruction counts over the binary's instructions (RISC-V, or x86_64 for
 //! recordings with Intel's LBR), and those are placed at their DWARF lines,
-//! discriminators and inline stacks.
+//! discriminators and inline stacks: discriminators as the format's compiler decodes
+//! them (GCC's own for GCC, LLVM's base discriminators for the LLVM formats), and for
+//! LLVM a 0 on every line of a sampled function that no sample reached, as
+//! llvm-profgen writes.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -20,7 +23,10 @@ use object::elf::{FileHeader32, FileHeader64};
 use object::read::elf::FileHeader;
 use object::{Endianness, FileKind, Object, ObjectSegment, SegmentFlags};
 use perf_abi::{parse_record, Mmap2FileId, Record, SampleFormat};
-use profiles::{build_sample_profile, Branch, BranchCountOptions, BranchCounts, SourceFrame};
+use profiles::{
+    build_sample_profile, Branch, BranchCountOptions, BranchCounts, Discriminators,
+    PlacementOptions, SourceFrame,
+};
 use riscv_insn::{decode, instruction_length, DecodeOptions};
 use symbolize::ObjectSymbolizer;
 
@@ -240,6 +246,18 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
             .map(|(length, _)| length)
     });
     let mut frame_errors = 0u64;
+    // LLVM keys positions by its own reading of discriminators, and llvm-profgen
+    // writes a 0 for every position of a sampled function no sample reached, which
+    // clang reads as cold rather than unknown; GCC reads GCC's discriminators and
+    // create_gcov writes executed positions only.
+    let mut placement = PlacementOptions::default();
+    if arguments.format != Format::Gcc {
+        placement.discriminators = Discriminators::Llvm;
+        let (instructions, errors) =
+            instructions_of_sampled_functions(&symbolizer, &instruction_set, &counts);
+        placement.unreached_instructions = instructions;
+        frame_errors += errors;
+    }
     let mut frame_cache: rustc_hash::FxHashMap<u64, Vec<SourceFrame>> =
         rustc_hash::FxHashMap::default();
     let mut frames = |address: u64| -> Vec<SourceFrame> {
@@ -263,6 +281,7 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
                 .length_and_is_call(address)
                 .is_some_and(|(_, is_call)| is_call)
         },
+        &placement,
     );
 
     let mut bytes = Vec::new();
@@ -384,6 +403,15 @@ impl InstructionSet {
         }
     }
 
+    /// The length of the shortest instruction: where to look for the next one after
+    /// bytes that decode to none.
+    fn min_length(&self) -> u64 {
+        match self {
+            InstructionSet::Riscv { .. } => 2,
+            InstructionSet::X86_64(_) => 1,
+        }
+    }
+
     /// The length in bytes of the instruction at link-time address `address` and
     /// whether it is a call; `None` where no instruction of the binary is.
     fn length_and_is_call(&self, address: u64) -> Option<(u64, bool)> {
@@ -467,6 +495,52 @@ impl X86Code {
         );
         Some((instruction.len() as u64, is_call))
     }
+}
+
+/// The DWARF function ranges of a longer extent are taken for broken debug info and
+/// left out of the zero positions, rather than walked byte by byte.
+const MAX_FUNCTION_RANGE_BYTES: u64 = 16 << 20;
+
+/// Every instruction of every function a counted fall-through range starts in (its
+/// DWARF address ranges, all parts of a split function): the instructions llvm-profgen
+/// gives a 0 when no sample reached them. Also the number of DWARF errors met.
+fn instructions_of_sampled_functions(
+    symbolizer: &ObjectSymbolizer,
+    instruction_set: &InstructionSet,
+    counts: &BranchCounts,
+) -> (Vec<u64>, u64) {
+    let mut starts: Vec<u64> = counts.ranges.keys().map(|&(start, _)| start).collect();
+    starts.sort_unstable();
+    starts.dedup();
+    let mut walked: std::collections::BTreeSet<(u64, u64)> = std::collections::BTreeSet::new();
+    let mut instructions = Vec::new();
+    let mut errors = 0;
+    for start in starts {
+        let ranges = match symbolizer.function_ranges(start) {
+            Ok(ranges) => ranges,
+            Err(_) => {
+                errors += 1;
+                continue;
+            }
+        };
+        for range in ranges {
+            if range.end - range.start > MAX_FUNCTION_RANGE_BYTES
+                || !walked.insert((range.start, range.end))
+            {
+                continue;
+            }
+            let mut address = range.start;
+            while address < range.end {
+                instructions.push(address);
+                // Bytes that decode to no instruction (data in the text, an unknown
+                // extension) are stepped over by the smallest instruction.
+                address += instruction_set
+                    .length_and_is_call(address)
+                    .map_or(instruction_set.min_length(), |(length, _)| length);
+            }
+        }
+    }
+    (instructions, errors)
 }
 
 /// The profile's view of a symbolizer's inline stack: names as the compiler links

@@ -157,13 +157,14 @@ fn fold(input: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedSta
                 folder.push_frames(processes, pid, lookup, &mut stack);
             }
             root_name.clear();
+            let comm = processes.comm(sample.pid.unwrap_or(-1), sample.tid.unwrap_or(-1));
             match arguments.split {
-                Split::Command => root_name.push_str(processes.comm(tid)),
+                Split::Command => root_name.push_str(comm),
                 Split::Process => {
-                    let _ = write!(root_name, "{}-{pid}", processes.comm(tid));
+                    let _ = write!(root_name, "{comm}-{pid}");
                 }
                 Split::Thread => {
-                    let _ = write!(root_name, "{}-{pid}/{tid}", processes.comm(tid));
+                    let _ = write!(root_name, "{comm}-{pid}/{tid}");
                 }
                 Split::None => {}
             }
@@ -172,11 +173,7 @@ fn fold(input: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedSta
             }
             // Collected leaf first; folded stacks are root first.
             stack.reverse();
-            let weight = if !arguments.samples {
-                sample.period.unwrap_or(1)
-            } else {
-                1
-            };
+            let weight = if !arguments.samples { sample.period } else { 1 };
             folder.add(&stack, weight);
             Ok(())
         },

@@ -3,7 +3,9 @@
 mod autofdo;
 mod decode;
 mod flamegraph;
+mod inject;
 mod list;
+mod lost;
 mod output;
 mod perf_input;
 mod record;
@@ -11,6 +13,7 @@ mod record_ctr;
 mod report;
 mod script;
 mod trace_file;
+mod workload;
 
 use std::process::ExitCode;
 
@@ -37,6 +40,9 @@ enum Command {
     Script(script::ScriptArgs),
     /// The functions samples fall in, with percentages.
     Report(report::ReportArgs),
+    /// A perf.data with its kept AUX data (record --keep-aux) turned into samples that
+    /// Linux perf reads.
+    Inject(inject::InjectArgs),
     /// A flame graph (or folded stacks) of the samples' call stacks.
     Flamegraph(flamegraph::FlamegraphArgs),
     /// An AutoFDO profile (LLVM text or extbinary, GCC) of one binary from branch stacks.
@@ -49,9 +55,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Decode(arguments) => decode::run(&arguments),
-        Command::Record(arguments) => record::run(&arguments),
+        // Its exit status is the workload's, as perf record's is.
+        Command::Record(arguments) => match record::run(&arguments) {
+            Ok(outcome) => return outcome.exit(),
+            Err(error) => Err(error),
+        },
         Command::Script(arguments) => script::run(&arguments),
         Command::Report(arguments) => report::run(&arguments),
+        Command::Inject(arguments) => inject::run(&arguments),
         Command::List(arguments) => list::run(&arguments),
         Command::Flamegraph(arguments) => flamegraph::run(&arguments),
         Command::Autofdo(arguments) => autofdo::run(&arguments),

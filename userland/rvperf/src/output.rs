@@ -1,7 +1,7 @@
 //! Fast line output: PCs are printed by the tens of millions, so formatting avoids
 //! `fmt` machinery on the hot path and writes through one large buffer.
 
-use std::io::{self, Write};
+use std::io::{self, Seek, Write};
 
 pub struct LineWriter<W: Write> {
     inner: W,
@@ -75,15 +75,7 @@ pub fn write_atomically(
         out.flush()?;
         return Ok(());
     }
-    let directory = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => std::path::Path::new("."),
-    };
-    let file_name = path.file_name().map_or_else(
-        || "output".into(),
-        |name| name.to_string_lossy().into_owned(),
-    );
-    let temporary = directory.join(format!(".{file_name}.rvperf-{}.tmp", std::process::id()));
+    let temporary = temporary_path(path);
     let result = (|| -> anyhow::Result<()> {
         let file = std::fs::File::create(&temporary)?;
         let mut out = io::BufWriter::new(file);
@@ -98,6 +90,67 @@ pub fn write_atomically(
         let _ = std::fs::remove_file(&temporary);
     }
     result
+}
+
+/// As [`write_atomically`], for output that is written out of order (perf.data's
+/// header comes last): `write` gets a file it may seek in, a temporary file next to
+/// `path` renamed over it when complete. A path that is not a regular file
+/// (`/dev/null`, a FIFO) cannot seek: it gets the complete output copied into it from
+/// an unnamed temporary file, so it too sees nothing of a failed run.
+pub fn write_seekable_atomically(
+    path: &std::path::Path,
+    write: impl FnOnce(&mut std::fs::File) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    if is_special(path) {
+        let temporary = std::env::temp_dir().join(
+            temporary_path(path)
+                .file_name()
+                .unwrap_or_else(|| "output".as_ref()),
+        );
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&temporary)
+            .with_context(|| format!("cannot create {}", temporary.display()))?;
+        // Unnamed from here on: nothing is left behind whatever happens.
+        std::fs::remove_file(&temporary)?;
+        write(&mut file)?;
+        let mut copy = || -> io::Result<u64> {
+            file.seek(io::SeekFrom::Start(0))?;
+            let mut destination = std::fs::OpenOptions::new().write(true).open(path)?;
+            io::copy(&mut file, &mut destination)
+        };
+        copy().with_context(|| format!("cannot write {}", path.display()))?;
+        return Ok(());
+    }
+    let temporary = temporary_path(path);
+    let mut file = std::fs::File::create(&temporary)
+        .with_context(|| format!("cannot create {}", temporary.display()))?;
+    let result = write(&mut file).and_then(|()| {
+        file.sync_all()
+            .and_then(|()| std::fs::rename(&temporary, path))
+            .with_context(|| format!("cannot write {}", path.display()))
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result
+}
+
+/// The temporary file `path` is written to before it is renamed into place: hidden,
+/// in the same directory (a rename does not cross file systems), unique per process.
+fn temporary_path(path: &std::path::Path) -> std::path::PathBuf {
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => std::path::Path::new("."),
+    };
+    let file_name = path.file_name().map_or_else(
+        || "output".into(),
+        |name| name.to_string_lossy().into_owned(),
+    );
+    directory.join(format!(".{file_name}.rvperf-{}.tmp", std::process::id()))
 }
 
 /// Whether `path` exists and is not a regular file (a device, FIFO or socket).

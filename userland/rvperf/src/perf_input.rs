@@ -1,19 +1,18 @@
 //! Reading perf.data for `script`, `report`, `flamegraph` and `autofdo`: samples with
 //! their process, command name and symbols, whichever tool wrote the file.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use perf_abi::ctr::{CtrRecords, RVPERF_AUXTRACE_CTR};
 use perf_abi::{parse_record, Mmap2FileId, Record, SampleFormat};
-use perf_data::{PerfDataReader, RawRecord, Sample, AUXTRACE_RECORD_SIZE};
+use perf_data::{PerfDataReader, RawRecord, Sample, Threads, AUXTRACE_RECORD_SIZE};
 use symbolize::{Symbolizer, SymbolizerOptions};
 
-/// Process address spaces (in the symbolizer) and command names, built from the
-/// side-band records in file order.
+/// Process address spaces (in the symbolizer) and threads with their command names,
+/// built from the side-band records in time order, as perf builds them.
 pub struct Processes {
-    comms: HashMap<u32, String>,
+    threads: Threads,
     symbolizer: Symbolizer,
 }
 
@@ -21,6 +20,11 @@ pub struct Processes {
 pub struct Place {
     pub dso: String,
     pub symbol: Option<String>,
+    /// Where that function starts: functions of one name (static functions of
+    /// several files) are told apart by it, as in perf report.
+    pub function_start: Option<u64>,
+    /// The offset in the mapped file, for an address in a file mapping.
+    pub file_offset: Option<u64>,
 }
 
 /// Where to find the recorded programs' files, and how much to resolve.
@@ -39,7 +43,7 @@ impl Processes {
     pub fn new(options: SymbolOptions) -> Self {
         let defaults = SymbolizerOptions::default();
         Self {
-            comms: HashMap::new(),
+            threads: Threads::new(),
             symbolizer: Symbolizer::new(SymbolizerOptions {
                 symfs: options.symfs,
                 kallsyms: options.kallsyms,
@@ -78,6 +82,10 @@ impl Processes {
                 });
         }
         let mut processes = Self::new(options);
+        // perf_session__open: AUX data may name threads after their EXIT.
+        if reader.info().features.contains(&perf_data::HEADER_AUXTRACE) {
+            processes.keep_exited_threads();
+        }
         processes.expect_build_ids(reader);
         processes.symbolizer.preload_kernel();
         processes
@@ -95,30 +103,51 @@ impl Processes {
         );
     }
 
-    /// Applies a side-band record; returns true if it was one.
+    /// Threads keep their names after their EXIT, as in `perf report` (perf script
+    /// forgets them: a later sample of the thread shows `:TID`).
+    pub fn keep_exited_threads(&mut self) {
+        self.threads.keep_exited(true);
+    }
+
     /// Whether [`observe`](Self::observe) uses records of this type, which must then
     /// be applied in time order with the samples.
     pub fn is_side_band(record_type: u32) -> bool {
         use perf_abi::sys::bindings as b;
         matches!(
             record_type,
-            b::PERF_RECORD_MMAP | b::PERF_RECORD_MMAP2 | b::PERF_RECORD_COMM | b::PERF_RECORD_FORK
+            b::PERF_RECORD_MMAP
+                | b::PERF_RECORD_MMAP2
+                | b::PERF_RECORD_COMM
+                | b::PERF_RECORD_FORK
+                | b::PERF_RECORD_EXIT
         )
     }
 
+    /// Applies a side-band record; returns true if it was one.
     pub fn observe(&mut self, record_type: u32, misc: u16, body: &[u8]) -> bool {
+        use perf_abi::sys::bindings as b;
+        // perf looks up (creates) the thread of a user-space mapping, not of the
+        // kernel's own.
+        let kernel_mapping =
+            u32::from(misc) & b::PERF_RECORD_MISC_CPUMODE_MASK == b::PERF_RECORD_MISC_KERNEL;
         // Only the leading fields are used, so the sample_id trailer layout is irrelevant.
         let Ok(record) = parse_record(record_type, misc, body, &SampleFormat::default()) else {
             return false;
         };
         match record {
             Record::Mmap(mmap) => {
+                if !kernel_mapping {
+                    self.threads.mmap(mmap.pid as i32, mmap.tid as i32);
+                }
                 let filename = String::from_utf8_lossy(mmap.filename);
                 self.symbolizer
                     .add_mapping(mmap.pid, mmap.addr, mmap.len, mmap.pgoff, &filename, None);
                 true
             }
             Record::Mmap2(mmap) => {
+                if !kernel_mapping {
+                    self.threads.mmap(mmap.pid as i32, mmap.tid as i32);
+                }
                 let filename = String::from_utf8_lossy(mmap.filename);
                 let build_id = match mmap.file_id {
                     Mmap2FileId::BuildId(id) => Some(id),
@@ -133,25 +162,41 @@ impl Processes {
                 if comm.exec {
                     self.symbolizer.exec(comm.pid);
                 }
-                self.comms
-                    .insert(comm.tid, String::from_utf8_lossy(comm.comm).into_owned());
+                self.threads.set_comm(
+                    comm.pid as i32,
+                    comm.tid as i32,
+                    &String::from_utf8_lossy(comm.comm),
+                );
                 true
             }
             Record::Fork(task) => {
-                if task.pid != task.ppid {
+                // A FORK perf synthesized for a task found running (its own misc bit,
+                // PERF_RECORD_MISC_FORK_EXEC) shares no mappings with its parent: the
+                // task's own MMAP records follow (machine__process_fork_event).
+                let synthesized = misc & PERF_RECORD_MISC_FORK_EXEC != 0;
+                if task.pid != task.ppid && !synthesized {
                     self.symbolizer.fork(task.ppid, task.pid);
                 }
-                if let Some(comm) = self.comms.get(&task.ptid).cloned() {
-                    self.comms.entry(task.tid).or_insert(comm);
-                }
+                self.threads.fork(
+                    task.pid as i32,
+                    task.ppid as i32,
+                    task.tid as i32,
+                    task.ptid as i32,
+                );
+                true
+            }
+            Record::Exit(task) => {
+                self.threads.exit(task.tid as i32);
                 true
             }
             _ => false,
         }
     }
 
-    pub fn comm(&self, tid: u32) -> &str {
-        self.comms.get(&tid).map_or(":unknown", String::as_str)
+    /// The command name perf shows for a sample of `pid`/`tid` at this point of the
+    /// recording: `:TID` for a thread whose name is not known yet (or any more).
+    pub fn comm(&mut self, pid: i32, tid: i32) -> &str {
+        self.threads.comm(pid, tid)
     }
 
     /// The file and function `ip` of process `pid` is in (the function compiled out of
@@ -164,6 +209,8 @@ impl Processes {
                 .frames
                 .last()
                 .and_then(|frame| frame.function.clone()),
+            function_start: symbolized.function_start,
+            file_offset: symbolized.file_offset,
         }
     }
 
@@ -213,14 +260,16 @@ pub fn open(path: &Path) -> Result<PerfDataReader<'static>> {
 }
 
 /// Walks every record in time order, as perf script does: side-band records (MMAP,
-/// COMM, FORK) update `processes` and samples go to `visit`, interleaved by their
+/// COMM, FORK, EXIT) update `processes` and samples go to `visit`, interleaved by their
 /// timestamps. The file's order is not time order: each CPU's buffer is written in
 /// turn, so a child's FORK can come after its exec and mmaps, and a sample can come
-/// before the mmap it falls in. Records are sorted with perf's round rule: at each
-/// FINISHED_ROUND record, every buffered record not newer than the newest time seen
-/// before the previous round marker is final, so memory holds about two rounds of
-/// records, not the file. Side-band records without a time (no sample_id_all) apply
-/// at once, as perf applies them.
+/// before the mmap it falls in. Records are sorted with perf's ordered-events rules
+/// (`tools/perf/util/ordered-events.c`): at each FINISHED_ROUND record, every queued
+/// record not newer than the newest time seen before the previous round marker is
+/// delivered, oldest first and in file order among equal times, so memory holds about
+/// two rounds of records, not the file. A record without a time (no sample_id_all, or
+/// time 0 as on the records perf synthesizes from /proc at the start) is not queued
+/// but delivered at once, as perf delivers it.
 pub fn for_each_sample<'a>(
     reader: &'a PerfDataReader<'_>,
     file_size: u64,
@@ -229,91 +278,142 @@ pub fn for_each_sample<'a>(
 ) -> Result<u64> {
     let mut records = reader.records();
     let mut samples = 0;
-    let mut sequence = 0u64;
-    let mut pending: Vec<Timed<'a>> = Vec::new();
-    let mut newest = 0u64;
-    let mut flushable_up_to = 0u64;
-    let mut flush =
-        |pending: &mut Vec<Timed<'a>>, limit: u64, processes: &mut Processes| -> Result<()> {
-            pending.sort_by_key(|timed| (timed.time, timed.sequence));
-            let ready = pending.partition_point(|timed| timed.time <= limit);
-            for timed in pending.drain(..ready) {
-                match timed.event {
-                    TimedEvent::Sample(attr, sample) => visit(processes, attr, &sample)?,
-                    TimedEvent::SideBand {
-                        record_type,
-                        misc,
-                        body,
-                    } => {
-                        processes.observe(record_type, misc, body);
-                    }
-                }
+    let mut queue = OrderedEvents::default();
+    let mut deliver = |processes: &mut Processes, event: TimedEvent<'a>| -> Result<()> {
+        match event {
+            TimedEvent::Sample(attr, sample) => visit(processes, attr, &sample),
+            TimedEvent::SideBand {
+                record_type,
+                misc,
+                body,
+            } => {
+                processes.observe(record_type, misc, body);
+                Ok(())
             }
-            Ok(())
-        };
+        }
+    };
     let mut progress = Progress::new(file_size);
     let mut aux = AuxDecoding::default();
     while let Some(record) = records.next_record()? {
         progress.at(record.offset);
-        let mut queue = |time: u64, event: TimedEvent<'a>| {
-            newest = newest.max(time);
-            sequence += 1;
-            pending.push(Timed {
-                time,
-                sequence,
-                event,
-            });
-        };
         match record.record_type {
             AUXTRACE_INFO => aux.info(&record),
             AUXTRACE => {
                 for sample in aux.samples(&record)? {
-                    queue(
-                        sample.time.unwrap_or(0),
-                        TimedEvent::Sample(Some(0), sample),
-                    );
                     samples += 1;
+                    let time = sample.time;
+                    let event = TimedEvent::Sample(Some(0), sample);
+                    if let Some(event) = queue.queue(time, event) {
+                        deliver(processes, event)?;
+                    }
                 }
             }
             perf_abi::sys::bindings::PERF_RECORD_SAMPLE => {
                 let sample = reader.parse_sample(&record)?;
-                queue(
-                    sample.time.unwrap_or(0),
-                    TimedEvent::Sample(record.attr_index, sample),
-                );
                 samples += 1;
+                let time = sample.time;
+                let event = TimedEvent::Sample(record.attr_index, sample);
+                if let Some(event) = queue.queue(time, event) {
+                    deliver(processes, event)?;
+                }
             }
             FINISHED_ROUND => {
-                flush(&mut pending, flushable_up_to, processes)?;
-                flushable_up_to = newest;
-            }
-            _ => match reader.record_time(&record) {
-                Some(time) if Processes::is_side_band(record.record_type) => queue(
-                    time,
-                    TimedEvent::SideBand {
-                        record_type: record.record_type,
-                        misc: record.misc,
-                        body: record.body,
-                    },
-                ),
-                _ => {
-                    processes.observe(record.record_type, record.misc, record.body);
+                for event in queue.finish_round() {
+                    deliver(processes, event)?;
                 }
-            },
+            }
+            record_type if Processes::is_side_band(record_type) => {
+                let event = TimedEvent::SideBand {
+                    record_type,
+                    misc: record.misc,
+                    body: record.body,
+                };
+                if let Some(event) = queue.queue(reader.record_time(&record), event) {
+                    deliver(processes, event)?;
+                }
+            }
+            _ => {}
         }
     }
-    flush(&mut pending, u64::MAX, processes)?;
+    for event in queue.finish() {
+        deliver(processes, event)?;
+    }
     progress.done();
     aux.report_undecoded();
     Ok(samples)
 }
 
+/// perf's ordered-events queue: records wait here, sorted by time, until a round
+/// marker says no older record can still come. (Also how `rvperf inject` orders
+/// what it writes.)
+pub(crate) struct OrderedEvents<T> {
+    pending: Vec<Timed<T>>,
+    /// Queued so far, to keep file order among records of one time.
+    sequence: u64,
+    /// The newest time queued.
+    newest: u64,
+    /// What the next FINISHED_ROUND delivers up to: the newest time seen before
+    /// the previous one.
+    next_flush: u64,
+}
+
+impl<T> Default for OrderedEvents<T> {
+    fn default() -> Self {
+        Self {
+            pending: Vec::new(),
+            sequence: 0,
+            newest: 0,
+            next_flush: 0,
+        }
+    }
+}
+
+impl<T> OrderedEvents<T> {
+    /// Queues `event`, or hands it back to be delivered at once when it has no
+    /// time (`None`, 0 or all ones: `ordered_events__queue` refuses those).
+    pub(crate) fn queue(&mut self, time: Option<u64>, event: T) -> Option<T> {
+        let time = match time {
+            Some(time) if time != 0 && time != u64::MAX => time,
+            _ => return Some(event),
+        };
+        self.newest = self.newest.max(time);
+        self.sequence += 1;
+        self.pending.push(Timed {
+            time,
+            sequence: self.sequence,
+            event,
+        });
+        None
+    }
+
+    /// A FINISHED_ROUND record: the records up to the limit the previous round
+    /// set, oldest first.
+    pub(crate) fn finish_round(&mut self) -> impl Iterator<Item = T> + '_ {
+        let limit = self.next_flush;
+        self.next_flush = self.newest;
+        self.flush(limit)
+    }
+
+    /// The end of the file: everything left, oldest first.
+    pub(crate) fn finish(&mut self) -> impl Iterator<Item = T> + '_ {
+        self.flush(u64::MAX)
+    }
+
+    fn flush(&mut self, limit: u64) -> impl Iterator<Item = T> + '_ {
+        // Sorting what is mostly sorted already is close to linear.
+        self.pending
+            .sort_by_key(|timed| (timed.time, timed.sequence));
+        let ready = self.pending.partition_point(|timed| timed.time <= limit);
+        self.pending.drain(..ready).map(|timed| timed.event)
+    }
+}
+
 /// A record waiting for its turn in time order; `sequence` keeps file order among
 /// records of one time.
-struct Timed<'a> {
+struct Timed<T> {
     time: u64,
     sequence: u64,
-    event: TimedEvent<'a>,
+    event: T,
 }
 
 enum TimedEvent<'a> {
@@ -356,16 +456,19 @@ impl AuxDecoding {
             .next_record()
             .with_context(|| format!("rvperf_ctr AUXTRACE data at file offset {data_at:#x}"))?
         {
+            // The SAMPLE `rvperf record` converts the record into, as read back.
+            let sample = crate::record_ctr::ctr_sample(&ctr, 0);
             samples.push(Sample {
-                ip: Some(ctr.header.ip),
-                pid: Some(ctr.header.pid as i32),
-                tid: Some(ctr.header.tid as i32),
-                time: Some(ctr.header.time),
-                cpu: Some(ctr.header.cpu),
-                period: Some(ctr.header.period),
+                misc: sample.misc,
+                ip: Some(sample.ip),
+                pid: Some(sample.pid as i32),
+                tid: Some(sample.tid as i32),
+                time: Some(sample.time),
+                cpu: Some(sample.cpu),
+                period: sample.period,
                 id: None,
-                callchain: Vec::new(),
-                branch_stack: Some(crate::record_ctr::ctr_branch_stack(&ctr)),
+                callchain: sample.callchain,
+                branch_stack: sample.branch_stack,
             });
         }
         Ok(samples)
@@ -426,6 +529,10 @@ impl Progress {
         }
     }
 }
+
+/// perf's mark on the FORK records it synthesizes for running tasks (`util/event.h`;
+/// the bit COMM records use for exec).
+const PERF_RECORD_MISC_FORK_EXEC: u16 = 1 << 13;
 
 /// Record types of the perf tool (not the kernel).
 const FINISHED_ROUND: u32 = perf_data::PERF_RECORD_FINISHED_ROUND;

@@ -1,17 +1,21 @@
 //! `rvperf record`: sample a command, a process or the whole system with
 //! `perf_event_open` and write a perf.data that Linux perf reads.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
+use nix::sys::signal::{self, raise, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use perf_abi::sys::bindings as b;
 use perf_abi::{
     build_attr, parse_branch_filters, parse_event, AttrOptions, Record, SampleFormat, Sampling,
@@ -19,6 +23,8 @@ use perf_abi::{
 };
 use perf_data::{EventAttr, EventDesc, Metadata, PerfDataWriter};
 use perf_ring::{online_cpus, poll_readable, Event, RingBuffer};
+
+use crate::workload::{Exit, Workload};
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
@@ -46,6 +52,10 @@ pub struct RecordArgs {
     /// An existing process.
     #[arg(short = 'p', long = "pid")]
     pub(crate) pid: Option<i32>,
+    /// Data pages of each CPU's ring buffer (a power of two), as perf's -m: a small ring
+    /// loses records (counted in the summary) when the recorder falls behind.
+    #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES", default_value_t = RING_PAGES)]
+    pub(crate) mmap_pages: usize,
     /// AUX area pages per CPU for AUX-based PMUs such as rvperf_ctr (a power of two).
     #[arg(long = "aux-pages", value_name = "PAGES", default_value_t = 512)]
     pub(crate) aux_pages: usize,
@@ -61,64 +71,139 @@ pub struct RecordArgs {
     pub(crate) command: Vec<String>,
 }
 
-pub(crate) static STOP: AtomicBool = AtomicBool::new(false);
+/// The last SIGINT or SIGTERM received (0 for none): it stops the recording.
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-/// Data pages of each CPU's ring (256 KiB with 4 KiB pages).
+/// Default data pages of each CPU's ring (256 KiB with 4 KiB pages).
 pub(crate) const RING_PAGES: usize = 64;
 
-extern "C" fn request_stop(_signal: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
+extern "C" fn request_stop(signal: libc::c_int) {
+    STOP_SIGNAL.store(signal, Ordering::Relaxed);
 }
 
-pub(crate) fn install_stop_handlers() {
-    for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: `request_stop` only stores to an atomic, which is async-signal-safe,
-        // and it has the `extern "C" fn(c_int)` signature `signal` expects.
-        unsafe {
-            libc::signal(
-                signal,
-                request_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
-            );
+/// SIGINT and SIGTERM stop the recording: what the rings hold is still written, and
+/// rvperf then ends by that signal, as perf does.
+fn install_stop_handlers() -> Result<()> {
+    // Without SA_RESTART: the signal interrupts the recorder's poll, which returns.
+    let action = SigAction::new(
+        SigHandler::Handler(request_stop),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    for stop in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: `request_stop` only stores to an atomic, which is async-signal-safe.
+        unsafe { sigaction(stop, &action) }
+            .with_context(|| format!("cannot handle {}", stop.as_str()))?;
+    }
+    Ok(())
+}
+
+/// The signal that asked the recording to stop, if one did.
+fn stop_requested() -> Option<Signal> {
+    Signal::try_from(STOP_SIGNAL.load(Ordering::Relaxed)).ok()
+}
+
+/// How `rvperf record` ends, as `perf record` ends (builtin-record.c): by the signal
+/// that killed the workload, else by the SIGINT/SIGTERM that stopped the recording,
+/// raised again once the output is written; else with the workload's exit status (0
+/// without a workload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    signal: Option<Signal>,
+    code: u8,
+}
+
+impl Outcome {
+    fn new(workload: Option<Exit>) -> Outcome {
+        match workload {
+            Some(Exit::Signal(signal)) => Outcome {
+                signal: Some(signal),
+                code: 0,
+            },
+            Some(Exit::Code(code)) => Outcome {
+                signal: stop_requested(),
+                code: u8::try_from(code).unwrap_or(u8::MAX),
+            },
+            None => Outcome {
+                signal: stop_requested(),
+                code: 0,
+            },
         }
     }
-}
 
-/// The workload, started but held before its `exec` until the events are open, so its
-/// first instruction is sampled (`enable_on_exec`) and nothing of ours is.
-pub(crate) struct Workload {
-    pub(crate) child: Child,
-    gate: PathBuf,
-}
-
-impl Workload {
-    pub(crate) fn start(command: &[String], directory: &Path) -> Result<Workload> {
-        let gate = directory.join("gate");
-        let status = Command::new("mkfifo")
-            .arg(&gate)
-            .status()
-            .context("cannot run mkfifo")?;
-        if !status.success() {
-            bail!("mkfifo {} failed", gate.display());
+    /// Ends rvperf accordingly: returns the exit code, or kills rvperf by the signal.
+    pub fn exit(self) -> ExitCode {
+        let Some(signal) = self.signal else {
+            return ExitCode::from(self.code);
+        };
+        // The crash is the workload's: no core file of rvperf's.
+        if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_CORE) {
+            let _ = setrlimit(Resource::RLIMIT_CORE, 0, hard);
         }
-        // The shell waits for one line on the gate, then becomes the command.
-        let child = Command::new("/bin/sh")
-            .arg("-c")
-            .arg("read go < \"$0\" && exec \"$@\"")
-            .arg(&gate)
-            .args(command)
-            .spawn()
-            .with_context(|| format!("cannot start {}", command[0]))?;
-        Ok(Workload { child, gate })
+        // SAFETY: SIG_DFL installs no handler; the default action ends the process.
+        let _ = unsafe { signal::signal(signal, SigHandler::SigDfl) };
+        let _ = raise(signal);
+        // Not reached for a terminating signal; the shell's convention otherwise.
+        ExitCode::from(128u8.saturating_add(signal as u8))
+    }
+}
+
+/// The perf.data being written, shared by the writer and the recording loop, which
+/// flushes it after each round: the file grows as the recording goes, as perf's does.
+#[derive(Debug, Clone)]
+pub(crate) struct OutputFile(Rc<RefCell<BufWriter<File>>>);
+
+impl OutputFile {
+    fn create(path: &Path) -> Result<OutputFile> {
+        let file =
+            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(OutputFile(Rc::new(RefCell::new(BufWriter::with_capacity(
+            1 << 20,
+            file,
+        )))))
     }
 
-    pub(crate) fn release(&self) -> Result<()> {
-        let mut gate = File::options()
-            .write(true)
-            .open(&self.gate)
-            .context("cannot open the start gate")?;
-        gate.write_all(b"go\n")?;
-        Ok(())
+    /// Writes what is buffered to the file.
+    pub(crate) fn flush_round(&self) -> Result<()> {
+        self.0
+            .borrow_mut()
+            .flush()
+            .context("cannot write the perf.data")
     }
+}
+
+impl Write for OutputFile {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().write(bytes)
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.0.borrow_mut().write_all(bytes)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.borrow_mut().flush()
+    }
+}
+
+impl Seek for OutputFile {
+    fn seek(&mut self, position: SeekFrom) -> std::io::Result<u64> {
+        self.0.borrow_mut().seek(position)
+    }
+}
+
+pub(crate) type Writer = PerfDataWriter<OutputFile>;
+
+/// Creates the temporary output `output.tmp` and its writer.
+pub(crate) fn create_output(output: &Path, events: Vec<EventDesc>) -> Result<(Writer, OutputFile)> {
+    let file = OutputFile::create(&temporary_output(output))?;
+    let writer = PerfDataWriter::new(file.clone(), events)?;
+    Ok((writer, file))
+}
+
+/// Where the recording is written until it is complete and renamed to `output`.
+fn temporary_output(output: &Path) -> PathBuf {
+    output.with_extension("tmp")
 }
 
 /// Whether `pid` still runs: gone or a zombie (exited, not yet reaped by its parent)
@@ -219,9 +304,15 @@ pub(crate) fn attr_flags(options: &AttrOptions) -> u64 {
         .fold(0, |flags, (_, bit)| flags | 1 << bit)
 }
 
-pub fn run(arguments: &RecordArgs) -> Result<()> {
+pub fn run(arguments: &RecordArgs) -> Result<Outcome> {
     if arguments.command.is_empty() && arguments.pid.is_none() && !arguments.all_cpus {
         bail!("nothing to record: give -- COMMAND, -p PID or -a");
+    }
+    if !arguments.mmap_pages.is_power_of_two() {
+        bail!(
+            "-m {}: the ring's data pages must be a power of two",
+            arguments.mmap_pages
+        );
     }
     let sysfs = Path::new("/sys");
     let names = if arguments.events.is_empty() {
@@ -239,8 +330,7 @@ pub fn run(arguments: &RecordArgs) -> Result<()> {
         (None, Some(hz)) => Sampling::Frequency(hz),
         (None, None) => Sampling::Frequency(4000),
     };
-    let scratch = std::env::temp_dir().join(format!("rvperf-record-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch)?;
+    install_stop_handlers()?;
     // Branch stacks on RISC-V come from the rvperf_ctr PMU (kmod-shim) where it is
     // loaded: asked for by name, or picked for -b/-j.
     let ctr_type = crate::record_ctr::ctr_pmu_type(sysfs);
@@ -261,24 +351,20 @@ pub fn run(arguments: &RecordArgs) -> Result<()> {
                 sampling,
                 branch_sample_type,
                 ctr_type,
-                &scratch,
             )
         }
         _ if arguments.keep_aux => Err(anyhow::anyhow!(
             "--keep-aux: only rvperf_ctr recordings have AUX data to keep, and the rvperf_ctr \
              module is not loaded or not asked for (-b, -j or -e rvperf_ctr/.../)"
         )),
-        _ => record(
-            arguments,
-            &names,
-            sysfs,
-            sampling,
-            branch_sample_type,
-            &scratch,
-        ),
+        _ => record(arguments, &names, sysfs, sampling, branch_sample_type),
     };
-    let _ = std::fs::remove_dir_all(&scratch);
-    result
+    if result.is_err() {
+        // A recording that failed leaves no file behind (nor the workload: dropped,
+        // it is terminated and reaped).
+        let _ = std::fs::remove_file(temporary_output(&arguments.output));
+    }
+    result.map(Outcome::new)
 }
 
 struct Opened {
@@ -294,6 +380,7 @@ fn open_events(
     base: &AttrOptions,
     pid: i32,
     cpus: &[u32],
+    ring_pages: usize,
 ) -> Result<Opened> {
     let mut descs = Vec::new();
     let mut rings: Vec<RingBuffer> = Vec::new();
@@ -337,7 +424,7 @@ fn open_events(
             ids.push(event.id()?);
             if index == 0 {
                 rings.push(
-                    RingBuffer::new(&event, RING_PAGES)
+                    RingBuffer::new(&event, ring_pages)
                         .with_context(|| format!("cannot map the ring buffer of {name}"))?,
                 );
                 leaders.push(events.len());
@@ -394,7 +481,7 @@ pub(crate) type Mappings = BTreeMap<String, (i32, Option<Vec<u8>>)>;
 pub(crate) fn drain(
     rings: &mut [RingBuffer],
     format: &SampleFormat,
-    writer: &mut PerfDataWriter<BufWriter<File>>,
+    writer: &mut Writer,
     counts: &mut Counts,
     mappings: &mut Mappings,
     consume_aux: bool,
@@ -425,6 +512,7 @@ pub(crate) fn drain(
             match record.parse(format, &mut scratch) {
                 Ok(Record::Sample(_)) => counts.samples += 1,
                 Ok(Record::Lost(lost)) => counts.lost += lost.lost,
+                Ok(Record::LostSamples { lost, .. }) => counts.lost += lost,
                 Ok(Record::Mmap2(mmap)) if mmap.prot & (libc::PROT_EXEC as u32) != 0 => {
                     let build_id = match mmap.file_id {
                         perf_abi::Mmap2FileId::BuildId(id) => Some(id.to_vec()),
@@ -451,10 +539,9 @@ fn record(
     sysfs: &Path,
     sampling: Sampling,
     branch_sample_type: u64,
-    scratch: &Path,
-) -> Result<()> {
+) -> Result<Option<Exit>> {
     let cpus = online_cpus()?;
-    let (workload, pid) = start_target(arguments, scratch)?;
+    let (workload, pid) = start_target(arguments)?;
     let mut base = sampling_options(sampling);
     base.callchain = arguments.call_graph;
     base.branch_sample_type = branch_sample_type;
@@ -467,25 +554,10 @@ fn record(
     base.sample_id_all = true;
     // Wake the recorder when a ring is a quarter full, not per sample (each wake-up is a
     // poll and a drain); the poll timeout drains the rest regularly anyway.
-    base.wakeup = Wakeup::Watermark((RING_PAGES * perf_ring::page_size() / 4) as u32);
-    let mut opened = match open_events(names, sysfs, &base, pid, &cpus) {
-        Ok(opened) => opened,
-        Err(error) => {
-            if let Some(mut workload) = workload {
-                let _ = workload.child.kill();
-                let _ = workload.child.wait();
-            }
-            return Err(error);
-        }
-    };
-    let temporary = arguments.output.with_extension("tmp");
-    let file = File::create(&temporary)
-        .with_context(|| format!("cannot create {}", temporary.display()))?;
-    let mut writer = PerfDataWriter::new(
-        BufWriter::with_capacity(1 << 20, file),
-        opened.descs.clone(),
-    )?;
-    install_stop_handlers();
+    base.wakeup = Wakeup::Watermark((arguments.mmap_pages * perf_ring::page_size() / 4) as u32);
+    // On an error the workload, dropped, is terminated and reaped.
+    let mut opened = open_events(names, sysfs, &base, pid, &cpus, arguments.mmap_pages)?;
+    let (mut writer, file) = create_output(&arguments.output, opened.descs.clone())?;
     if !base.enable_on_exec {
         for event in &opened.events {
             event.enable()?;
@@ -493,7 +565,7 @@ fn record(
     }
     let mut counts = Counts::default();
     let mut mappings = BTreeMap::new();
-    let status = run_until_done(arguments, workload, |step| {
+    let exit = run_until_done(arguments, workload, |step| {
         if step == Step::Finish {
             for event in &opened.events {
                 let _ = event.disable();
@@ -509,27 +581,21 @@ fn record(
             &mut counts,
             &mut mappings,
             false,
-        )
+        )?;
+        file.flush_round()
     })?;
-    finish(
-        writer,
-        &counts,
-        &mappings,
-        &temporary,
-        &arguments.output,
-        status,
-    )
+    finish(writer, &counts, &mappings, &arguments.output, exit)?;
+    Ok(exit)
 }
 
 /// Ends a recording: the header features (build ids of every executable mapping), the
 /// rename of the temporary file into place, and the summary line.
 pub(crate) fn finish(
-    writer: PerfDataWriter<BufWriter<File>>,
+    writer: Writer,
     counts: &Counts,
     mappings: &Mappings,
-    temporary: &Path,
     output: &Path,
-    status: Option<ExitStatus>,
+    exit: Option<Exit>,
 ) -> Result<()> {
     let mut metadata = Metadata::from_host("rvperf", std::env::args().collect());
     for (filename, (pid, build_id)) in mappings {
@@ -551,7 +617,8 @@ pub(crate) fn finish(
     let mut inner = writer.finish(&metadata)?;
     inner.flush()?;
     drop(inner);
-    crate::output::place_output(temporary, output).with_context(|| {
+    let temporary = temporary_output(output);
+    crate::output::place_output(&temporary, output).with_context(|| {
         format!(
             "cannot move {} to {}",
             temporary.display(),
@@ -573,27 +640,23 @@ pub(crate) fn finish(
         written,
         output.display()
     );
-    if let Some(status) = status {
-        if !status.success() {
-            eprintln!("rvperf: warning: the command exited with {status}");
-        }
+    match exit {
+        Some(Exit::Code(0)) | None => {}
+        Some(exit) => eprintln!("rvperf record: the command {exit}"),
     }
     Ok(())
 }
 
 /// The workload of `-- CMD` (started, held before its exec) and the pid the events
 /// follow: the workload's, `-p`'s, or -1 for CPU-wide recording.
-pub(crate) fn start_target(
-    arguments: &RecordArgs,
-    scratch: &Path,
-) -> Result<(Option<Workload>, i32)> {
+pub(crate) fn start_target(arguments: &RecordArgs) -> Result<(Option<Workload>, i32)> {
     let workload = if arguments.command.is_empty() {
         None
     } else {
-        Some(Workload::start(&arguments.command, scratch)?)
+        Some(Workload::start(&arguments.command)?)
     };
     let pid = match (&workload, arguments.pid) {
-        (Some(workload), _) => workload.child.id() as i32,
+        (Some(workload), _) => workload.pid(),
         (None, Some(pid)) => pid,
         (None, None) => -1,
     };
@@ -626,36 +689,34 @@ pub(crate) enum Step {
 }
 
 /// Releases the workload and records until it exits, the followed process (-p) is
-/// gone, or SIGINT/SIGTERM; then finishes and reaps. Returns the workload's status.
+/// gone, or SIGINT/SIGTERM; then finishes and, as perf does, ends a workload that
+/// still runs with SIGTERM and reaps it. Returns how the workload ended.
 pub(crate) fn run_until_done(
     arguments: &RecordArgs,
     mut workload: Option<Workload>,
     mut step: impl FnMut(Step) -> Result<()>,
-) -> Result<Option<ExitStatus>> {
-    if let Some(workload) = &workload {
+) -> Result<Option<Exit>> {
+    if let Some(workload) = workload.as_mut() {
         workload.release()?;
     }
-    let status = loop {
+    loop {
         step(Step::Poll)?;
         if let Some(workload) = workload.as_mut() {
-            if let Some(status) = workload.child.try_wait()? {
-                break Some(status);
+            if workload.try_wait()?.is_some() {
+                break;
             }
         }
         // A followed process (-p) that exits hangs its events up, and poll then returns
         // at once: stop when it is gone (or a zombie) rather than spin.
         if let (None, Some(pid)) = (&workload, arguments.pid) {
             if !process_alive(pid) {
-                break None;
+                break;
             }
         }
-        if STOP.load(Ordering::Relaxed) {
-            break None;
+        if stop_requested().is_some() {
+            break;
         }
-    };
-    step(Step::Finish)?;
-    if let (Some(workload), None) = (workload.as_mut(), status) {
-        let _ = workload.child.wait();
     }
-    Ok(status)
+    step(Step::Finish)?;
+    workload.as_mut().map(Workload::terminate).transpose()
 }

@@ -4,8 +4,6 @@
 //! written under the attr of the sampling event that triggered it (cycles, ...), so
 //! that Linux perf and every perf.data reader see a normal branch-stack recording.
 
-use std::fs::File;
-use std::io::BufWriter;
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::Duration;
@@ -17,15 +15,14 @@ use perf_abi::ctr::{
 };
 use perf_abi::sys::bindings as b;
 use perf_abi::{build_attr, parse_event, EventSpec, SampleFormat, Sampling, Wakeup};
-use perf_data::{
-    AuxtraceChunk, BranchEntry, BranchStack, EventAttr, EventDesc, PerfDataWriter, SampleData,
-};
+use perf_data::{AuxtraceChunk, BranchEntry, BranchStack, EventAttr, EventDesc, SampleData};
 use perf_ring::{online_cpus, poll_readable, AuxMode, Event, RingBuffer};
 
 use crate::record::{
-    attr_flags, drain, finish, install_stop_handlers, run_until_done, sampling_options,
-    split_modifiers, start_target, Counts, Mappings, RecordArgs, Step, RING_PAGES,
+    attr_flags, create_output, drain, finish, run_until_done, sampling_options, split_modifiers,
+    start_target, Counts, Mappings, RecordArgs, Step, Writer,
 };
+use crate::workload::Exit;
 
 /// The dynamic PMU type of rvperf_ctr, when the module is loaded.
 pub fn ctr_pmu_type(sysfs: &Path) -> Option<u32> {
@@ -69,16 +66,15 @@ fn ctr_event(spec: &EventSpec, ctr_type: u32) -> Result<(EventSpec, u32, u64)> {
 }
 
 fn privileged() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    nix::unistd::geteuid().is_root()
 }
 
-/// Data and AUX pages per CPU. Root gets RING_PAGES and `aux_pages`; anyone else what
-/// fits perf_event_mlock_kb across all CPUs (the kernel refuses larger mappings with
-/// EPERM), keeping the AUX area the larger part.
-fn ring_sizes(aux_pages: usize, cpus: usize) -> (usize, usize) {
+/// Data and AUX pages per CPU. Root gets `data_pages` (-m) and `aux_pages`; anyone
+/// else what fits perf_event_mlock_kb across all CPUs (the kernel refuses larger
+/// mappings with EPERM), keeping the AUX area the larger part.
+fn ring_sizes(data_pages: usize, aux_pages: usize, cpus: usize) -> (usize, usize) {
     if privileged() {
-        return (RING_PAGES, aux_pages);
+        return (data_pages, aux_pages);
     }
     let budget_kb: usize = std::fs::read_to_string("/proc/sys/kernel/perf_event_mlock_kb")
         .ok()
@@ -93,7 +89,7 @@ fn ring_sizes(aux_pages: usize, cpus: usize) -> (usize, usize) {
         }
     };
     // Each ring also maps one metadata page.
-    let data = floor_pow2(budget / 4).clamp(1, RING_PAGES);
+    let data = floor_pow2(budget / 4).clamp(1, data_pages);
     let aux = floor_pow2(budget.saturating_sub(data + 1)).min(aux_pages);
     (data, aux.max(1))
 }
@@ -112,8 +108,7 @@ pub fn record(
     sampling: Sampling,
     branch_sample_type: u64,
     ctr_type: u32,
-    scratch: &Path,
-) -> Result<()> {
+) -> Result<Option<Exit>> {
     let [name] = names else {
         bail!(
             "rvperf_ctr records one sampling event at a time (CTR is one per hart); got {names:?}"
@@ -170,15 +165,16 @@ pub fn record(
     // The default 512 pages (2 MiB) hold 2,500 samples of a 32-entry CTR, 340 of a
     // 256-entry one; rvperf is woken at each quarter. An unprivileged user's mappings
     // count against perf_event_mlock_kb, so they get what fits in it.
-    let (data_pages, aux_pages) = ring_sizes(arguments.aux_pages, cpus.len());
+    let (data_pages, aux_pages) = ring_sizes(arguments.mmap_pages, arguments.aux_pages, cpus.len());
     options.wakeup = Wakeup::Watermark((data_pages * perf_ring::page_size() / 4) as u32);
     options.aux_watermark = (aux_pages * perf_ring::page_size() / 4) as u32;
     let attr = build_attr(&ctr_spec, &options);
     let format = SampleFormat::from_attr(&attr);
 
     // Everything that can be refused has been checked: only now is the workload
-    // started (held before its exec), and killed again if an event cannot be opened.
-    let (workload, pid) = start_target(arguments, scratch)?;
+    // started (held before its exec); if an event cannot be opened, dropping it
+    // terminates and reaps it.
+    let (workload, pid) = start_target(arguments)?;
 
     let mut opened = Vec::new();
     for &cpu in &cpus {
@@ -196,16 +192,7 @@ pub fn record(
                 cpu,
             })
         })();
-        match opened_cpu {
-            Ok(cpu_event) => opened.push(cpu_event),
-            Err(error) => {
-                if let Some(mut workload) = workload {
-                    let _ = workload.child.kill();
-                    let _ = workload.child.wait();
-                }
-                return Err(error);
-            }
-        }
+        opened.push(opened_cpu?);
     }
 
     let period = match sampling {
@@ -226,10 +213,7 @@ pub fn record(
         name: event_name.to_owned(),
         ids: opened.iter().map(|cpu| cpu.id).collect(),
     };
-    let temporary = arguments.output.with_extension("tmp");
-    let file = File::create(&temporary)
-        .with_context(|| format!("cannot create {}", temporary.display()))?;
-    let mut writer = PerfDataWriter::new(BufWriter::with_capacity(1 << 20, file), vec![desc])?;
+    let (mut writer, file) = create_output(&arguments.output, vec![desc])?;
     let keep_aux = arguments.keep_aux.then_some(pid);
     if keep_aux.is_some() {
         writer.write_auxtrace_info(
@@ -237,7 +221,6 @@ pub fn record(
             &[u64::from(ctr_type), u64::from(trigger_type), trigger_config],
         )?;
     }
-    install_stop_handlers();
     if !options.enable_on_exec {
         for cpu in &opened {
             cpu.event.enable()?;
@@ -245,7 +228,7 @@ pub fn record(
     }
     let mut counts = Counts::default();
     let mut mappings = Mappings::new();
-    let status = run_until_done(arguments, workload, |step| {
+    let exit = run_until_done(arguments, workload, |step| {
         if step == Step::Finish {
             for cpu in &opened {
                 let _ = cpu.event.disable();
@@ -261,16 +244,11 @@ pub fn record(
             &mut counts,
             &mut mappings,
             keep_aux,
-        )
+        )?;
+        file.flush_round()
     })?;
-    finish(
-        writer,
-        &counts,
-        &mappings,
-        &temporary,
-        &arguments.output,
-        status,
-    )
+    finish(writer, &counts, &mappings, &arguments.output, exit)?;
+    Ok(exit)
 }
 
 /// Side-band records first (so a sample's mapping precedes it), then each CPU's AUX
@@ -280,7 +258,7 @@ pub fn record(
 fn drain_all(
     opened: &mut [CpuEvent],
     format: &SampleFormat,
-    writer: &mut PerfDataWriter<BufWriter<File>>,
+    writer: &mut Writer,
     counts: &mut Counts,
     mappings: &mut Mappings,
     keep_aux: Option<i32>,
@@ -331,26 +309,7 @@ fn drain_all(
             .next_record()
             .with_context(|| format!("rvperf_ctr AUX data of CPU event {}", cpu.id))?
         {
-            let misc = if record.is_kernel() {
-                b::PERF_RECORD_MISC_KERNEL
-            } else {
-                b::PERF_RECORD_MISC_USER
-            };
-            writer.write_sample(
-                0,
-                &SampleData {
-                    ip: record.header.ip,
-                    pid: record.header.pid,
-                    tid: record.header.tid,
-                    time: record.header.time,
-                    id: cpu.id,
-                    cpu: record.header.cpu,
-                    period: record.header.period,
-                    branch_stack: Some(ctr_branch_stack(&record)),
-                    misc: misc as u16,
-                    ..SampleData::default()
-                },
-            )?;
+            writer.write_sample(0, &ctr_sample(&record, cpu.id))?;
             counts.samples += 1;
             wrote = true;
         }
@@ -367,9 +326,32 @@ fn drain_all(
     Ok(())
 }
 
+/// A record as the SAMPLE a recording writes for it under the CPU event `id` (of the
+/// triggering event's attr): what `rvperf record` writes, what `rvperf inject` writes
+/// for kept AUX data and what `rvperf script` reads kept AUX data as.
+pub(crate) fn ctr_sample(record: &CtrRecord<'_>, id: u64) -> SampleData {
+    let misc = if record.is_kernel() {
+        b::PERF_RECORD_MISC_KERNEL
+    } else {
+        b::PERF_RECORD_MISC_USER
+    };
+    SampleData {
+        ip: record.header.ip,
+        pid: record.header.pid,
+        tid: record.header.tid,
+        time: record.header.time,
+        id,
+        cpu: record.header.cpu,
+        period: record.header.period,
+        branch_stack: Some(ctr_branch_stack(record)),
+        misc: misc as u16,
+        ..SampleData::default()
+    }
+}
+
 /// A record's branches as perf's PERF_SAMPLE_BRANCH_STACK (newest first, no hw_idx):
 /// what a recording writes for it, and what a reader of kept AUX data decodes it to.
-pub(crate) fn ctr_branch_stack(record: &CtrRecord<'_>) -> BranchStack {
+fn ctr_branch_stack(record: &CtrRecord<'_>) -> BranchStack {
     BranchStack {
         hw_idx: None,
         entries: record

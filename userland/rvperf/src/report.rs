@@ -37,40 +37,133 @@ pub fn run(arguments: &ReportArgs) -> Result<()> {
             ..SymbolOptions::default()
         },
     );
-    // (command, dso, symbol) -> summed sample periods.
-    let mut totals: HashMap<(String, String, String), u64> = HashMap::new();
-    let mut total_period = 0u64;
-    let samples = for_each_sample(
+    // perf report keeps the names of exited threads.
+    processes.keep_exited_threads();
+    let events = reader.event_names();
+    // Per event: (command, dso, level, symbol) -> summed sample periods.
+    let mut totals: Vec<HashMap<Row, u64>> = vec![HashMap::new(); events.len()];
+    let mut counts = vec![EventTotals::default(); events.len()];
+    for_each_sample(
         &reader,
         file_size(&arguments.input),
         &mut processes,
-        |processes, _, sample| {
-            let pid = sample.pid.unwrap_or(-1) as u32;
-            let tid = sample.tid.unwrap_or(-1) as u32;
+        |processes, attr, sample| {
+            let Some(event) = attr.filter(|&index| index < events.len()) else {
+                return Ok(());
+            };
+            let pid = sample.pid.unwrap_or(-1);
+            let tid = sample.tid.unwrap_or(-1);
             let ip = sample.ip.unwrap_or(0);
-            let period = sample.period.unwrap_or(1).max(1);
-            let place = processes.place(pid, ip);
-            let symbol = place.symbol.unwrap_or_else(|| format!("{ip:#x}"));
-            *totals
-                .entry((processes.comm(tid).to_owned(), place.dso, symbol))
-                .or_default() += period;
-            total_period += period;
+            let place = processes.place(pid as u32, ip);
+            // perf's rows are functions, told apart by where they start; an address
+            // without a symbol is a row of its own, shown as its offset in the mapped
+            // file (the address itself outside any), 0x and 16 digits.
+            let (symbol, identity) = match place.symbol {
+                Some(symbol) => (symbol, place.function_start),
+                None => {
+                    let address = place.file_offset.unwrap_or(ip);
+                    (format!("{address:#018x}"), Some(address))
+                }
+            };
+            let row = Row {
+                command: processes.comm(pid, tid).to_owned(),
+                dso: place.dso,
+                level: level(sample.misc),
+                symbol,
+                identity,
+            };
+            *totals[event].entry(row).or_default() += sample.period;
+            counts[event].samples += 1;
+            counts[event].period = counts[event].period.saturating_add(sample.period);
             Ok(())
         },
     )?;
-    let mut ranked: Vec<_> = totals.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let names = reader.event_names().join(", ");
-    writeln!(out, "# Samples: {samples} of event '{names}'")?;
+    // perf report's lost-record warnings and header line.
+    let lost = crate::lost::Lost::of(&reader)?;
+    lost.warn();
     writeln!(
         out,
-        "# Overhead  Command          Shared Object        Symbol"
+        "#\n# Total Lost Samples: {}\n#",
+        lost.total_lost_samples()
     )?;
-    for ((command, dso, symbol), period) in ranked.into_iter().take(arguments.top) {
-        let share = 100.0 * period as f64 / total_period.max(1) as f64;
-        writeln!(out, "  {share:6.2}%  {command:<16} {dso:<20} [.] {symbol}")?;
+    let mut printed = false;
+    // As perf report --stdio: a section per event, events without samples (such as
+    // the dummy event perf records side-band data with) left out.
+    for ((name, rows), counts) in events.iter().zip(totals).zip(&counts) {
+        if counts.samples == 0 {
+            continue;
+        }
+        if printed {
+            writeln!(out)?;
+        }
+        printed = true;
+        let mut ranked: Vec<_> = rows.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        writeln!(out, "# Samples: {} of event '{name}'", counts.samples)?;
+        writeln!(
+            out,
+            "# Overhead  Command          Shared Object        Symbol"
+        )?;
+        for (row, period) in ranked.into_iter().take(arguments.top) {
+            let share = 100.0 * period as f64 / counts.period.max(1) as f64;
+            let Row {
+                command,
+                dso,
+                level,
+                symbol,
+                ..
+            } = row;
+            writeln!(
+                out,
+                "  {share:6.2}%  {command:<16} {dso:<20} [{level}] {symbol}"
+            )?;
+        }
+    }
+    if !printed {
+        eprintln!("rvperf: {} has no samples", arguments.input.display());
     }
     Ok(())
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Row {
+    command: String,
+    dso: String,
+    level: char,
+    symbol: String,
+    /// The function's start, or the address without a symbol.
+    identity: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct EventTotals {
+    samples: u64,
+    period: u64,
+}
+
+/// perf's privilege level of a sample (`thread__find_map`): `k` kernel, `.` user, `H`
+/// anything else (hypervisor, or a guest's modes when not reporting guests).
+fn level(misc: u16) -> char {
+    match misc & perf_data::PERF_RECORD_MISC_CPUMODE_MASK {
+        perf_data::PERF_RECORD_MISC_KERNEL => 'k',
+        perf_data::PERF_RECORD_MISC_USER => '.',
+        _ => 'H',
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::level;
+
+    #[test]
+    fn levels_are_perfs() {
+        assert_eq!(level(perf_data::PERF_RECORD_MISC_KERNEL), 'k');
+        assert_eq!(level(perf_data::PERF_RECORD_MISC_USER), '.');
+        // PERF_RECORD_MISC_HYPERVISOR, and the exact-sample bit beside user mode.
+        assert_eq!(level(3), 'H');
+        assert_eq!(level(perf_data::PERF_RECORD_MISC_USER | 1 << 14), '.');
+    }
 }

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 
+use perf_data::Sample;
+
 use crate::perf_input::{file_size, for_each_sample, open, Processes, SymbolOptions};
 
 #[derive(Debug, Args)]
@@ -81,66 +83,14 @@ pub fn run(arguments: &ScriptArgs) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut line = String::new();
+    let printer = LinePrinter::new(&fields, &names);
     for_each_sample(
         &reader,
         file_size(&arguments.input),
         &mut processes,
         |processes, attr, sample| {
             line.clear();
-            let pid = sample.pid.unwrap_or(-1) as u32;
-            let tid = sample.tid.unwrap_or(-1) as u32;
-            let ip = sample.ip.unwrap_or(0);
-            let place = if fields
-                .iter()
-                .any(|field| matches!(field, Field::Sym | Field::Dso))
-            {
-                Some(processes.place(pid, ip))
-            } else {
-                None
-            };
-            for field in &fields {
-                match field {
-                    Field::Comm => line.push_str(&format!("{:>16} ", processes.comm(tid))),
-                    Field::Pid => line.push_str(&format!("{pid:>7} ")),
-                    Field::Tid => line.push_str(&format!("{tid:>7} ")),
-                    Field::Cpu => line.push_str(&format!("[{:03}] ", sample.cpu.unwrap_or(0))),
-                    Field::Time => {
-                        let time = sample.time.unwrap_or(0);
-                        line.push_str(&format!(
-                            "{}.{:06}: ",
-                            time / 1_000_000_000,
-                            time % 1_000_000_000 / 1000
-                        ));
-                    }
-                    Field::Period => line.push_str(&format!("{:>10} ", sample.period.unwrap_or(1))),
-                    Field::Event => {
-                        let name = attr
-                            .and_then(|index| names.get(index))
-                            .map_or("?", String::as_str);
-                        line.push_str(&format!("{name}: "));
-                    }
-                    // perf right-aligns the address in 16 columns after a space.
-                    Field::Ip => line.push_str(&format!(" {ip:>16x}")),
-                    Field::Sym => {
-                        let symbol = place
-                            .as_ref()
-                            .and_then(|place| place.symbol.as_deref())
-                            .unwrap_or("[unknown]");
-                        line.push_str(&format!(" {symbol}"));
-                    }
-                    Field::Dso => {
-                        let dso = place
-                            .as_ref()
-                            .map_or("[unknown]", |place| place.dso.as_str());
-                        line.push_str(&format!(" ({dso})"));
-                    }
-                    Field::Brstack => {
-                        if let Some(stack) = &sample.branch_stack {
-                            line.push_str(&perf_data::format_brstack(&stack.entries));
-                        }
-                    }
-                }
-            }
+            printer.print(&mut line, processes, attr, sample);
             line.push('\n');
             out.write_all(line.as_bytes())?;
             Ok(())
@@ -148,4 +98,93 @@ pub fn run(arguments: &ScriptArgs) -> Result<()> {
     )?;
     out.flush()?;
     Ok(())
+}
+
+/// Prints sample lines field by field as perf script 6.12 prints them
+/// (`perf_sample__fprintf_start` and `process_event` of builtin-script.c), without
+/// call chains (as `perf script -G`), so that the two outputs compare line for line.
+struct LinePrinter<'a> {
+    fields: &'a [Field],
+    names: &'a [String],
+    /// perf pads event names to the longest name of the file.
+    name_width: usize,
+    pid_and_tid: bool,
+    place: bool,
+}
+
+impl<'a> LinePrinter<'a> {
+    fn new(fields: &'a [Field], names: &'a [String]) -> Self {
+        LinePrinter {
+            fields,
+            names,
+            name_width: names.iter().map(String::len).max().unwrap_or(0),
+            pid_and_tid: fields.contains(&Field::Pid) && fields.contains(&Field::Tid),
+            place: fields
+                .iter()
+                .any(|field| matches!(field, Field::Sym | Field::Dso)),
+        }
+    }
+
+    fn print(
+        &self,
+        line: &mut String,
+        processes: &mut Processes,
+        attr: Option<usize>,
+        sample: &Sample,
+    ) {
+        use std::fmt::Write as _;
+        // perf's values for fields the sample lacks.
+        let pid = sample.pid.unwrap_or(-1);
+        let tid = sample.tid.unwrap_or(-1);
+        let ip = sample.ip.unwrap_or(0);
+        let place = self.place.then(|| processes.place(pid as u32, ip));
+        for field in self.fields {
+            // Writing to a String cannot fail.
+            let _ = match field {
+                Field::Comm => write!(line, "{:>16} ", processes.comm(pid, tid)),
+                Field::Pid if self.pid_and_tid => write!(line, "{pid:>7}/{tid:<7} "),
+                Field::Pid => write!(line, "{pid:>7} "),
+                Field::Tid if self.pid_and_tid => Ok(()),
+                Field::Tid => write!(line, "{tid:>7} "),
+                Field::Cpu => write!(line, "[{:03}] ", sample.cpu.unwrap_or(u32::MAX) as i32),
+                Field::Time => {
+                    let time = sample.time.unwrap_or(u64::MAX);
+                    let text = format!(
+                        "{}.{:06}",
+                        time / 1_000_000_000,
+                        time % 1_000_000_000 / 1000
+                    );
+                    write!(line, "{text:>12}: ")
+                }
+                Field::Period => write!(line, "{:>10} ", sample.period),
+                Field::Event => {
+                    let name = attr
+                        .and_then(|index| self.names.get(index))
+                        .map_or("[unknown]", String::as_str);
+                    write!(line, "{name:>width$}: ", width = self.name_width)
+                }
+                // perf right-aligns the address in 16 columns after a space.
+                Field::Ip => write!(line, " {ip:>16x}"),
+                Field::Sym => {
+                    let symbol = place
+                        .as_ref()
+                        .and_then(|place| place.symbol.as_deref())
+                        .unwrap_or("[unknown]");
+                    write!(line, " {symbol}")
+                }
+                Field::Dso => {
+                    let dso = place
+                        .as_ref()
+                        .map_or("[unknown]", |place| place.dso.as_str());
+                    write!(line, " ({dso})")
+                }
+                Field::Brstack => {
+                    if let Some(stack) = &sample.branch_stack {
+                        line.push_str(&perf_data::format_brstack(&stack.entries));
+                    }
+                    Ok(())
+                }
+            };
+        }
+    }
 }

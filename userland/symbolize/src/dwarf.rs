@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use gimli::{AttributeValue, RunTimeEndian, SectionId, UnitOffset, UnitRef, UnitSectionOffset};
+use gimli::{
+    AttributeValue, Reader as _, RunTimeEndian, SectionId, UnitOffset, UnitRef, UnitSectionOffset,
+};
 use object::{CompressionFormat, Object, ObjectSection};
 
 use crate::Frame;
@@ -146,6 +148,10 @@ const LOOKUP_SECTIONS: [SectionId; 10] = [
     SectionId::DebugRngLists,
 ];
 
+/// The attributes that hold a function's linkage name, preferred to its
+/// `DW_AT_name` as addr2line and LLVM prefer them.
+const LINKAGE_NAMES: [gimli::DwAt; 2] = [gimli::DW_AT_linkage_name, gimli::DW_AT_MIPS_linkage_name];
+
 /// Which file a DIE reference points into: the file itself or its
 /// supplementary (dwz) file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +176,18 @@ pub(crate) struct DebugInfo {
     /// Line-table rows with a nonzero discriminator, per unit, built on the
     /// unit's first lookup.
     discriminators: RefCell<HashMap<UnitSectionOffset, Vec<DiscriminatorRange>>>,
+    /// Every subprogram's address ranges, built on the first
+    /// [`function_ranges`](Self::function_ranges).
+    functions: OnceCell<Result<FunctionIndex, gimli::Error>>,
+}
+
+/// The address ranges of the subprograms of every unit, grouped by name.
+#[derive(Debug, Default)]
+struct FunctionIndex {
+    /// `(start, end, index into by_name)` of every range, sorted by start.
+    ranges: Vec<(u64, u64, usize)>,
+    /// The ranges of every subprogram of one name, in unit order.
+    by_name: Vec<Vec<Range<u64>>>,
 }
 
 impl std::fmt::Debug for DebugInfo {
@@ -206,7 +224,117 @@ impl DebugInfo {
             units: OnceCell::new(),
             supplementary_units: OnceCell::new(),
             discriminators: RefCell::new(HashMap::new()),
+            functions: OnceCell::new(),
         })
+    }
+
+    /// The address ranges of the function whose code is at `address`: of the
+    /// subprogram with the last range starting at or before it (and covering it),
+    /// together with those of every other subprogram of its name — llvm-profgen's
+    /// notion of a function, one profile per name. Empty when no subprogram covers
+    /// the address.
+    pub fn function_ranges(&self, address: u64) -> Result<Vec<Range<u64>>, gimli::Error> {
+        let index = self
+            .functions
+            .get_or_init(|| self.function_index())
+            .as_ref()
+            .map_err(|error| *error)?;
+        let following = index
+            .ranges
+            .partition_point(|&(start, _, _)| start <= address);
+        Ok(index.ranges[..following]
+            .last()
+            .filter(|&&(_, end, _)| address < end)
+            .map(|&(_, _, name)| index.by_name[name].clone())
+            .unwrap_or_default())
+    }
+
+    fn function_index(&self) -> Result<FunctionIndex, gimli::Error> {
+        let units = self
+            .units
+            .get_or_init(|| parse_units(&self.dwarf))
+            .as_ref()
+            .map_err(|error| *error)?;
+        let mut index = FunctionIndex::default();
+        let mut names: HashMap<String, usize> = HashMap::new();
+        for unit in units {
+            let unit = UnitRef::new(&self.dwarf, unit);
+            let mut entries = unit.entries();
+            while let Some((_, entry)) = entries.next_dfs()? {
+                if entry.tag() != gimli::DW_TAG_subprogram {
+                    continue;
+                }
+                let mut ranges = Vec::new();
+                let mut found = unit.die_ranges(entry)?;
+                while let Some(range) = found.next()? {
+                    if range.begin < range.end {
+                        ranges.push(range.begin..range.end);
+                    }
+                }
+                if ranges.is_empty() {
+                    continue;
+                }
+                let offset = entry.offset();
+                let name = match self.subprogram_name(unit, offset, &LINKAGE_NAMES)? {
+                    Some(name) => name,
+                    None => match self.subprogram_name(unit, offset, &[gimli::DW_AT_name])? {
+                        Some(name) => name,
+                        None => continue,
+                    },
+                };
+                let next = index.by_name.len();
+                let slot = *names.entry(name).or_insert(next);
+                if slot == next {
+                    index.by_name.push(Vec::new());
+                }
+                for range in ranges {
+                    index.ranges.push((range.start, range.end, slot));
+                    index.by_name[slot].push(range);
+                }
+            }
+        }
+        index.ranges.sort_unstable();
+        Ok(index)
+    }
+
+    /// The first of `attributes` the subprogram at `offset` has, or the DIE it is
+    /// an instance or definition of has (a concrete out-of-line instance names its
+    /// function through its abstract origin).
+    fn subprogram_name(
+        &self,
+        unit: UnitRef<'_, Reader>,
+        offset: UnitOffset,
+        attributes: &[gimli::DwAt],
+    ) -> Result<Option<String>, gimli::Error> {
+        let (mut file, mut unit, mut offset) = (DebugFile::Primary, unit, offset);
+        for _ in 0..=REFERENCE_DEPTH {
+            let entry = unit.entry(offset)?;
+            for &attribute in attributes {
+                if let Some(value) = entry.attr_value(attribute)? {
+                    let name = unit.attr_string(value)?;
+                    return Ok(Some(name.to_string_lossy()?.into_owned()));
+                }
+            }
+            let mut target = None;
+            for name in [gimli::DW_AT_abstract_origin, gimli::DW_AT_specification] {
+                target = match entry.attr_value(name)? {
+                    Some(AttributeValue::UnitRef(target)) => Some((file, unit, target)),
+                    Some(AttributeValue::DebugInfoRef(target)) => self.unit_of(file, target)?,
+                    Some(AttributeValue::DebugInfoRefSup(target)) => {
+                        self.unit_of(DebugFile::Supplementary, target)?
+                    }
+                    _ => None,
+                };
+                if target.is_some() {
+                    break;
+                }
+            }
+            let Some(next) = target else {
+                return Ok(None);
+            };
+            (file, unit, offset) = next;
+        }
+        Ok(None)
     }
 
     /// The inline stack at `address`, innermost first; empty when no unit

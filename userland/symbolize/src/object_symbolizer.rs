@@ -3,6 +3,7 @@
 
 use std::cell::OnceCell;
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionIndex};
@@ -397,6 +398,23 @@ impl ObjectSymbolizer {
             _ => {}
         }
         Ok(frames)
+    }
+
+    /// The address ranges, in link-time addresses, of the DWARF function whose
+    /// code is at `vaddr`: every range of every subprogram of its name (a function
+    /// split into hot and cold parts has several). Empty without DWARF for the
+    /// address.
+    pub fn function_ranges(&self, vaddr: u64) -> Result<Vec<Range<u64>>, SymbolizeError> {
+        let Some(debug_info) = self.debug_info()? else {
+            return Ok(Vec::new());
+        };
+        debug_info
+            .function_ranges(vaddr)
+            .map_err(|source| SymbolizeError::Dwarf {
+                file: self.dwarf_name.clone(),
+                address: Some(vaddr),
+                source,
+            })
     }
 
     fn debug_info(&self) -> Result<Option<&DebugInfo>, SymbolizeError> {

@@ -69,6 +69,13 @@ pub struct Symbolized {
     pub dso_path: Option<Rc<Path>>,
     /// The link-time address inside the file.
     pub vaddr: Option<u64>,
+    /// The offset in the mapped file, for an address in a file mapping (what perf
+    /// prints for an address without a symbol there).
+    pub file_offset: Option<u64>,
+    /// Where the function symbol containing the address starts (link-time, or
+    /// run-time for kallsyms): it tells apart functions of one name, as perf's
+    /// reports do.
+    pub function_start: Option<u64>,
     /// The inline stack, innermost first; empty when no function is known.
     pub frames: Rc<[Frame]>,
 }
@@ -387,6 +394,8 @@ impl Symbolizer {
             dso: Rc::clone(&self.unknown),
             dso_path: None,
             vaddr: None,
+            file_offset: None,
+            function_start: None,
             frames: Rc::clone(&self.no_frames),
         }
     }
@@ -407,6 +416,8 @@ impl Symbolizer {
                 dso: Rc::clone(&entry.dso),
                 dso_path: None,
                 vaddr: None,
+                file_offset: Some(file_offset),
+                function_start: None,
                 frames: Rc::clone(&self.no_frames),
             };
         };
@@ -427,10 +438,15 @@ impl Symbolizer {
                 }
             },
         };
+        let function_start = vaddr
+            .and_then(|vaddr| object.function(vaddr))
+            .map(|function| function.address);
         Symbolized {
             dso: Rc::clone(&entry.dso),
             dso_path: Some(Rc::clone(path)),
             vaddr,
+            file_offset: Some(file_offset),
+            function_start,
             frames,
         }
     }
@@ -477,10 +493,13 @@ impl Symbolizer {
                 }
             };
             if !frames.is_empty() || kernel.kallsyms.is_none() {
+                let function_start = vmlinux.function(vaddr).map(|function| function.address);
                 return Symbolized {
                     dso: kernel_dso,
                     dso_path: Some(Rc::clone(path)),
                     vaddr: Some(vaddr),
+                    file_offset: None,
+                    function_start,
                     frames,
                 };
             }
@@ -491,6 +510,8 @@ impl Symbolizer {
                 dso: kernel_dso,
                 dso_path: None,
                 vaddr: None,
+                file_offset: None,
+                function_start: None,
                 frames: Rc::clone(&self.no_frames),
             };
         };
@@ -519,6 +540,8 @@ impl Symbolizer {
             dso,
             dso_path: Some(Rc::clone(path)),
             vaddr: Some(address),
+            file_offset: None,
+            function_start: symbols.function(address).map(|function| function.address),
             frames,
         }
     }

@@ -19,24 +19,28 @@ fn open(path: &Path) -> ObjectSymbolizer {
 
 /// Every byte address of the named functions.
 fn addresses_of(object: &ObjectSymbolizer, nm: &str, elf: &Path, functions: &[&str]) -> Vec<u64> {
-    let symbols = run(Command::new(nm).arg(elf));
     let mut addresses = Vec::new();
     for function in functions {
-        let start = symbols
-            .lines()
-            .find_map(|line| {
-                let mut fields = line.split_whitespace();
-                let address = fields.next()?;
-                let _kind = fields.next()?;
-                (fields.next()? == *function).then(|| u64::from_str_radix(address, 16).ok())?
-            })
-            .unwrap_or_else(|| panic!("{function} not in the symbol table"));
+        let start = symbol_address(nm, elf, function);
         let symbol = object.function(start).expect("function at its own start");
         assert_eq!(symbol.linkage_name, *function);
         assert_eq!(symbol.address, start);
         addresses.extend(start..start + symbol.size);
     }
     addresses
+}
+
+/// The address of symbol `name` in `nm`'s listing of `elf`.
+fn symbol_address(nm: &str, elf: &Path, name: &str) -> u64 {
+    run(Command::new(nm).arg(elf))
+        .lines()
+        .find_map(|line| {
+            let mut fields = line.split_whitespace();
+            let address = fields.next()?;
+            let _kind = fields.next()?;
+            (fields.next()? == name).then(|| u64::from_str_radix(address, 16).ok())?
+        })
+        .unwrap_or_else(|| panic!("{name} not in the symbol table"))
 }
 
 /// Our frames equal binutils' at every address: function names, files,
@@ -314,6 +318,35 @@ fn discriminators_match_the_line_table() {
         }
         assert!(nonzero > 0, "{compiler}: no discriminator in the loop");
     }
+}
+
+#[test]
+fn function_ranges_cover_every_part_of_a_function() {
+    let compiled = compile_inline_c("cc", &["-O2", "-g"]);
+    let object = open(&compiled.elf);
+    let hot = symbol_address("nm", &compiled.elf, "checked");
+    let cold = symbol_address("nm", &compiled.elf, "checked.cold");
+    let hot_symbol = object.function(hot).expect("checked");
+    let cold_symbol = object.function(cold).expect("checked.cold");
+    let mut expected = vec![hot..hot + hot_symbol.size, cold..cold + cold_symbol.size];
+    expected.sort_by_key(|range| range.start);
+    for address in [hot, hot + hot_symbol.size - 1, cold] {
+        let mut ranges = object.function_ranges(address).expect("function ranges");
+        ranges.sort_by_key(|range| range.start);
+        assert_eq!(ranges, expected, "at {address:#x}");
+    }
+    // A function in one piece; inlined code belongs to the function it is in.
+    let compute = symbol_address("nm", &compiled.elf, "compute");
+    let size = object.function(compute).expect("compute").size;
+    let ranges = object
+        .function_ranges(compute + 1)
+        .expect("function ranges");
+    assert_eq!(ranges.len(), 1, "{ranges:?}");
+    assert_eq!(ranges[0], compute..compute + size);
+    assert!(object
+        .function_ranges(0xdead_0000)
+        .expect("function ranges")
+        .is_empty());
 }
 
 #[test]

@@ -46,3 +46,19 @@ int main(int argc, char **argv)
 	printf("%d %d\n", compute(values, argc * 16), count_nonzero(values, argc * 64));
 	return 0;
 }
+
+/* A function gcc -O2 splits in two on x86-64: the path to a cold function is
+ * placed apart, in `checked.cold`, and the DWARF gives the function both ranges. */
+__attribute__((cold, noinline)) void report_negative(int n)
+{
+	fprintf(stderr, "negative %d\n", n);
+}
+
+__attribute__((noinline)) int checked(int n)
+{
+	if (n < 0) {
+		report_negative(n);
+		return -1;
+	}
+	return n * 2;
+}

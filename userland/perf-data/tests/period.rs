@@ -1,0 +1,93 @@
+//! A sample's period is perf's `sample->period`: the PERIOD field when the event records
+//! it, else the event's own sample_period (`perf record -c N` does not record PERIOD),
+//! looked up per event through the sample's id.
+
+use perf_data::*;
+
+fn attr(sample_period_or_freq: u64, extra_sample_type: u64, extra_flags: u64) -> EventAttr {
+    EventAttr {
+        type_: PERF_TYPE_SOFTWARE,
+        config: PERF_COUNT_SW_CPU_CLOCK,
+        sample_period_or_freq,
+        sample_type: PERF_SAMPLE_IDENTIFIER
+            | PERF_SAMPLE_IP
+            | PERF_SAMPLE_TID
+            | PERF_SAMPLE_TIME
+            | extra_sample_type,
+        read_format: 0,
+        flags: ATTR_FLAG_SAMPLE_ID_ALL | extra_flags,
+        branch_sample_type: 0,
+    }
+}
+
+/// The periods `parse_sample` gives the samples of a file with three events: a fixed
+/// period of 100000 without PERIOD, frequency mode with PERIOD, and a fixed period of
+/// 7 without PERIOD. Each event gets two samples, interleaved.
+fn periods_of_three_events() -> Vec<(u64, u64)> {
+    let events = vec![
+        EventDesc {
+            attr: attr(100_000, 0, 0),
+            name: "cycles".into(),
+            ids: vec![11, 12],
+        },
+        EventDesc {
+            attr: attr(4000, PERF_SAMPLE_PERIOD, ATTR_FLAG_FREQ),
+            name: "cpu-clock".into(),
+            ids: vec![21],
+        },
+        EventDesc {
+            attr: attr(7, 0, 0),
+            name: "instructions".into(),
+            ids: vec![31],
+        },
+    ];
+    let mut writer = PerfDataWriter::new(std::io::Cursor::new(Vec::new()), events).unwrap();
+    for (round, recorded_period) in [(0u64, 250_001u64), (1, 249_999)] {
+        for (attr_index, id) in [(0usize, 11 + round), (1, 21), (2, 31)] {
+            writer
+                .write_sample(
+                    attr_index,
+                    &SampleData {
+                        id,
+                        ip: 0x1000,
+                        pid: 1,
+                        tid: 1,
+                        time: 1000 + round,
+                        period: recorded_period,
+                        misc: PERF_RECORD_MISC_USER,
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+        }
+    }
+    let bytes = writer
+        .finish(&Metadata::from_host("6.12", vec!["perf".into()]))
+        .unwrap()
+        .into_inner();
+    let reader = PerfDataReader::from_bytes(&bytes, "periods").unwrap();
+    let mut periods = Vec::new();
+    let mut records = reader.records();
+    while let Some(record) = records.next_record().unwrap() {
+        if record.record_type == PERF_RECORD_SAMPLE {
+            let sample = reader.parse_sample(&record).unwrap();
+            periods.push((sample.id.unwrap_or(0), sample.period));
+        }
+    }
+    periods
+}
+
+#[test]
+fn a_sample_without_period_weighs_its_own_events_sample_period() {
+    assert_eq!(
+        periods_of_three_events(),
+        [
+            (11, 100_000),
+            (21, 250_001),
+            (31, 7),
+            (12, 100_000),
+            (21, 249_999),
+            (31, 7),
+        ]
+    );
+}

@@ -1,0 +1,495 @@
+//! A perf.data rewritten with its kept AUX data decoded: every PERF_RECORD_AUXTRACE
+//! chunk becomes the SAMPLE records its trace holds, written in time order among the
+//! other records, which are copied; AUXTRACE_INFO and HEADER_AUXTRACE are dropped and
+//! every other header feature is copied. No messages and no I/O but the reader and
+//! writer given: errors say what went wrong and at which file offset.
+//!
+//! Decoded today: rvperf_ctr's records (`rvperf record --keep-aux`), each the SAMPLE
+//! with PERF_SAMPLE_BRANCH_STACK the default recording writes for it
+//! ([`ctr_sample`]), under the same attr: `rvperf record` gives the triggering event
+//! the same attr whether it keeps the AUX data or not.
+
+use std::io::{Seek, Write};
+
+use perf_abi::ctr::{CtrRecordError, CtrRecords, RVPERF_AUXTRACE_CTR};
+use perf_data::{
+    EventAttr, EventDesc, PerfDataReader, PerfDataWriter, RawRecord, ReadError, SampleData,
+    WriteError, AUXTRACE_RECORD_SIZE, HEADER_AUXTRACE, PERF_RECORD_AUXTRACE,
+    PERF_RECORD_AUXTRACE_INFO, PERF_RECORD_EVENT_UPDATE, PERF_RECORD_FINISHED_ROUND,
+    PERF_RECORD_HEADER_ATTR, PERF_RECORD_HEADER_FEATURE, PERF_SAMPLE_BRANCH_STACK,
+};
+
+use crate::perf_input::OrderedEvents;
+use crate::record_ctr::ctr_sample;
+
+/// `PERF_RECORD_HEADER_EVENT_TYPE`, pipe mode's event names before EVENT_UPDATE.
+const PERF_RECORD_HEADER_EVENT_TYPE: u32 = 65;
+
+/// Why a file could not be injected.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum InjectError {
+    /// AUX data of a type rvperf does not decode (Intel PT, CoreSight, ...).
+    NoDecoder {
+        auxtrace_type: u32,
+        offset: u64,
+    },
+    /// A PERF_RECORD_AUXTRACE with no AUXTRACE_INFO before it to say what it holds.
+    NoAuxtraceInfo {
+        offset: u64,
+    },
+    /// AUX data that does not decode; `offset` is the file offset of the bad record.
+    CorruptAux {
+        offset: u64,
+        source: CtrRecordError,
+    },
+    /// An AUXTRACE chunk from an AUX area (`idx`) the event has no sample id for.
+    NoEventForAuxArea {
+        idx: u32,
+        offset: u64,
+    },
+    /// The attr the decoded samples belong to cannot hold them, or cannot be copied.
+    Attr {
+        index: usize,
+        why: &'static str,
+    },
+    Read(ReadError),
+    Write(WriteError),
+}
+
+impl std::fmt::Display for InjectError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoDecoder {
+                auxtrace_type,
+                offset,
+            } => write!(
+                formatter,
+                "no decoder for AUXTRACE type {auxtrace_type} at offset {offset:#x} \
+                 (rvperf decodes rvperf_ctr's only)"
+            ),
+            Self::NoAuxtraceInfo { offset } => write!(
+                formatter,
+                "AUXTRACE data at offset {offset:#x} without a PERF_RECORD_AUXTRACE_INFO \
+                 before it: its type is unknown"
+            ),
+            Self::CorruptAux { offset, .. } => {
+                write!(formatter, "corrupt AUXTRACE data at offset {offset:#x}")
+            }
+            Self::NoEventForAuxArea { idx, offset } => write!(
+                formatter,
+                "AUXTRACE chunk at offset {offset:#x} is from AUX area {idx}, for which \
+                 the event has no sample id"
+            ),
+            Self::Attr { index, why } => write!(formatter, "event {index}: {why}"),
+            Self::Read(error) => error.fmt(formatter),
+            Self::Write(error) => error.fmt(formatter),
+        }
+    }
+}
+
+impl std::error::Error for InjectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::CorruptAux { source, .. } => Some(source),
+            Self::Read(error) => error.source(),
+            Self::Write(error) => error.source(),
+            _ => None,
+        }
+    }
+}
+
+impl From<ReadError> for InjectError {
+    fn from(error: ReadError) -> Self {
+        Self::Read(error)
+    }
+}
+
+impl From<WriteError> for InjectError {
+    fn from(error: WriteError) -> Self {
+        Self::Write(error)
+    }
+}
+
+/// What [`inject`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Injected {
+    /// PERF_RECORD_AUXTRACE chunks decoded.
+    pub chunks: u64,
+    /// SAMPLE records written for them.
+    pub samples: u64,
+}
+
+/// Whether the file keeps AUX data (AUXTRACE_INFO, AUXTRACE records or the
+/// HEADER_AUXTRACE index): without it, there is nothing to inject.
+pub fn has_aux_data(reader: &PerfDataReader<'_>) -> Result<bool, ReadError> {
+    if reader.info().features.contains(&HEADER_AUXTRACE) {
+        return Ok(true);
+    }
+    let mut records = reader.records();
+    while let Some(record) = records.next_record()? {
+        if matches!(
+            record.record_type,
+            PERF_RECORD_AUXTRACE_INFO | PERF_RECORD_AUXTRACE
+        ) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Writes `reader`'s file to `out` (file mode) with its AUX data decoded into samples;
+/// returns `out`, positioned at the end, and what was injected. A pipe-mode input's
+/// attrs, features and event names go into the header.
+pub fn inject<W: Write + Seek>(
+    reader: &PerfDataReader<'_>,
+    out: W,
+) -> Result<(W, Injected), InjectError> {
+    let events = events(reader)?;
+    // The sample id of each AUX area's event: perf numbers the areas (one per CPU
+    // event) in the order rvperf record lists the events' ids.
+    let ids = events[0].ids.clone();
+    let mut writer = PerfDataWriter::new(out, events)?;
+    let mut queue = OrderedEvents::default();
+    let mut decoder = None;
+    let mut injected = Injected::default();
+    let mut records = reader.records();
+    while let Some(record) = records.next_record()? {
+        match record.record_type {
+            PERF_RECORD_AUXTRACE_INFO => decoder = Some(Decoder::for_info(&record)?),
+            PERF_RECORD_AUXTRACE => {
+                let decoder = decoder.as_ref().ok_or(InjectError::NoAuxtraceInfo {
+                    offset: record.offset,
+                })?;
+                injected.chunks += 1;
+                let id = sample_id(&record, &ids)?;
+                for sample in decoder.samples(&record, id)? {
+                    injected.samples += 1;
+                    if let Some(now) = queue.queue(Some(sample.time), Pending::Sample(sample)) {
+                        write(&mut writer, now)?;
+                    }
+                }
+            }
+            PERF_RECORD_FINISHED_ROUND => {
+                for pending in queue.finish_round() {
+                    write(&mut writer, pending)?;
+                }
+                writer.write_finished_round()?;
+            }
+            // The header of the file written holds them.
+            PERF_RECORD_HEADER_ATTR
+            | PERF_RECORD_HEADER_EVENT_TYPE
+            | PERF_RECORD_EVENT_UPDATE
+            | PERF_RECORD_HEADER_FEATURE => {}
+            _ => {
+                let time = reader.record_time(&record);
+                if let Some(now) = queue.queue(time, Pending::Record(record)) {
+                    write(&mut writer, now)?;
+                }
+            }
+        }
+    }
+    for pending in queue.finish() {
+        write(&mut writer, pending)?;
+    }
+    // The writer makes EVENT_DESC, BRANCH_STACK and (with no AUXTRACE written, none)
+    // HEADER_AUXTRACE itself from what it wrote; the rest is copied as it was.
+    let features = reader
+        .info()
+        .features
+        .iter()
+        .filter_map(|&feature| Some((feature, reader.feature_section(feature)?.to_vec())))
+        .collect();
+    let out = writer.finish_with_sections(features)?;
+    Ok((out, injected))
+}
+
+/// The file's events with the attrs as it holds them. The decoded samples belong to
+/// the first (rvperf_ctr records one event), which must record branch stacks.
+fn events(reader: &PerfDataReader<'_>) -> Result<Vec<EventDesc>, InjectError> {
+    let mut events = Vec::new();
+    for (index, info) in reader.attrs().iter().enumerate() {
+        let attr = EventAttr::from_bytes(&info.bytes).ok_or(InjectError::Attr {
+            index,
+            why: "perf_event_attr shorter than 64 bytes",
+        })?;
+        if !writes_back(&attr, &info.bytes) {
+            return Err(InjectError::Attr {
+                index,
+                why: "its perf_event_attr sets fields rvperf's perf.data writer does not \
+                      write (not an rvperf recording's attr)",
+            });
+        }
+        events.push(EventDesc {
+            attr,
+            name: info.name.clone().unwrap_or_default(),
+            ids: info.ids.clone(),
+        });
+    }
+    match events.first() {
+        None => Err(InjectError::Attr {
+            index: 0,
+            why: "the file has no event",
+        }),
+        Some(first) if first.attr.sample_type & PERF_SAMPLE_BRANCH_STACK == 0 => {
+            Err(InjectError::Attr {
+                index: 0,
+                why: "no PERF_SAMPLE_BRANCH_STACK for the branch stacks of the AUX data \
+                      (rvperf record --keep-aux sets it)",
+            })
+        }
+        Some(_) => Ok(events),
+    }
+}
+
+/// Whether `attr` serializes to `bytes` (but for the size field): nothing of the
+/// file's attr is lost in the copy.
+fn writes_back(attr: &EventAttr, bytes: &[u8]) -> bool {
+    let ours = attr.to_bytes();
+    (0..bytes.len().max(ours.len()))
+        .filter(|at| !(4..8).contains(at))
+        .all(|at| bytes.get(at).copied().unwrap_or(0) == ours.get(at).copied().unwrap_or(0))
+}
+
+/// The sample id of the event whose AUX area a chunk came from (its `idx`); 0 for an
+/// event that lists no ids (a single event needs none).
+fn sample_id(record: &RawRecord<'_>, ids: &[u64]) -> Result<u64, InjectError> {
+    // struct perf_record_auxtrace after its header: size, offset, reference, idx, ...
+    let idx = record
+        .body
+        .get(24..28)
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    ids.get(idx as usize)
+        .copied()
+        .ok_or(InjectError::NoEventForAuxArea {
+            idx,
+            offset: record.offset,
+        })
+}
+
+/// How one AUXTRACE type's data becomes samples.
+#[derive(Debug, Clone, Copy)]
+enum Decoder {
+    /// rvperf_ctr records: one sample each, no options.
+    Ctr,
+}
+
+impl Decoder {
+    /// The decoder a PERF_RECORD_AUXTRACE_INFO asks for.
+    fn for_info(record: &RawRecord<'_>) -> Result<Self, InjectError> {
+        let auxtrace_type = record
+            .body
+            .get(..4)
+            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        match auxtrace_type {
+            RVPERF_AUXTRACE_CTR => Ok(Self::Ctr),
+            _ => Err(InjectError::NoDecoder {
+                auxtrace_type,
+                offset: record.offset,
+            }),
+        }
+    }
+
+    /// The samples of one PERF_RECORD_AUXTRACE chunk, for the event `id`.
+    fn samples(self, record: &RawRecord<'_>, id: u64) -> Result<Vec<SampleData>, InjectError> {
+        match self {
+            Self::Ctr => {
+                let data_at = record.offset + AUXTRACE_RECORD_SIZE;
+                let mut records = CtrRecords::new(record.aux_data);
+                let mut samples = Vec::new();
+                loop {
+                    let at = records.offset();
+                    match records.next_record() {
+                        Ok(Some(ctr)) => samples.push(ctr_sample(&ctr, id)),
+                        Ok(None) => return Ok(samples),
+                        Err(source) => {
+                            return Err(InjectError::CorruptAux {
+                                offset: data_at + at as u64,
+                                source,
+                            })
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A record waiting for its time to be written.
+enum Pending<'a> {
+    /// Copied as it was.
+    Record(RawRecord<'a>),
+    /// Decoded from AUX data.
+    Sample(SampleData),
+}
+
+fn write<W: Write + Seek>(
+    writer: &mut PerfDataWriter<W>,
+    pending: Pending<'_>,
+) -> Result<(), WriteError> {
+    match pending {
+        Pending::Sample(sample) => writer.write_sample(0, &sample),
+        Pending::Record(record) => {
+            let size = perf_data::PERF_EVENT_HEADER_SIZE + record.body.len();
+            let mut bytes = Vec::with_capacity(size);
+            bytes.extend_from_slice(&record.record_type.to_le_bytes());
+            bytes.extend_from_slice(&record.misc.to_le_bytes());
+            bytes.extend_from_slice(&u16::try_from(size).unwrap_or(0).to_le_bytes());
+            bytes.extend_from_slice(record.body);
+            writer.write_record(&bytes)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Cursor;
+
+    use perf_abi::ctr::{encode_ctr_record, CtrBranch, CtrRecordHeader};
+    use perf_data::{
+        AuxtraceChunk, Metadata, ATTR_FLAG_SAMPLE_ID_ALL, PERF_SAMPLE_BRANCH_ANY, PERF_SAMPLE_ID,
+        PERF_SAMPLE_IP, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
+    };
+
+    use super::*;
+
+    /// A kept file of one event with `ids` and one chunk of one record from AUX area
+    /// `idx`, with or without AUXTRACE_INFO before it.
+    fn kept(sample_type: u64, ids: Vec<u64>, idx: u32, info: bool) -> Vec<u8> {
+        let attr = EventAttr {
+            sample_period_or_freq: 20_000,
+            sample_type,
+            flags: ATTR_FLAG_SAMPLE_ID_ALL,
+            branch_sample_type: PERF_SAMPLE_BRANCH_ANY,
+            ..EventAttr::default()
+        };
+        let events = vec![EventDesc {
+            attr,
+            name: "cycles".to_owned(),
+            ids,
+        }];
+        let mut writer = PerfDataWriter::new(Cursor::new(Vec::new()), events).unwrap();
+        if info {
+            writer
+                .write_auxtrace_info(RVPERF_AUXTRACE_CTR, &[42, 0, 0])
+                .unwrap();
+        }
+        let header = CtrRecordHeader {
+            pid: 7,
+            tid: 7,
+            time: 1000,
+            ip: 0x1000,
+            period: 20_000,
+            ..CtrRecordHeader::default()
+        };
+        let branch = CtrBranch {
+            from: 0x1010,
+            to: 0x1000,
+            flags_word: 0,
+        };
+        let data = encode_ctr_record(&header, &[branch]);
+        writer
+            .write_auxtrace(&AuxtraceChunk {
+                offset: 0,
+                reference: 0,
+                idx,
+                tid: 7,
+                cpu: 0,
+                data: &data,
+            })
+            .unwrap();
+        writer
+            .finish(&Metadata::from_host("test", Vec::new()))
+            .unwrap()
+            .into_inner()
+    }
+
+    const BRANCHES: u64 = PERF_SAMPLE_IP
+        | PERF_SAMPLE_TID
+        | PERF_SAMPLE_TIME
+        | PERF_SAMPLE_ID
+        | PERF_SAMPLE_BRANCH_STACK;
+
+    fn inject_bytes(bytes: &[u8]) -> Result<Injected, InjectError> {
+        let reader = PerfDataReader::from_bytes(bytes, "kept").unwrap();
+        inject(&reader, Cursor::new(Vec::new())).map(|(_, injected)| injected)
+    }
+
+    #[test]
+    fn a_chunk_becomes_a_sample_under_its_area_s_event() {
+        let bytes = kept(BRANCHES, vec![5, 6], 1, true);
+        let reader = PerfDataReader::from_bytes(&bytes, "kept").unwrap();
+        let (out, injected) = inject(&reader, Cursor::new(Vec::new())).unwrap();
+        assert_eq!(
+            injected,
+            Injected {
+                chunks: 1,
+                samples: 1
+            }
+        );
+        let out = out.into_inner();
+        let reader = PerfDataReader::from_bytes(&out, "injected").unwrap();
+        let samples: Vec<_> = reader
+            .records()
+            .map(Result::unwrap)
+            .filter(|record| record.record_type == perf_data::PERF_RECORD_SAMPLE)
+            .map(|record| reader.parse_sample(&record).unwrap())
+            .collect();
+        assert_eq!(samples.len(), 1);
+        assert_eq!(samples[0].id, Some(6));
+        assert_eq!(samples[0].ip, Some(0x1000));
+        assert_eq!(samples[0].branch_stack.as_ref().unwrap().entries.len(), 1);
+    }
+
+    #[test]
+    fn aux_data_without_auxtrace_info_is_refused() {
+        let bytes = kept(BRANCHES, vec![5], 0, false);
+        let error = inject_bytes(&bytes).unwrap_err();
+        assert!(
+            matches!(error, InjectError::NoAuxtraceInfo { offset } if offset > 0),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_chunk_of_an_area_without_an_event_is_refused() {
+        let bytes = kept(BRANCHES, vec![5], 3, true);
+        let error = inject_bytes(&bytes).unwrap_err();
+        assert!(
+            matches!(error, InjectError::NoEventForAuxArea { idx: 3, .. }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_attr_without_branch_stacks_is_refused() {
+        let bytes = kept(BRANCHES & !PERF_SAMPLE_BRANCH_STACK, vec![5], 0, true);
+        let error = inject_bytes(&bytes).unwrap_err();
+        assert!(
+            matches!(error, InjectError::Attr { index: 0, .. }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn attrs_with_fields_the_writer_drops_are_not_copied() {
+        let attr = EventAttr {
+            type_: 4,
+            config: 0x11,
+            sample_type: BRANCHES,
+            ..EventAttr::default()
+        };
+        let mut bytes = attr.to_bytes().to_vec();
+        assert!(writes_back(&attr, &bytes));
+        // config1 (at 56), which EventAttr does not hold.
+        bytes[56] = 1;
+        assert!(!writes_back(&attr, &bytes));
+        // A longer attr (perf 6.x's 136 bytes) with zeros past 128 is copied.
+        let mut longer = attr.to_bytes().to_vec();
+        longer.resize(136, 0);
+        assert!(writes_back(&attr, &longer));
+    }
+}
