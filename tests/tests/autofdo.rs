@@ -11,15 +11,14 @@ mod common;
 #[path = "../../userland/profiles/tests/common/gcc_dump.rs"]
 mod gcc_dump;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use common::consumers::{
-    assert_differences_only_where_profgen_dropped, compare_lines, defines_function,
-    function_entry_count, parse_text_profile, perf_script_branch_stacks, profgen_dropped_ranges,
-    profile_lines_of, run_tool, sampled_functions, TextProfile,
+    assert_profgen_agrees_except_where_it_drops, defines_function, function_entry_count,
+    parse_text_profile, run_tool, TextProfile,
 };
 use common::{repository, rvperf_binary, scratch};
 use gcc_dump::{gcc_block_counts, read_afdo_dump};
@@ -223,49 +222,14 @@ fn llvm_profgen_agrees_line_by_line_except_where_it_drops_ranges() {
     let recording = recording();
     let ours = parse_text_profile(&std::fs::read_to_string(profile("llvm-text")).unwrap());
     // llvm-profgen reads perf script's text of the same recording (Linux perf reads
-    // rvperf's perf.data).
-    let script_path = work().join("perf-script.txt");
-    std::fs::write(
-        &script_path,
-        perf_script_branch_stacks(&recording.data, INSTALL),
-    )
-    .unwrap();
-    let theirs_path = work().join("llvm-profgen.txt");
-    let profgen = run(Command::new("llvm-profgen-19").args([
-        &format!("--binary={}", text(&recording.binary)),
-        &format!("--perfscript={}", text(&script_path)),
-        "--format=text",
-        "--show-detailed-warning",
-        &format!("--output={}", text(&theirs_path)),
-    ]));
-    // The ranges llvm-profgen drops, by its own account: "[ start, end]: Range ...".
-    let dropped = profgen_dropped_ranges(&String::from_utf8_lossy(&profgen.stderr));
-    let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
-    for range in &dropped {
-        *reasons.entry(range.reason.as_str()).or_default() += 1;
-    }
-    eprintln!("llvm-profgen dropped ranges: {reasons:#?}");
-    // The lines the dropped code belongs to: the only ones where the profiles may differ.
-    let covered = profile_lines_of(&recording.binary, &dropped, 2, INSTALL);
-    let theirs = parse_text_profile(&std::fs::read_to_string(&theirs_path).unwrap());
-    assert_eq!(
-        sampled_functions(&ours),
-        sampled_functions(&theirs),
-        "the same functions have samples"
-    );
-    // Every line either profile has, both ways. Both write a 0 for every line of a
-    // sampled function that no sample reached (llvm-profgen's preprocessRangeCounter,
-    // "to be consistent with compiler that interpret zero count as unexecuted
-    // (cold)"), so a line at 0 compares like any other.
-    let (equal, differing) = compare_lines(&ours, &theirs);
-    eprintln!("{equal} lines equal; differing: {differing:#?}");
-    // A difference only where llvm-profgen dropped code of that very line, and there
-    // rvperf's count is the larger.
-    assert_differences_only_where_profgen_dropped(&differing, &covered);
-    assert!(
-        equal >= 4 * differing.len(),
-        "{equal} lines equal, {} differ: {differing:#?}",
-        differing.len()
+    // rvperf's perf.data) and agrees line by line but where it drops code.
+    assert_profgen_agrees_except_where_it_drops(
+        &recording.binary,
+        &recording.data,
+        work(),
+        &ours,
+        2,
+        INSTALL,
     );
 }
 

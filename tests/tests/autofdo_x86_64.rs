@@ -14,16 +14,15 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use common::consumers::{
-    assert_differences_only_where_profgen_dropped, compare_lines, defines_function,
-    function_entry_count, parse_text_profile, perf_script_branch_stacks, profgen_dropped_ranges,
-    profile_lines_of, run_tool, sampled_functions,
+    assert_profgen_agrees_except_where_it_drops, defines_function, function_entry_count,
+    parse_text_profile, perf_script_branch_stacks, run_tool,
 };
 use common::{repository, rvperf_binary, scratch};
 use object::{Object, ObjectSegment, SegmentFlags};
@@ -420,46 +419,16 @@ fn clang_compiles_the_program_with_the_profile_and_carries_its_counts() {
 #[test]
 fn llvm_profgen_agrees_line_by_line_except_where_it_drops_ranges() {
     let recording = recording();
-    // llvm-profgen reads perf script's text of the same recording.
-    let script_path = recording.work.join("perf-script.txt");
-    std::fs::write(
-        &script_path,
-        perf_script_branch_stacks(&recording.data, INSTALL),
-    )
-    .unwrap();
-    let theirs_path = recording.work.join("llvm-profgen.txt");
-    let profgen = run(Command::new("llvm-profgen-19").args([
-        &format!("--binary={}", text(&recording.binary)),
-        &format!("--perfscript={}", text(&script_path)),
-        "--format=text",
-        "--show-detailed-warning",
-        &format!("--output={}", text(&theirs_path)),
-    ]));
-    // The ranges llvm-profgen drops, by its own account, and the lines of their code:
-    // the only ones where the profiles may differ.
-    let dropped = profgen_dropped_ranges(&String::from_utf8_lossy(&profgen.stderr));
-    let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
-    for range in &dropped {
-        *reasons.entry(range.reason.as_str()).or_default() += 1;
-    }
-    eprintln!("llvm-profgen dropped ranges: {reasons:#?}");
-    let covered = profile_lines_of(&recording.binary, &dropped, 1, INSTALL);
+    // llvm-profgen reads perf script's text of the same recording and agrees line by
+    // line but where it drops code.
     let ours = parse_text_profile(&std::fs::read_to_string(&recording.profile).unwrap());
-    let theirs = parse_text_profile(&std::fs::read_to_string(&theirs_path).unwrap());
-    assert_eq!(
-        sampled_functions(&ours),
-        sampled_functions(&theirs),
-        "the same functions have samples"
-    );
-    // Every line either profile has, both ways, the lines of sampled functions no
-    // sample reached (0 in both) included.
-    let (equal, differing) = compare_lines(&ours, &theirs);
-    eprintln!("{equal} lines equal; differing: {differing:#?}");
-    assert_differences_only_where_profgen_dropped(&differing, &covered);
-    assert!(
-        equal >= 4 * differing.len(),
-        "{equal} lines equal, {} differ: {differing:#?}",
-        differing.len()
+    let theirs = assert_profgen_agrees_except_where_it_drops(
+        &recording.binary,
+        &recording.data,
+        &recording.work,
+        &ours,
+        1,
+        INSTALL,
     );
     // Head counts come from the same call branches on both sides. The totals are not
     // compared: llvm-profgen's total sums the count of every instruction byte,

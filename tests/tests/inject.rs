@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::consumers::run_tool;
 use common::{repository, rvperf_binary, scratch};
 use perf_abi::ctr::{encode_ctr_record, CtrBranch, CtrRecordHeader, RVPERF_AUXTRACE_CTR};
 use perf_data::{
@@ -60,15 +61,7 @@ fn text(path: &Path) -> &str {
 
 /// Runs `command`, which must succeed; its standard output.
 fn run(command: &mut Command) -> String {
-    let output = command
-        .output()
-        .unwrap_or_else(|error| panic!("cannot run {command:?}: {error} ({INSTALL})"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
+    String::from_utf8(run_tool(command, INSTALL).stdout).unwrap()
 }
 
 fn perf() -> Command {
@@ -86,6 +79,30 @@ fn inject(input: &Path, output: &Path) -> Output {
         .args(["inject", "-i", text(input), "-o", text(output)])
         .output()
         .unwrap()
+}
+
+/// `output` of a run that must have succeeded; its stderr.
+fn succeeded(output: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    stderr
+}
+
+/// Runs `rvperf inject -i INPUT -o OUTPUT`, which must succeed; its stderr.
+fn inject_ok(input: &Path, output: &Path) -> String {
+    succeeded(&inject(input, output))
+}
+
+/// Runs `rvperf inject -i - -o OUTPUT` with `input` as its standard input, which must
+/// succeed.
+fn inject_from_stdin(input: &Path, output: &Path) {
+    succeeded(
+        &rvperf()
+            .args(["inject", "-i", "-", "-o", text(output)])
+            .stdin(std::fs::File::open(input).unwrap())
+            .output()
+            .unwrap(),
+    );
 }
 
 /// `ours` and `theirs` have the same lines; else the first that differs, with its
@@ -233,11 +250,7 @@ fn keep_aux(converted: &Path, kept: &Path, keep: &Keep) {
             .unwrap()
             .entries
             .iter()
-            .map(|entry| CtrBranch {
-                from: entry.from,
-                to: entry.to,
-                flags_word: entry.flags,
-            })
+            .map(common::ctr_branch)
             .collect();
         let header = CtrRecordHeader {
             flags: u8::from(kernel),
@@ -287,9 +300,7 @@ fn kept_ctr_aux_data_injects_into_the_recording_perf_reads() {
     let directory = work("real");
     let kept = kept_recording(&directory);
     let injected = directory.join("injected.data");
-    let output = inject(&kept, &injected);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
+    let stderr = inject_ok(&kept, &injected);
     assert!(
         stderr.contains("850 samples from 2 AUXTRACE chunks"),
         "{stderr}"
@@ -390,12 +401,7 @@ fn samples_of_several_aux_areas_are_written_in_time_order_under_their_events() {
         },
     );
     let injected = directory.join("injected.data");
-    let output = inject(&kept, &injected);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    inject_ok(&kept, &injected);
     assert_same_lines(
         &rvperf_script(&injected, ALL_FIELDS),
         &rvperf_script(&kept, ALL_FIELDS),
@@ -454,18 +460,9 @@ fn standard_input_in_file_and_pipe_mode() {
     let directory = work("stdin");
     let kept = kept_recording(&directory);
     let from_file = directory.join("from-file.data");
-    assert!(inject(&kept, &from_file).status.success());
+    inject_ok(&kept, &from_file);
     let from_stdin = directory.join("from-stdin.data");
-    let output = rvperf()
-        .args(["inject", "-i", "-", "-o", text(&from_stdin)])
-        .stdin(std::fs::File::open(&kept).unwrap())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    inject_from_stdin(&kept, &from_stdin);
     assert_eq!(
         std::fs::read(&from_stdin).unwrap(),
         std::fs::read(&from_file).unwrap()
@@ -479,16 +476,7 @@ fn standard_input_in_file_and_pipe_mode() {
         &rvperf_script(&kept, ALL_FIELDS),
     );
     let from_pipe = directory.join("from-pipe.data");
-    let output = rvperf()
-        .args(["inject", "-i", "-", "-o", text(&from_pipe)])
-        .stdin(std::fs::File::open(&stream).unwrap())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    inject_from_stdin(&stream, &from_pipe);
     assert_same_lines(&perf_script(&from_pipe), &perf_script(&from_file));
     assert_same_lines(
         &rvperf_script(&from_pipe, ALL_FIELDS),
@@ -551,9 +539,7 @@ fn pipe_mode(path: &Path) -> Vec<u8> {
 fn a_file_without_aux_data_is_copied() {
     let directory = work("copy");
     let copy = directory.join("copy.data");
-    let output = inject(&recording(), &copy);
-    assert!(output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = inject_ok(&recording(), &copy);
     assert!(
         stderr.contains("no AUXTRACE data: nothing to inject"),
         "{stderr}"
@@ -572,9 +558,8 @@ fn output_into_dev_null_and_a_fifo() {
     let directory = work("special");
     let kept = kept_recording(&directory);
     let regular = directory.join("injected.data");
-    assert!(inject(&kept, &regular).status.success());
-    let output = inject(&kept, Path::new("/dev/null"));
-    assert!(output.status.success());
+    inject_ok(&kept, &regular);
+    inject_ok(&kept, Path::new("/dev/null"));
     assert!(std::fs::metadata("/dev/null")
         .unwrap()
         .file_type()
@@ -586,12 +571,7 @@ fn output_into_dev_null_and_a_fifo() {
         let fifo = fifo.clone();
         std::thread::spawn(move || std::fs::read(fifo).unwrap())
     };
-    let output = inject(&kept, &fifo);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    inject_ok(&kept, &fifo);
     assert_eq!(reading.join().unwrap(), std::fs::read(&regular).unwrap());
     assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
     let _ = std::fs::remove_dir_all(directory);

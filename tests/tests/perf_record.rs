@@ -12,6 +12,7 @@ use std::process::{Child, ChildStdout, Command, ExitStatus, Output, Stdio};
 use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use common::consumers::run_tool;
 use common::{repository, rvperf_binary, scratch};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -52,13 +53,11 @@ fn perf() -> Command {
     command
 }
 
+/// Runs `command`, which must succeed; its standard output and error.
 fn run(command: &mut Command) -> (String, String) {
-    let output = command.output().unwrap_or_else(|error| {
-        panic!("cannot run {command:?}: {error} ({})", common::INSTALL_HINT)
-    });
+    let output = run_tool(command, common::INSTALL_HINT);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(output.status.success(), "{command:?} failed: {stderr}");
     (stdout, stderr)
 }
 
@@ -79,10 +78,15 @@ fn tid_ip_pairs(output: &str) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// Runs `rvperf record OPTIONS -o <scratch>/<tag>-<pid>.data -- hot [ROUNDS]` and
+/// `<scratch>/rvperf-<tag>-<pid>.data`.
+fn scratch_data(tag: &str) -> PathBuf {
+    scratch().join(format!("rvperf-{tag}-{}.data", std::process::id()))
+}
+
+/// Runs `rvperf record OPTIONS -o <scratch>/rvperf-<tag>-<pid>.data -- hot [ROUNDS]` and
 /// returns the file and the recorder's stderr.
 fn record_hot(tag: &str, options: &[&str], rounds: Option<&str>) -> (PathBuf, String) {
-    let data = scratch().join(format!("rvperf-{tag}-{}.data", std::process::id()));
+    let data = scratch_data(tag);
     let mut command = Command::new(rvperf_binary());
     command
         .arg("record")
@@ -399,14 +403,7 @@ fn kept_ctr_aux_data_prints_as_its_converted_samples_do() {
         for sample in chunk * 2..chunk * 2 + 2 {
             let (header, branches) = record(sample);
             bytes.extend(encode_ctr_record(&header, &branches));
-            let entries = branches
-                .iter()
-                .map(|b| BranchEntry {
-                    from: b.from,
-                    to: b.to,
-                    flags: b.flags_word,
-                })
-                .collect();
+            let entries = branches.iter().map(common::branch_entry).collect();
             let data = SampleData {
                 pid: header.pid,
                 ..user_branch_sample(header.ip, header.tid, header.time, entries)
@@ -604,6 +601,65 @@ fn signal_child(child: &Child, signal: Signal) {
     kill(Pid::from_raw(child.id() as i32), signal).unwrap();
 }
 
+/// The recorded event of the signal tests: cpu-clock every 1 ms.
+const CLOCK_EVERY_MS: &[&str] = &["-e", "cpu-clock", "-c", "1000000"];
+
+/// Starts `tests/programs/host/ticker`, its ticks read as it prints them.
+fn start_ticker() -> (Child, Ticks) {
+    let mut ticker = Command::new(host_program("ticker"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ticks = Ticks::new(ticker.stdout.take().unwrap());
+    (ticker, ticks)
+}
+
+/// `rvperf record OPTIONS -o DATA`, its stderr piped (for the summary).
+fn recorder(options: &[&str], data: &Path) -> Command {
+    let mut command = Command::new(rvperf_binary());
+    command
+        .arg("record")
+        .args(options)
+        .args(["-o", text(data)])
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Starts `rvperf record OPTIONS -p PID -o DATA`, its stderr piped.
+fn start_pid_recording(options: &[&str], pid: u32, data: &Path) -> Child {
+    let pid = pid.to_string();
+    recorder(&[options, &["-p", &pid]].concat(), data)
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for the recorder to end (`what` names a hang); its exit status and stderr.
+fn recorder_end(recorder: Child, what: &str) -> (ExitStatus, String) {
+    let output = wait_bounded(recorder, what);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status, stderr)
+}
+
+/// Waits for the recorder to end, which must be a success; its stderr.
+fn recorder_success(recorder: Child, what: &str) -> String {
+    let (status, stderr) = recorder_end(recorder, what);
+    assert!(status.success(), "{stderr}");
+    stderr
+}
+
+/// Sends SIGINT to the recorder, which must then end by SIGINT, as perf does; its
+/// stderr.
+fn interrupt_recorder(recorder: Child, what: &str) -> String {
+    signal_child(&recorder, Signal::SIGINT);
+    let (status, stderr) = recorder_end(recorder, what);
+    assert_eq!(
+        status.signal(),
+        Some(Signal::SIGINT as i32),
+        "{status:?}: {stderr}"
+    );
+    stderr
+}
+
 /// Checks a recording that `rvperf record` ended with `stderr`: its summary counts
 /// what the file holds, which Linux perf reads sample for sample.
 fn assert_summary_matches_the_file(data: &Path, stderr: &str) -> FileCounts {
@@ -627,26 +683,14 @@ fn assert_summary_matches_the_file(data: &Path, stderr: &str) -> FileCounts {
 
 #[test]
 fn record_attaches_to_a_running_process_and_stops_when_it_exits() {
-    let mut ticker = Command::new(host_program("ticker"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let ticks = Ticks::new(ticker.stdout.take().unwrap());
-    let data = scratch().join(format!("rvperf-pid-{}.data", std::process::id()));
-    let recorder = Command::new(rvperf_binary())
-        .args(["record", "-e", "cpu-clock", "-c", "1000000", "-p"])
-        .arg(ticker.id().to_string())
-        .args(["-o", text(&data)])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (mut ticker, ticks) = start_ticker();
+    let data = scratch_data("pid");
+    let recorder = start_pid_recording(CLOCK_EVERY_MS, ticker.id(), &data);
     wait_for_recorded_bytes(&data, 2048);
     ticks.wait(1);
     // The recorder returns by itself once the process has gone (the test reaps it).
     ticker.kill().unwrap();
-    let output = wait_bounded(recorder, "rvperf record -p after the process exited");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
+    let stderr = recorder_success(recorder, "rvperf record -p after the process exited");
     ticker.wait().unwrap();
     let counts = assert_summary_matches_the_file(&data, &stderr);
     assert_eq!(
@@ -668,39 +712,24 @@ fn record_system_wide_sees_the_workload() {
 /// rvperf ends by the signal that ended the command, as perf does (perf record --
 /// sleep 100, then SIGINT to perf: perf is killed by SIGTERM).
 fn stop_a_command_recording(stop: Signal) {
-    let data = scratch().join(format!(
-        "rvperf-{}-{}.data",
-        stop.as_str(),
-        std::process::id()
-    ));
-    let mut recorder = Command::new(rvperf_binary())
-        .args([
-            "record",
-            "-e",
-            "cpu-clock",
-            "-c",
-            "1000000",
-            "-o",
-            text(&data),
-        ])
+    let data = scratch_data(stop.as_str());
+    let mut recorder = recorder(CLOCK_EVERY_MS, &data)
         .arg("--")
         .arg(host_program("ticker"))
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     // The command execs only once its events are open: its ticks are recorded work.
     let ticks = Ticks::new(recorder.stdout.take().unwrap());
     ticks.wait(4);
     signal_child(&recorder, stop);
-    let output = wait_bounded(recorder, &format!("rvperf record after {}", stop.as_str()));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (status, stderr) =
+        recorder_end(recorder, &format!("rvperf record after {}", stop.as_str()));
     assert_eq!(
-        output.status.signal(),
+        status.signal(),
         Some(Signal::SIGTERM as i32),
-        "{}: rvperf should end by the command's SIGTERM ({:?}): {stderr}",
+        "{}: rvperf should end by the command's SIGTERM ({status:?}): {stderr}",
         stop.as_str(),
-        output.status
     );
     assert!(
         stderr.contains("the command was killed by SIGTERM"),
@@ -729,29 +758,11 @@ fn sigterm_stops_a_command_recording_and_the_command() {
 /// by SIGINT after writing the file, as perf does.
 #[test]
 fn sigint_stops_a_pid_recording_and_leaves_the_process_running() {
-    let mut ticker = Command::new(host_program("ticker"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let ticks = Ticks::new(ticker.stdout.take().unwrap());
-    let data = scratch().join(format!("rvperf-pid-sigint-{}.data", std::process::id()));
-    let recorder = Command::new(rvperf_binary())
-        .args(["record", "-e", "cpu-clock", "-c", "1000000", "-p"])
-        .arg(ticker.id().to_string())
-        .args(["-o", text(&data)])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (mut ticker, ticks) = start_ticker();
+    let data = scratch_data("pid-sigint");
+    let recorder = start_pid_recording(CLOCK_EVERY_MS, ticker.id(), &data);
     wait_for_recorded_bytes(&data, 2048);
-    signal_child(&recorder, Signal::SIGINT);
-    let output = wait_bounded(recorder, "rvperf record -p after SIGINT");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(
-        output.status.signal(),
-        Some(Signal::SIGINT as i32),
-        "{:?}: {stderr}",
-        output.status
-    );
+    let stderr = interrupt_recorder(recorder, "rvperf record -p after SIGINT");
     ticks.wait(2);
     assert_eq!(ticker.try_wait().unwrap(), None, "the process was stopped");
     ticker.kill().unwrap();
@@ -764,31 +775,12 @@ fn sigint_stops_a_pid_recording_and_leaves_the_process_running() {
 /// SIGINT after writing the file, as perf does.
 #[test]
 fn sigint_stops_a_system_wide_recording() {
-    let data = scratch().join(format!("rvperf-all-sigint-{}.data", std::process::id()));
-    let recorder = Command::new(rvperf_binary())
-        .args([
-            "record",
-            "-a",
-            "-e",
-            "cpu-clock",
-            "-c",
-            "1000000",
-            "-o",
-            text(&data),
-        ])
-        .stderr(Stdio::piped())
+    let data = scratch_data("all-sigint");
+    let recorder = recorder(&[&["-a"], CLOCK_EVERY_MS].concat(), &data)
         .spawn()
         .unwrap();
     wait_for_recorded_bytes(&data, 4096);
-    signal_child(&recorder, Signal::SIGINT);
-    let output = wait_bounded(recorder, "rvperf record -a after SIGINT");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(
-        output.status.signal(),
-        Some(Signal::SIGINT as i32),
-        "{:?}: {stderr}",
-        output.status
-    );
+    let stderr = interrupt_recorder(recorder, "rvperf record -a after SIGINT");
     assert_summary_matches_the_file(&data, &stderr);
 }
 
@@ -807,7 +799,7 @@ fn record_exits_with_the_status_of_the_command_as_perf_does() {
             .stderr(Stdio::null())
             .status()
             .expect("run perf record");
-        let data = scratch().join(format!("rvperf-status-{}.data", std::process::id()));
+        let data = scratch_data("status");
         let output = Command::new(rvperf_binary())
             .args(["record", "-e", "cpu-clock", "-o", text(&data)])
             .args(["--", "sh", "-c", script])
@@ -833,7 +825,7 @@ fn record_exits_with_the_status_of_the_command_as_perf_does() {
 /// and no file.
 #[test]
 fn a_command_that_cannot_run_is_one_line_and_leaves_no_file() {
-    let data = scratch().join(format!("rvperf-noexec-{}.data", std::process::id()));
+    let data = scratch_data("noexec");
     let stderr = rvperf_failure(&[
         "record",
         "-o",
@@ -855,19 +847,13 @@ fn a_command_that_cannot_run_is_one_line_and_leaves_no_file() {
 /// the file's LOST records hold, and rvperf report shows it as perf report does.
 #[test]
 fn lost_records_are_counted_exactly_and_reported() {
-    let mut ticker = Command::new(host_program("ticker"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let ticks = Ticks::new(ticker.stdout.take().unwrap());
-    let data = scratch().join(format!("rvperf-lost-{}.data", std::process::id()));
-    let recorder = Command::new(rvperf_binary())
-        .args(["record", "-m", "1", "-e", "cpu-clock", "-c", "10000", "-p"])
-        .arg(ticker.id().to_string())
-        .args(["-o", text(&data)])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (mut ticker, ticks) = start_ticker();
+    let data = scratch_data("lost");
+    let recorder = start_pid_recording(
+        &["-m", "1", "-e", "cpu-clock", "-c", "10000"],
+        ticker.id(),
+        &data,
+    );
     let recorder_pid = recorder.id() as i32;
     wait_for_recorded_bytes(&data, 2048);
     signal_child(&recorder, Signal::SIGSTOP);
@@ -887,9 +873,7 @@ fn lost_records_are_counted_exactly_and_reported() {
     });
     ticker.kill().unwrap();
     ticker.wait().unwrap();
-    let output = wait_bounded(recorder, "rvperf record -p after the process exited");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
+    let stderr = recorder_success(recorder, "rvperf record -p after the process exited");
     let counts = assert_summary_matches_the_file(&data, &stderr);
     assert!(
         counts.lost > 0 && counts.lost_records > 0,

@@ -262,3 +262,60 @@ pub fn assert_differences_only_where_profgen_dropped(
         );
     }
 }
+
+/// llvm-profgen-19's text profile of the recording `data` of `binary`, made from perf
+/// script's text of it (both written into `work`), checked against rvperf's `ours`
+/// line by line: the same functions have samples; every line either profile has is
+/// compared, both ways (both write a 0 for every line of a sampled function that no
+/// sample reached: llvm-profgen's preprocessRangeCounter, "to be consistent with
+/// compiler that interpret zero count as unexecuted (cold)"), so a line at 0 compares
+/// like any other; a difference only where llvm-profgen dropped code of that very line
+/// (by its own account, the dropped ranges symbolized every `step` bytes), and there
+/// rvperf's count is the larger; and at least four equal lines per differing one.
+/// Returns llvm-profgen's profile.
+pub fn assert_profgen_agrees_except_where_it_drops(
+    binary: &Path,
+    data: &Path,
+    work: &Path,
+    ours: &TextProfile,
+    step: u64,
+    hint: &str,
+) -> TextProfile {
+    let script_path = work.join("perf-script.txt");
+    std::fs::write(&script_path, perf_script_branch_stacks(data, hint)).unwrap();
+    let theirs_path = work.join("llvm-profgen.txt");
+    let profgen = run_tool(
+        Command::new("llvm-profgen-19").args([
+            &format!("--binary={}", binary.display()),
+            &format!("--perfscript={}", script_path.display()),
+            "--format=text",
+            "--show-detailed-warning",
+            &format!("--output={}", theirs_path.display()),
+        ]),
+        hint,
+    );
+    // The ranges llvm-profgen drops, by its own account: "[ start, end]: Range ...".
+    let dropped = profgen_dropped_ranges(&String::from_utf8_lossy(&profgen.stderr));
+    let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+    for range in &dropped {
+        *reasons.entry(range.reason.as_str()).or_default() += 1;
+    }
+    eprintln!("llvm-profgen dropped ranges: {reasons:#?}");
+    // The lines the dropped code belongs to: the only ones where the profiles may differ.
+    let covered = profile_lines_of(binary, &dropped, step, hint);
+    let theirs = parse_text_profile(&std::fs::read_to_string(&theirs_path).unwrap());
+    assert_eq!(
+        sampled_functions(ours),
+        sampled_functions(&theirs),
+        "the same functions have samples"
+    );
+    let (equal, differing) = compare_lines(ours, &theirs);
+    eprintln!("{equal} lines equal; differing: {differing:#?}");
+    assert_differences_only_where_profgen_dropped(&differing, &covered);
+    assert!(
+        equal >= 4 * differing.len(),
+        "{equal} lines equal, {} differ: {differing:#?}",
+        differing.len()
+    );
+    theirs
+}

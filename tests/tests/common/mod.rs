@@ -16,6 +16,8 @@ use std::sync::{Mutex, OnceLock};
 
 use code_image::{load_elf, CodeImage, SymbolTable};
 use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
+use perf_abi::ctr::CtrBranch;
+use perf_data::BranchEntry;
 use trace_elements::{ElementKind, TraceElement};
 use trace_gen::qemu::{ExecLogReader, QemuUser};
 
@@ -196,4 +198,23 @@ pub fn rvperf_binary() -> PathBuf {
             binary
         })
         .clone()
+}
+
+/// A CTR branch (an entry of an rvperf_ctr record) as the perf branch-stack entry it is
+/// converted to: the same addresses and flags word.
+pub fn branch_entry(branch: &CtrBranch) -> BranchEntry {
+    BranchEntry {
+        from: branch.from,
+        to: branch.to,
+        flags: branch.flags_word,
+    }
+}
+
+/// A perf branch-stack entry as the CTR branch it was converted from.
+pub fn ctr_branch(entry: &BranchEntry) -> CtrBranch {
+    CtrBranch {
+        from: entry.from,
+        to: entry.to,
+        flags_word: entry.flags,
+    }
 }

@@ -6,16 +6,20 @@
 # Linux perf's per-task recording (`perf record -- CMD`) was seen to stop getting
 # samples early on two harts now and then (106 and 86 samples instead of ~3,000, in
 # about 3 of 100 runs, 2026-11-21/22); its cause was not found. It was then reported
-# as TAP TODO, a check that could not fail. It is now a real check like the others:
-# on 2026-11-23 (Linux 7.3.4, QEMU 10.0.2) it did not recur in 57 runs (12 + 45,
-# tools/vm/run --smp 2). Because it was seen, a short perf per-task run is recorded
-# with its evidence (the file, `perf report --stats`, dmesg: in /out/smp-short-*)
-# and run once more; the retry must get samples, so a recorder that is broken fails
-# the tier, while the rare early stop shows up in the TAP output with its counts.
+# as TAP TODO, a check that could not fail. It is now a real check like the others.
+# On 2026-11-23 (Linux 7.3.4, QEMU 10.0.2) it recurred once in 63 runs (113 samples;
+# the others 3,016-4,543). A run is short below MINIMUM samples: early stops gave
+# 86-113, full runs of the four recorders 1,609-5,147. Because perf's early stop is
+# known, a short perf per-task run is kept with its evidence (the file, `perf report
+# --stats`, dmesg: /out/smp-short-*) and run once more; the retry must get its
+# samples, so a recorder that is broken fails the tier, while the rare early stop
+# shows in the TAP line with its counts.
 OUT=/out
 TAP=$OUT/guest-smp-tests.tap
 WORKLOAD=/opt/rvperf/bin/hot
 RUNS=${RUNS:-6}
+# A full run of `hot 1` at -c 100000 gets 1,600-5,100 samples on two harts.
+MINIMUM=500
 : >"$TAP"
 count=0
 failed=0
@@ -56,7 +60,7 @@ for recorder in "perf per task" "perf system-wide" "rvperf per task" "rvperf sys
         counts="$counts ${n:-0}"
         if [ "$n" = failed ]; then
             crashed=$((crashed + 1))
-        elif [ "${n:-0}" -le 100 ]; then
+        elif [ "${n:-0}" -lt "$MINIMUM" ]; then
             # The evidence: the file, perf's own statistics of it (throttling,
             # lost records) and what the kernel said.
             short=$((short + 1))
@@ -67,7 +71,7 @@ for recorder in "perf per task" "perf system-wide" "rvperf per task" "rvperf sys
                 n=$(record perf perf record -q -e cycles -c 100000 -o /tmp/smp.data -- "$WORKLOAD" 1)
                 counts="$counts(short; retried: ${n:-0})"
             fi
-            [ "$n" != failed ] && [ "${n:-0}" -gt 100 ] || empty=$((empty + 1))
+            [ "$n" != failed ] && [ "${n:-0}" -ge "$MINIMUM" ] || empty=$((empty + 1))
         fi
     done
     count=$((count + 1))
@@ -79,7 +83,7 @@ for recorder in "perf per task" "perf system-wide" "rvperf per task" "rvperf sys
         echo "ok $count - $recorder on 2 harts: samples in every run:$counts" | tee -a "$TAP"
     else
         failed=$((failed + 1))
-        echo "not ok $count - $recorder on 2 harts: $empty of $RUNS runs got (almost) no samples:$counts" | tee -a "$TAP"
+        echo "not ok $count - $recorder on 2 harts: $empty of $RUNS runs got fewer than $MINIMUM samples:$counts" | tee -a "$TAP"
     fi
 done
 # Cache events as CTR triggers. They are checked in this boot because it runs

@@ -395,7 +395,10 @@ impl<'a> PerfDataReader<'a> {
         let idx = rec
             .attr_index
             .ok_or_else(|| bad("SAMPLE without an event"))?;
-        let pi = &self.parse_infos[idx];
+        // A file without attrs still gives its records to event 0.
+        let (Some(pi), Some(attr)) = (self.parse_infos.get(idx), self.attrs.get(idx)) else {
+            return Err(bad("SAMPLE of a file without events"));
+        };
         // linux-perf-event-reader multiplies the callchain length from the file without an
         // overflow check, so the variable-length fields are bounds-checked here first.
         let variable = SampleFormat::CALLCHAIN | SampleFormat::RAW | SampleFormat::BRANCH_STACK;
@@ -437,9 +440,7 @@ impl<'a> PerfDataReader<'a> {
             tid: s.tid,
             time: s.timestamp,
             cpu: s.cpu,
-            period: s
-                .period
-                .unwrap_or_else(|| attr_sample_period(&self.attrs[idx].attr)),
+            period: s.period.unwrap_or_else(|| attr_sample_period(&attr.attr)),
             id: s.id,
             callchain,
             branch_stack,

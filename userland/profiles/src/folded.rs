@@ -38,8 +38,9 @@ impl FoldedStacks {
                 self.scratch.push_str(frame);
             }
         }
+        // Weights are periods read from files: they saturate rather than wrap.
         if let Some(total) = self.stacks.get_mut(self.scratch.as_str()) {
-            *total += weight;
+            *total = total.saturating_add(weight);
         } else {
             self.stacks.insert(self.scratch.clone(), weight);
         }
@@ -55,7 +56,9 @@ impl FoldedStacks {
     }
 
     pub fn total_weight(&self) -> u64 {
-        self.stacks.values().sum()
+        self.stacks
+            .values()
+            .fold(0u64, |total, &weight| total.saturating_add(weight))
     }
 
     /// The stacks sorted by name (the order inferno's collapsers print), with weights.

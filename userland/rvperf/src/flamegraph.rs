@@ -261,7 +261,7 @@ impl StackFolder {
 
     fn add(&mut self, stack: &[u32], weight: u64) {
         match self.stacks.get_mut(stack) {
-            Some(total) => *total += weight,
+            Some(total) => *total = total.saturating_add(weight),
             None => {
                 self.stacks.insert(stack.into(), weight);
             }

@@ -538,3 +538,48 @@ const PERF_RECORD_MISC_FORK_EXEC: u16 = 1 << 13;
 const FINISHED_ROUND: u32 = perf_data::PERF_RECORD_FINISHED_ROUND;
 const AUXTRACE_INFO: u32 = perf_data::PERF_RECORD_AUXTRACE_INFO;
 const AUXTRACE: u32 = perf_data::PERF_RECORD_AUXTRACE;
+
+#[cfg(test)]
+mod tests {
+    use super::{OrderedEvents, TimedEvent};
+
+    /// A side-band event told apart by its record type.
+    fn event(tag: u32) -> TimedEvent<'static> {
+        TimedEvent::SideBand {
+            record_type: tag,
+            misc: 0,
+            body: &[],
+        }
+    }
+
+    fn tags<'a>(events: impl Iterator<Item = TimedEvent<'a>>) -> Vec<u32> {
+        events
+            .map(|event| match event {
+                TimedEvent::SideBand { record_type, .. } => record_type,
+                TimedEvent::Sample(..) => u32::MAX,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn records_come_out_a_round_late_in_time_order_and_timeless_ones_at_once() {
+        let mut queue = OrderedEvents::default();
+        assert!(queue.queue(Some(10), event(1)).is_none());
+        assert!(queue.queue(Some(5), event(2)).is_none());
+        // No time, time 0 (perf's synthesized records) and all ones: not queued.
+        for time in [None, Some(0), Some(u64::MAX)] {
+            assert!(matches!(
+                queue.queue(time, event(3)),
+                Some(TimedEvent::SideBand { record_type: 3, .. })
+            ));
+        }
+        // The first round delivers nothing: it only sets the limit of the next.
+        assert_eq!(tags(queue.finish_round()), Vec::<u32>::new());
+        assert!(queue.queue(Some(7), event(4)).is_none());
+        assert!(queue.queue(Some(12), event(5)).is_none());
+        // Equal times keep their file order.
+        assert!(queue.queue(Some(7), event(6)).is_none());
+        assert_eq!(tags(queue.finish_round()), [2, 4, 6, 1]);
+        assert_eq!(tags(queue.finish()), [5]);
+    }
+}

@@ -72,7 +72,8 @@ pub fn run(arguments: &ReportArgs) -> Result<()> {
                 symbol,
                 identity,
             };
-            *totals[event].entry(row).or_default() += sample.period;
+            let total = totals[event].entry(row).or_default();
+            *total = total.saturating_add(sample.period);
             counts[event].samples += 1;
             counts[event].period = counts[event].period.saturating_add(sample.period);
             Ok(())
