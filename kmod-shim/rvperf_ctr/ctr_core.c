@@ -157,22 +157,6 @@ static void ctr_discover_local(void *info)
  * The trigger's overflow: one record per sample.
  */
 
-static void ctr_aux_write(struct ctr_aux_buffer *buffer, unsigned long head,
-			  const void *data, size_t size)
-{
-	unsigned long offset = head & (buffer->size - 1);
-	size_t first = min_t(size_t, size, buffer->size - offset);
-
-	memcpy(buffer->base + offset, data, first);
-	if (first < size)
-		memcpy(buffer->base, data + first, size - first);
-}
-
-static bool ctr_is_kernel_address(u64 address)
-{
-	return address >= TASK_SIZE;
-}
-
 static void ctr_trigger_overflow(struct perf_event *trigger,
 				 struct perf_sample_data *sample,
 				 struct pt_regs *regs)
@@ -207,19 +191,17 @@ static void ctr_trigger_overflow(struct perf_event *trigger,
 	for (i = 0; i < caps.depth; i++) {
 		struct perf_branch_entry *entry = &cpu->entries[n];
 		u64 source, target, data;
+		u8 dropped;
 
 		ctr_hw_read_entry(i, &source, &target, &data);
 		if (!ctr_entry_to_perf(source, target, data, caps.misp,
 				       state->save_type, state->save_cycles, entry))
 			break;
-		if (caps.type &&
-		    !(state->filter.wanted_types & (1U << (data & CTRDATA_TYPE)))) {
-			record.flags |= RVPERF_CTR_RECORD_SOFTWARE_FILTERED;
-			continue;
-		}
-		if (state->user_only && (ctr_is_kernel_address(entry->from) ||
-					 ctr_is_kernel_address(entry->to))) {
-			record.flags |= RVPERF_CTR_RECORD_KERNEL_REDACTED;
+		dropped = ctr_entry_verdict(entry, data & CTRDATA_TYPE,
+					    state->filter.wanted_types, caps.type,
+					    state->user_only, TASK_SIZE);
+		if (dropped) {
+			record.flags |= dropped;
 			continue;
 		}
 		n++;
@@ -247,10 +229,18 @@ static void ctr_trigger_overflow(struct perf_event *trigger,
 		perf_aux_output_flag(handle, PERF_AUX_FLAG_TRUNCATED);
 		perf_aux_output_end(handle, 0);
 	} else {
-		ctr_aux_write(buffer, handle->head, &record, sizeof(record));
-		ctr_aux_write(buffer, handle->head + sizeof(record), cpu->entries,
-			      n * sizeof(struct perf_branch_entry));
+		ctr_ring_write(buffer->base, buffer->size, handle->head, &record,
+			       sizeof(record));
+		ctr_ring_write(buffer->base, buffer->size, handle->head + sizeof(record),
+			       cpu->entries, n * sizeof(struct perf_branch_entry));
 		local64_inc(&event->count);
+		/*
+		 * RISC-V's memory order is weak (RVWMO): the record's stores must
+		 * be visible before the new aux_head that perf_aux_output_end()
+		 * publishes, since the consumer reads aux_head and then the data
+		 * (with a read barrier between, as perf's ring ABI requires).
+		 */
+		smp_wmb();
 		perf_aux_output_end(handle, size);
 	}
 	if (!perf_aux_output_begin(handle, event)) {
@@ -290,7 +280,7 @@ static int ctr_event_init(struct perf_event *event)
 {
 	struct perf_event_attr *attr = &event->attr;
 	struct perf_event_attr trigger_attr = {};
-	u64 branch = attr->branch_sample_type;
+	u64 branch;
 	u64 trigger_type = attr->config1 & RVPERF_CTR_CONFIG1_TRIGGER_MASK;
 	struct ctr_event_state *state;
 	struct perf_event *trigger;
@@ -300,38 +290,26 @@ static int ctr_event_init(struct perf_event *event)
 	if (attr->type != ctr_pmu.type)
 		return -ENOENT;
 	/* See "Ordering and lifetimes" above. */
-	if (attr->inherit || event->parent)
+	if (event->parent)
 		return -EOPNOTSUPP;
-	if (attr->config1 & ~RVPERF_CTR_CONFIG1_TRIGGER_MASK || attr->config2 ||
-	    trigger_type >= ARRAY_SIZE(trigger_types))
+	err = ctr_check_attr(attr);
+	if (err)
+		return err;
+	if (trigger_type >= ARRAY_SIZE(trigger_types))
 		return -EINVAL;
 	if (ctr_trigger_is_firmware(trigger_type == RVPERF_CTR_TRIGGER_RAW, attr->config))
 		return -EOPNOTSUPP;
-	if (attr->exclude_hv || attr->exclude_idle || attr->exclude_host ||
-	    attr->exclude_guest || attr->use_clockid)
-		return -EOPNOTSUPP;
-
-	/* Privilege levels from the filter, else from exclude_* as perf does. */
-	if (!(branch & PERF_SAMPLE_BRANCH_PLM_ALL)) {
-		if (!attr->exclude_user)
-			branch |= PERF_SAMPLE_BRANCH_USER;
-		if (!attr->exclude_kernel)
-			branch |= PERF_SAMPLE_BRANCH_KERNEL;
-	}
-	if (!(branch & ~(PERF_SAMPLE_BRANCH_PLM_ALL | PERF_SAMPLE_BRANCH_NO_FLAGS |
-			 PERF_SAMPLE_BRANCH_NO_CYCLES | PERF_SAMPLE_BRANCH_TYPE_SAVE |
-			 PERF_SAMPLE_BRANCH_HW_INDEX | PERF_SAMPLE_BRANCH_PRIV_SAVE)))
-		branch |= PERF_SAMPLE_BRANCH_ANY;
-	user = branch & PERF_SAMPLE_BRANCH_USER;
-	kernel = (branch & (PERF_SAMPLE_BRANCH_KERNEL | PERF_SAMPLE_BRANCH_HV)) &&
-		 !attr->exclude_kernel;
-	if (!user && !kernel)
-		return -EINVAL;
+	err = ctr_resolve_privilege(attr->branch_sample_type, attr->exclude_user,
+				    attr->exclude_kernel, &branch, &user, &kernel);
+	if (err)
+		return err;
 
 	state = kzalloc(sizeof(*state), GFP_KERNEL);
 	if (!state)
 		return -ENOMEM;
 	err = ctr_filter_from_perf(branch, user, kernel, caps.rasemu, &state->filter);
+	if (!err)
+		err = ctr_filter_check_hw(&state->filter, caps.inhibits, caps.type);
 	if (err)
 		goto err_free;
 	state->save_type = branch & PERF_SAMPLE_BRANCH_TYPE_SAVE;
@@ -382,7 +360,7 @@ static void ctr_event_start(struct perf_event *event, int flags)
 	ctr_hw_write_ctl(0);
 	ctr_hw_clear();
 	ctr_hw_write_status(0);
-	ctr_hw_write_ctl(state->filter.ctl & (caps.inhibits | ~CTRCTL_ALL_INHIBITS));
+	ctr_hw_write_ctl(ctr_filter_hw_ctl(&state->filter, caps.inhibits));
 }
 
 static void ctr_event_stop(struct perf_event *event, int flags)
@@ -526,44 +504,102 @@ static ssize_t features_show(struct device *dev, struct device_attribute *attr,
 static DEVICE_ATTR_RO(features);
 
 /*
- * The SBI PMU's counter inventory (sbi_pmu_counter_get_info), one line per
- * counter: index, hw/fw, CSR and width. The built-in driver keeps it to
- * itself; here userland (`rvperf list`) sees what the machine has.
+ * The SBI PMU's counter inventory (sbi_pmu_counter_get_info), read once at
+ * load, one value per file in counters/: counterN_type ("hardware" or
+ * "firmware") and, for hardware counters, counterN_csr and counterN_width
+ * (bits). The built-in driver keeps it to itself; here userland (`rvperf
+ * list`) sees what the machine has.
  */
-static ssize_t counters_show(struct device *dev, struct device_attribute *attr,
-			     char *buf)
+enum ctr_counter_field { CTR_COUNTER_TYPE, CTR_COUNTER_CSR, CTR_COUNTER_WIDTH };
+
+struct ctr_counter_attr {
+	struct device_attribute attr;
+	union sbi_pmu_ctr_info info;
+	enum ctr_counter_field field;
+	char name[32];
+};
+
+static struct ctr_counter_attr *counter_attrs;
+static struct attribute **counter_attr_list;
+
+static ssize_t counter_show(struct device *dev, struct device_attribute *attr,
+			    char *buf)
 {
+	struct ctr_counter_attr *counter =
+		container_of(attr, struct ctr_counter_attr, attr);
+
+	switch (counter->field) {
+	case CTR_COUNTER_TYPE:
+		return sysfs_emit(buf, "%s\n", counter->info.type ? "firmware" : "hardware");
+	case CTR_COUNTER_CSR:
+		return sysfs_emit(buf, "%#lx\n", (unsigned long)counter->info.csr);
+	default:
+		return sysfs_emit(buf, "%lu\n", (unsigned long)counter->info.width + 1);
+	}
+}
+
+static struct attribute_group ctr_counters_group = {
+	.name = "counters",
+};
+
+/* Builds counters/ before the PMU (and so its sysfs directory) is registered. */
+static int ctr_counters_init(void)
+{
+	static const char *const suffixes[] = { "type", "csr", "width" };
 	struct sbiret ret;
-	unsigned long i, count;
-	ssize_t len = 0;
+	unsigned long i, count = 0;
+	unsigned int n = 0;
 
 	ret = sbi_ecall(SBI_EXT_PMU, SBI_EXT_PMU_NUM_COUNTERS, 0, 0, 0, 0, 0, 0);
 	if (ret.error)
-		return sysfs_emit(buf, "SBI PMU: error %ld\n", ret.error);
-	count = ret.value;
+		pr_warn("SBI PMU: number of counters: error %ld\n", ret.error);
+	else
+		count = ret.value;
+	counter_attrs = kcalloc(3 * count, sizeof(*counter_attrs), GFP_KERNEL);
+	counter_attr_list = kcalloc(3 * count + 1, sizeof(*counter_attr_list),
+				    GFP_KERNEL);
+	if ((count && !counter_attrs) || !counter_attr_list)
+		return -ENOMEM;
 	for (i = 0; i < count; i++) {
 		union sbi_pmu_ctr_info info;
+		enum ctr_counter_field field, last;
 
-		ret = sbi_ecall(SBI_EXT_PMU, SBI_EXT_PMU_COUNTER_GET_INFO, i, 0, 0, 0, 0, 0);
+		ret = sbi_ecall(SBI_EXT_PMU, SBI_EXT_PMU_COUNTER_GET_INFO, i, 0, 0, 0,
+				0, 0);
 		if (ret.error)
 			continue;
 		info.value = ret.value;
-		if (info.type)
-			len += sysfs_emit_at(buf, len, "%lu firmware\n", i);
-		else
-			len += sysfs_emit_at(buf, len, "%lu hardware csr=%#lx width=%lu\n", i,
-					     (unsigned long)info.csr,
-					     (unsigned long)info.width + 1);
+		last = info.type ? CTR_COUNTER_TYPE : CTR_COUNTER_WIDTH;
+		for (field = CTR_COUNTER_TYPE; field <= last; field++) {
+			struct ctr_counter_attr *counter = &counter_attrs[n];
+
+			snprintf(counter->name, sizeof(counter->name), "counter%lu_%s", i,
+				 suffixes[field]);
+			sysfs_attr_init(&counter->attr.attr);
+			counter->attr.attr.name = counter->name;
+			counter->attr.attr.mode = 0444;
+			counter->attr.show = counter_show;
+			counter->info = info;
+			counter->field = field;
+			counter_attr_list[n++] = &counter->attr.attr;
+		}
 	}
-	return len;
+	ctr_counters_group.attrs = counter_attr_list;
+	return 0;
 }
-static DEVICE_ATTR_RO(counters);
+
+static void ctr_counters_free(void)
+{
+	kfree(counter_attr_list);
+	kfree(counter_attrs);
+	counter_attr_list = NULL;
+	counter_attrs = NULL;
+}
 
 static struct attribute *ctr_caps_attrs[] = {
 	&dev_attr_depth.attr,
 	&dev_attr_inhibits.attr,
 	&dev_attr_features.attr,
-	&dev_attr_counters.attr,
 	NULL,
 };
 
@@ -576,6 +612,7 @@ static const struct attribute_group *ctr_attr_groups[] = {
 	&ctr_format_group,
 	&ctr_events_group,
 	&ctr_caps_group,
+	&ctr_counters_group,
 	NULL,
 };
 
@@ -662,6 +699,9 @@ static int __init rvperf_ctr_init(void)
 		goto err_teardown;
 	}
 
+	err = ctr_counters_init();
+	if (err)
+		goto err_free;
 	err = perf_pmu_register(&ctr_pmu, RVPERF_CTR_PMU_NAME, -1);
 	if (err)
 		goto err_free;
@@ -672,6 +712,7 @@ static int __init rvperf_ctr_init(void)
 	return 0;
 
 err_free:
+	ctr_counters_free();
 	free_percpu(cpu_states);
 err_teardown:
 	on_each_cpu(ctr_teardown_local, NULL, 1);
@@ -683,6 +724,7 @@ static void __exit rvperf_ctr_exit(void)
 	/* Unregistering first: no event can start after this. */
 	perf_pmu_unregister(&ctr_pmu);
 	on_each_cpu(ctr_teardown_local, NULL, 1);
+	ctr_counters_free();
 	free_percpu(cpu_states);
 }
 

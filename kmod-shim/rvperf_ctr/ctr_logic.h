@@ -14,6 +14,8 @@
 #include <linux/types.h>
 #include <linux/perf_event.h>
 
+#include "rvperf_ctr.h"
+
 /* CSR numbers (CTR 1.0; the 0.1.4 draft in shared/specs differs). */
 #define CSR_SCTRCTL 0x14e
 #define CSR_SCTRSTATUS 0x14f
@@ -175,9 +177,67 @@ static inline u16 ctr_types_mask(const u8 *types, size_t n)
 }
 
 /*
+ * The attr fields rvperf_ctr refuses before anything else: 0, -EINVAL or
+ * -EOPNOTSUPP. (The trigger's type and firmware events are checked by the
+ * caller, which knows the trigger table.)
+ *  - inherit: see ctr_core.c, "Ordering and lifetimes".
+ *  - A zero period (sample_period and sample_freq share the word): the
+ *    trigger would count without ever overflowing, recording nothing.
+ *  - exclude_host (only a guest's branches), exclude_idle, use_clockid: not
+ *    implemented. exclude_hv and exclude_guest are accepted: S-mode CTR never
+ *    records M-mode, and a guest's VS/VU-mode transfers go to vsctrctl's
+ *    configuration, never to this one.
+ */
+static inline int ctr_check_attr(const struct perf_event_attr *attr)
+{
+	if (attr->inherit)
+		return -EOPNOTSUPP;
+	if ((attr->config1 & ~RVPERF_CTR_CONFIG1_TRIGGER_MASK) || attr->config2)
+		return -EINVAL;
+	if (!attr->sample_period)
+		return -EINVAL;
+	if (attr->exclude_host || attr->exclude_idle || attr->use_clockid)
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+/*
+ * The privilege levels to record, as perf resolves them for branch stacks:
+ * the filter's u/k/hv bits, else the event's exclude_* bits; a filter with
+ * no branch type means "any". Kernel recording also needs !exclude_kernel,
+ * which perf's permission check (perf_allow_kernel) has already enforced
+ * for unprivileged callers. Returns the completed branch_sample_type in
+ * *branch, or -EINVAL when nothing would be recorded.
+ */
+static inline int ctr_resolve_privilege(u64 branch_sample_type, bool exclude_user,
+					bool exclude_kernel, u64 *branch,
+					bool *user, bool *kernel)
+{
+	u64 modifiers = PERF_SAMPLE_BRANCH_PLM_ALL | PERF_SAMPLE_BRANCH_NO_FLAGS |
+			PERF_SAMPLE_BRANCH_NO_CYCLES | PERF_SAMPLE_BRANCH_TYPE_SAVE |
+			PERF_SAMPLE_BRANCH_HW_INDEX | PERF_SAMPLE_BRANCH_PRIV_SAVE;
+	u64 result = branch_sample_type;
+
+	if (!(result & PERF_SAMPLE_BRANCH_PLM_ALL)) {
+		if (!exclude_user)
+			result |= PERF_SAMPLE_BRANCH_USER;
+		if (!exclude_kernel)
+			result |= PERF_SAMPLE_BRANCH_KERNEL;
+	}
+	if (!(result & ~modifiers))
+		result |= PERF_SAMPLE_BRANCH_ANY;
+	*user = result & PERF_SAMPLE_BRANCH_USER;
+	*kernel = (result & (PERF_SAMPLE_BRANCH_KERNEL | PERF_SAMPLE_BRANCH_HV)) &&
+		  !exclude_kernel;
+	*branch = result;
+	return *user || *kernel ? 0 : -EINVAL;
+}
+
+/*
  * Returns 0, or -EOPNOTSUPP for a filter CTR cannot express (call stacks
- * without RASEMU, transactional-memory filters). user/kernel are the
- * privilege levels already resolved from the filter and exclude_* bits.
+ * without RASEMU, transactional-memory filters, per-branch event counters).
+ * user/kernel are the privilege levels already resolved from the filter and
+ * exclude_* bits.
  */
 static inline int ctr_filter_from_perf(u64 branch_sample_type, bool user,
 				       bool kernel, bool rasemu_supported,
@@ -187,8 +247,11 @@ static inline int ctr_filter_from_perf(u64 branch_sample_type, bool user,
 	u64 ctl = CTRCTL_LCOFIFRZ;
 
 	if (branch_sample_type &
-	    (PERF_SAMPLE_BRANCH_ABORT_TX | PERF_SAMPLE_BRANCH_IN_TX))
+	    (PERF_SAMPLE_BRANCH_ABORT_TX | PERF_SAMPLE_BRANCH_IN_TX |
+	     PERF_SAMPLE_BRANCH_COUNTERS))
 		return -EOPNOTSUPP;
+	if (branch_sample_type & ~((u64)PERF_SAMPLE_BRANCH_MAX - 1))
+		return -EINVAL;
 	if (user)
 		ctl |= CTRCTL_U;
 	if (kernel)
@@ -241,6 +304,62 @@ static inline int ctr_filter_from_perf(u64 branch_sample_type, bool user,
 	filter->ctl = ctl;
 	filter->wanted_types = wanted;
 	return 0;
+}
+
+/*
+ * Whether this CTR can honour a filter: every transfer type the filter
+ * leaves out must either be inhibited in hardware (the inhibit bit is
+ * implemented) or be recognisable by ctrdata.TYPE for the software filter.
+ * Otherwise the unwanted types would be recorded as if asked for.
+ */
+static inline int ctr_filter_check_hw(const struct ctr_filter *filter,
+				      u64 implemented_inhibits, bool type_supported)
+{
+	u64 missing = filter->ctl & CTRCTL_ALL_INHIBITS & ~implemented_inhibits;
+
+	return missing && !type_supported ? -EOPNOTSUPP : 0;
+}
+
+/* The sctrctl value to program: the filter's, without unimplemented inhibits. */
+static inline u64 ctr_filter_hw_ctl(const struct ctr_filter *filter,
+				    u64 implemented_inhibits)
+{
+	return filter->ctl & (implemented_inhibits | ~CTRCTL_ALL_INHIBITS);
+}
+
+/*
+ * Whether one converted entry goes into the record: 0 to keep it, else the
+ * record flag that says why it was dropped. An entry of a type the filter
+ * does not want (which the hardware could not inhibit) is dropped when TYPE
+ * is implemented; with user_only (no kernel recording, every unprivileged
+ * event) an entry with an address at or above user_limit (TASK_SIZE) is
+ * redacted: it would reveal a kernel address.
+ */
+static inline u8 ctr_entry_verdict(const struct perf_branch_entry *entry,
+				   unsigned int type, u16 wanted_types,
+				   bool type_supported, bool user_only,
+				   u64 user_limit)
+{
+	if (type_supported && !(wanted_types & (1U << (type & 15))))
+		return RVPERF_CTR_RECORD_SOFTWARE_FILTERED;
+	if (user_only && (entry->from >= user_limit || entry->to >= user_limit))
+		return RVPERF_CTR_RECORD_KERNEL_REDACTED;
+	return 0;
+}
+
+/*
+ * Copies size bytes to offset head of a ring of ring_size bytes (a power of
+ * two) at base, wrapping around its end; records may straddle it.
+ */
+static inline void ctr_ring_write(void *base, unsigned long ring_size,
+				  unsigned long head, const void *data, size_t size)
+{
+	unsigned long offset = head & (ring_size - 1);
+	size_t first = size < ring_size - offset ? size : ring_size - offset;
+
+	memcpy(base + offset, data, first);
+	if (first < size)
+		memcpy(base, data + first, size - first);
 }
 
 /*

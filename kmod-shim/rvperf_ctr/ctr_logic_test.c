@@ -173,6 +173,156 @@ static void firmware_triggers(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, ctr_trigger_is_firmware(false, 2ULL << 62));
 }
 
+static void attr_checks(struct kunit *test)
+{
+	struct perf_event_attr attr = { .sample_period = 20000 };
+
+	KUNIT_EXPECT_EQ(test, ctr_check_attr(&attr), 0);
+	/* perf's :u and paranoid fallback set exclude_hv; guests never reach sctrctl. */
+	attr.exclude_hv = 1;
+	attr.exclude_guest = 1;
+	KUNIT_EXPECT_EQ(test, ctr_check_attr(&attr), 0);
+	attr.exclude_host = 1;
+	KUNIT_EXPECT_EQ(test, ctr_check_attr(&attr), -EOPNOTSUPP);
+	attr.exclude_host = 0;
+	attr.exclude_idle = 1;
+	KUNIT_EXPECT_EQ(test, ctr_check_attr(&attr), -EOPNOTSUPP);
+	attr.exclude_idle = 0;
+	attr.use_clockid = 1;
+	KUNIT_EXPECT_EQ(test, ctr_check_attr(&attr), -EOPNOTSUPP);
+	attr.use_clockid = 0;
+	attr.inherit = 1;
+	KUNIT_EXPECT_EQ(test, ctr_check_attr(&attr), -EOPNOTSUPP);
+	attr.inherit = 0;
+	/* A zero period or frequency (one word) would never overflow. */
+	attr.sample_period = 0;
+	KUNIT_EXPECT_EQ(test, ctr_check_attr(&attr), -EINVAL);
+	attr.freq = 1;
+	KUNIT_EXPECT_EQ(test, ctr_check_attr(&attr), -EINVAL);
+	attr.sample_freq = 4000;
+	KUNIT_EXPECT_EQ(test, ctr_check_attr(&attr), 0);
+	attr.config1 = 4;
+	KUNIT_EXPECT_EQ(test, ctr_check_attr(&attr), -EINVAL);
+	attr.config1 = RVPERF_CTR_TRIGGER_RAW;
+	KUNIT_EXPECT_EQ(test, ctr_check_attr(&attr), 0);
+	attr.config2 = 1;
+	KUNIT_EXPECT_EQ(test, ctr_check_attr(&attr), -EINVAL);
+}
+
+static void privilege_resolution(struct kunit *test)
+{
+	bool user, kernel;
+	u64 branch;
+
+	/* No filter: exclude_* decide, and "any" is implied. */
+	KUNIT_ASSERT_EQ(test, ctr_resolve_privilege(0, false, true, &branch, &user,
+						    &kernel), 0);
+	KUNIT_EXPECT_TRUE(test, user);
+	KUNIT_EXPECT_FALSE(test, kernel);
+	KUNIT_EXPECT_EQ(test, branch, (u64)(PERF_SAMPLE_BRANCH_USER | PERF_SAMPLE_BRANCH_ANY));
+	KUNIT_ASSERT_EQ(test, ctr_resolve_privilege(PERF_SAMPLE_BRANCH_ANY_CALL, false,
+						    false, &branch, &user, &kernel), 0);
+	KUNIT_EXPECT_TRUE(test, user && kernel);
+	KUNIT_EXPECT_FALSE(test, branch & PERF_SAMPLE_BRANCH_ANY);
+	/* The filter's k never overrides exclude_kernel (every unprivileged event). */
+	KUNIT_EXPECT_EQ(test, ctr_resolve_privilege(PERF_SAMPLE_BRANCH_ANY |
+						    PERF_SAMPLE_BRANCH_KERNEL,
+						    false, true, &branch, &user, &kernel),
+			-EINVAL);
+	KUNIT_ASSERT_EQ(test, ctr_resolve_privilege(PERF_SAMPLE_BRANCH_USER |
+						    PERF_SAMPLE_BRANCH_KERNEL,
+						    false, true, &branch, &user, &kernel), 0);
+	KUNIT_EXPECT_TRUE(test, user);
+	KUNIT_EXPECT_FALSE(test, kernel);
+	/* hv means S-mode here (there is no M-mode recording). */
+	KUNIT_ASSERT_EQ(test, ctr_resolve_privilege(PERF_SAMPLE_BRANCH_HV, true, false,
+						    &branch, &user, &kernel), 0);
+	KUNIT_EXPECT_FALSE(test, user);
+	KUNIT_EXPECT_TRUE(test, kernel);
+	/* Everything excluded: nothing to record. */
+	KUNIT_EXPECT_EQ(test, ctr_resolve_privilege(0, true, true, &branch, &user,
+						    &kernel), -EINVAL);
+}
+
+static void filter_hardware_limits(struct kunit *test)
+{
+	struct ctr_filter filter;
+
+	KUNIT_ASSERT_EQ(test, ctr_filter_from_perf(PERF_SAMPLE_BRANCH_ANY_CALL, true,
+						   false, false, &filter), 0);
+	/* All inhibits implemented: honoured in hardware alone. */
+	KUNIT_EXPECT_EQ(test, ctr_filter_check_hw(&filter, CTRCTL_ALL_INHIBITS, false), 0);
+	KUNIT_EXPECT_EQ(test, ctr_filter_hw_ctl(&filter, CTRCTL_ALL_INHIBITS), filter.ctl);
+	/* No RETINH: returns would be recorded unless TYPE lets software drop them. */
+	KUNIT_EXPECT_EQ(test, ctr_filter_check_hw(&filter,
+						  CTRCTL_ALL_INHIBITS & ~CTRCTL_RETINH,
+						  true), 0);
+	KUNIT_EXPECT_EQ(test, ctr_filter_check_hw(&filter,
+						  CTRCTL_ALL_INHIBITS & ~CTRCTL_RETINH,
+						  false), -EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, ctr_filter_hw_ctl(&filter,
+						CTRCTL_ALL_INHIBITS & ~CTRCTL_RETINH),
+			filter.ctl & ~CTRCTL_RETINH);
+	/* No inhibits at all: "any" (TKBRINH etc. clear) needs none of them. */
+	KUNIT_ASSERT_EQ(test, ctr_filter_from_perf(PERF_SAMPLE_BRANCH_ANY, true,
+						   false, false, &filter), 0);
+	KUNIT_EXPECT_EQ(test, ctr_filter_check_hw(&filter, 0, false), 0);
+	/* Filters CTR cannot express at all. */
+	KUNIT_EXPECT_EQ(test, ctr_filter_from_perf(PERF_SAMPLE_BRANCH_ANY |
+						   PERF_SAMPLE_BRANCH_COUNTERS, true,
+						   false, false, &filter), -EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, ctr_filter_from_perf(PERF_SAMPLE_BRANCH_ANY |
+						   PERF_SAMPLE_BRANCH_MAX, true,
+						   false, false, &filter), -EINVAL);
+}
+
+static void entry_verdicts(struct kunit *test)
+{
+	const u64 limit = 0x4000000000ULL;
+	struct perf_branch_entry user = { .from = 0x10000, .to = 0x20000 };
+	struct perf_branch_entry to_kernel = { .from = 0x10000, .to = limit };
+	struct perf_branch_entry from_kernel = { .from = ~0ULL - 7, .to = 0x10000 };
+	u16 calls = 1U << CTR_TYPE_DIRECT_CALL;
+
+	KUNIT_EXPECT_EQ(test, ctr_entry_verdict(&user, CTR_TYPE_DIRECT_CALL, calls,
+						true, true, limit), 0);
+	/* Unwanted types go when TYPE tells them apart, stay when it does not. */
+	KUNIT_EXPECT_EQ(test, ctr_entry_verdict(&user, CTR_TYPE_RETURN, calls, true,
+						true, limit),
+			(u8)RVPERF_CTR_RECORD_SOFTWARE_FILTERED);
+	KUNIT_EXPECT_EQ(test, ctr_entry_verdict(&user, CTR_TYPE_RETURN, calls, false,
+						true, limit), 0);
+	/* Redaction: either end at or above the user limit, only for user-only events. */
+	KUNIT_EXPECT_EQ(test, ctr_entry_verdict(&to_kernel, CTR_TYPE_DIRECT_CALL, calls,
+						true, true, limit),
+			(u8)RVPERF_CTR_RECORD_KERNEL_REDACTED);
+	KUNIT_EXPECT_EQ(test, ctr_entry_verdict(&from_kernel, CTR_TYPE_DIRECT_CALL,
+						calls, false, true, limit),
+			(u8)RVPERF_CTR_RECORD_KERNEL_REDACTED);
+	KUNIT_EXPECT_EQ(test, ctr_entry_verdict(&from_kernel, CTR_TYPE_DIRECT_CALL,
+						calls, true, false, limit), 0);
+}
+
+static void ring_wraps(struct kunit *test)
+{
+	u8 ring[16], data[6] = { 1, 2, 3, 4, 5, 6 };
+	static const u8 wrapped[16] = { 3, 4, 5, 6, [4 ... 13] = 0xee, 1, 2 };
+
+	memset(ring, 0xee, sizeof(ring));
+	ctr_ring_write(ring, sizeof(ring), 2, data, sizeof(data));
+	KUNIT_EXPECT_MEMEQ(test, ring + 2, data, sizeof(data));
+	KUNIT_EXPECT_EQ(test, ring[8], (u8)0xee);
+	/* head counts on past the size; the record straddles the end. */
+	memset(ring, 0xee, sizeof(ring));
+	ctr_ring_write(ring, sizeof(ring), 16 * 3 + 14, data, sizeof(data));
+	KUNIT_EXPECT_MEMEQ(test, ring, wrapped, sizeof(ring));
+	/* Exactly up to the end: nothing at the start. */
+	memset(ring, 0xee, sizeof(ring));
+	ctr_ring_write(ring, sizeof(ring), 10, data, sizeof(data));
+	KUNIT_EXPECT_EQ(test, ring[0], (u8)0xee);
+	KUNIT_EXPECT_EQ(test, ring[15], (u8)6);
+}
+
 static void record_layout(struct kunit *test)
 {
 	/* userland (perf-abi's rvperf_ctr module) relies on these. */
@@ -198,6 +348,11 @@ static struct kunit_case ctr_logic_cases[] = {
 	KUNIT_CASE(entry_conversion),
 	KUNIT_CASE(type_mapping),
 	KUNIT_CASE(firmware_triggers),
+	KUNIT_CASE(attr_checks),
+	KUNIT_CASE(privilege_resolution),
+	KUNIT_CASE(filter_hardware_limits),
+	KUNIT_CASE(entry_verdicts),
+	KUNIT_CASE(ring_wraps),
 	KUNIT_CASE(record_layout),
 	{}
 };

@@ -75,4 +75,36 @@ struct rvperf_ctr_record {
 #define RVPERF_CTR_RECORD_HEADER_SIZE 48
 #define RVPERF_CTR_MAX_DEPTH 256
 
+/*
+ * The layout is the ABI: every compiler that includes this header (the
+ * module, and the test of rvperf's perf-abi crate that compares its parser's
+ * offsets with offsetof/sizeof printed by a C program built with this
+ * header) checks it.
+ */
+#ifdef __cplusplus
+#define __RVPERF_CTR_ASSERT(expr) static_assert(expr, #expr)
+#else
+#define __RVPERF_CTR_ASSERT(expr) _Static_assert(expr, #expr)
+#endif
+#define __RVPERF_CTR_OFFSET(field, offset)                                     \
+	__RVPERF_CTR_ASSERT(__builtin_offsetof(struct rvperf_ctr_record, field) == \
+			    (offset))
+
+__RVPERF_CTR_ASSERT(sizeof(struct rvperf_ctr_record) == RVPERF_CTR_RECORD_HEADER_SIZE);
+__RVPERF_CTR_OFFSET(magic, 0);
+__RVPERF_CTR_OFFSET(size, 4);
+__RVPERF_CTR_OFFSET(version, 6);
+__RVPERF_CTR_OFFSET(flags, 7);
+__RVPERF_CTR_OFFSET(cpu, 8);
+__RVPERF_CTR_OFFSET(pid, 12);
+__RVPERF_CTR_OFFSET(tid, 16);
+__RVPERF_CTR_OFFSET(nr_entries, 20);
+__RVPERF_CTR_OFFSET(depth, 22);
+__RVPERF_CTR_OFFSET(time, 24);
+__RVPERF_CTR_OFFSET(ip, 32);
+__RVPERF_CTR_OFFSET(period, 40);
+__RVPERF_CTR_OFFSET(entries, 48);
+/* from, to, and one word of flags, as PERF_SAMPLE_BRANCH_STACK has them. */
+__RVPERF_CTR_ASSERT(sizeof(struct perf_branch_entry) == 24);
+
 #endif /* _UAPI_RVPERF_CTR_H */

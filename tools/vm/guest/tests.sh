@@ -147,8 +147,19 @@ else
     not_ok "rvperf_ctr PMU registered with format/ and events/" "$(find "$pmu" 2>&1 | head -n 5)"
 fi
 check "perf list shows rvperf_ctr" sh -c 'perf list 2>/dev/null | grep -q "rvperf_ctr/cycles/"'
-check "rvperf list shows the SBI PMU counter inventory" \
-    sh -c 'rvperf list | grep -q "hardware csr=0xc00 width=64"'
+# The SBI PMU's counter inventory, one value per file (counters/counterN_type,
+# _csr, _width), as rvperf list prints it.
+if [ "$(cat "$pmu/counters/counter0_type" 2>/dev/null)" = hardware ] &&
+    [ "$(cat "$pmu/counters/counter0_csr" 2>/dev/null)" = 0xc00 ] &&
+    [ "$(cat "$pmu/counters/counter0_width" 2>/dev/null)" = 64 ] &&
+    [ "$(cat "$pmu"/counters/* | wc -l)" -eq "$(ls "$pmu/counters" | wc -l)" ] &&
+    rvperf list >"$OUT/logs/rvperf-list.log" 2>&1 &&
+    grep -qx '    0 hardware csr=0xc00 width=64' "$OUT/logs/rvperf-list.log"; then
+    ok "rvperf list shows the SBI PMU counter inventory ($(ls "$pmu/counters" | grep -c _type) counters, one value per sysfs file)"
+else
+    not_ok "rvperf list shows the SBI PMU counter inventory (one value per sysfs file)" \
+        "$(ls "$pmu/counters" "$pmu/caps" 2>&1 | head -n 4)" "$(grep -A2 'SBI PMU' "$OUT/logs/rvperf-list.log")"
+fi
 check "rvperf record with an instructions trigger" \
     sh -c "rvperf record -e instructions -j any,u -c 20000 -o /tmp/insn.data -- calls 50 && rvperf script -F ip -i /tmp/insn.data | grep -q ."
 
@@ -258,6 +269,18 @@ mkdir -p /tmp/user && chown 1000:1000 /tmp/user
 check "unprivileged user: -j any,u is allowed" \
     run_as 1000 rvperf record -j any,u -c 20000 -o /tmp/user/u.data -- calls 50
 cp /tmp/user/u.data "$OUT/ctr-unprivileged.data" 2>/dev/null
+# Kernel addresses are refused by perf's own rule, checked on the raw syscall
+# (rvperf sets exclude_kernel for an unprivileged user, so it never asks): the
+# same open with exclude_kernel=1 succeeds, with exclude_kernel=0 it is EACCES.
+run_as 1000 perf_open rvperf_ctr exclude_kernel=1 >"$OUT/logs/perf-open-user.log" 2>&1
+run_as 1000 perf_open rvperf_ctr exclude_kernel=0 >"$OUT/logs/perf-open-kernel.log" 2>&1
+if grep -qx 'perf_event_open: ok' "$OUT/logs/perf-open-user.log" &&
+    grep -qx 'perf_event_open: errno 13 (Permission denied)' "$OUT/logs/perf-open-kernel.log"; then
+    ok "unprivileged perf_event_open of rvperf_ctr with exclude_kernel=0: EACCES (exclude_kernel=1: opens)"
+else
+    not_ok "unprivileged perf_event_open of rvperf_ctr with exclude_kernel=0: EACCES (exclude_kernel=1: opens)" \
+        "exclude_kernel=1: $(cat "$OUT/logs/perf-open-user.log")" "exclude_kernel=0: $(cat "$OUT/logs/perf-open-kernel.log")"
+fi
 # EACCES, from perf's own rules at perf_event_paranoid=2.
 if run_as 1000 rvperf record -j any,k -c 20000 -o /tmp/user/k.data -- calls 50 \
     >"$OUT/logs/unprivileged-kernel.log" 2>&1; then
@@ -296,6 +319,30 @@ refused "inherited event, perf record's default (EOPNOTSUPP)" "doesn't support s
     perf record -e rvperf_ctr/cycles/ -o /tmp/x.data -- true
 refused "software trigger (rvperf's own check)" "event cpu-clock cannot trigger CTR branch stacks" \
     rvperf record -e cpu-clock -b -o /tmp/x.data -- true
+refused "zero period (EINVAL, it would record nothing)" "Invalid argument (os error 22)" \
+    rvperf record -e rvperf_ctr/cycles/ -c 0 -o /tmp/x.data -- true
+# perf_open: the raw syscall, attr fields as given (tests/programs/vm/perf_open.c).
+refused "zero frequency (EINVAL)" "perf_event_open: errno 22 (Invalid argument)" \
+    perf_open rvperf_ctr freq=1 sample_period=0
+refused "exclude_host, only a guest's branches (EOPNOTSUPP)" "perf_event_open: errno 95 (Operation not supported)" \
+    perf_open rvperf_ctr exclude_host=1
+
+# exclude_hv (perf's :u and its paranoid fallback set it) and exclude_guest are
+# accepted: S-mode CTR never records M-mode, nor a guest's VS/VU-mode.
+check "perf_event_open of rvperf_ctr with exclude_hv=1 exclude_guest=1" \
+    sh -c 'perf_open rvperf_ctr exclude_hv=1 exclude_guest=1 | grep -qx "perf_event_open: ok"'
+check "rvperf record -e cycles:u -j any (exclude_hv=1, as perf's :u) records samples" \
+    sh -c "rvperf record -e cycles:u -j any -c 20000 -o /tmp/ctr-u.data -- calls 20 && rvperf script -F ip -i /tmp/ctr-u.data | grep -q ."
+if perf record -e rvperf_ctr/cycles/u --no-inherit -c 20000 -o /tmp/ctr-perf-u.data -- calls 20 \
+    >"$OUT/logs/perf-record-ctr-u.log" 2>&1 &&
+    perf evlist -v -i /tmp/ctr-perf-u.data >"$OUT/logs/perf-evlist-ctr-u.log" 2>&1 &&
+    grep -q 'exclude_hv: 1' "$OUT/logs/perf-evlist-ctr-u.log" &&
+    grep -q 'exclude_guest: 1' "$OUT/logs/perf-evlist-ctr-u.log"; then
+    ok "perf record -e rvperf_ctr/cycles/u --no-inherit opens (exclude_hv: 1, exclude_guest: 1)"
+else
+    not_ok "perf record -e rvperf_ctr/cycles/u --no-inherit opens (exclude_hv: 1, exclude_guest: 1)" \
+        "$(tail -n 3 "$OUT/logs/perf-record-ctr-u.log")" "$(head -n 3 "$OUT/logs/perf-evlist-ctr-u.log")"
+fi
 
 # Load and unload 50 times; every 10th time with an event open, when unloading
 # must be refused as busy (the PMU is in use) and succeed once the event is gone.

@@ -1,8 +1,11 @@
 //! The records the `rvperf_ctr` kernel PMU (kmod-shim/rvperf_ctr) writes into its
 //! AUX area: one per sample, a fixed header and the CTR branch stack as
 //! `struct perf_branch_entry`s, newest first. The layout is defined once, in
-//! `kmod-shim/include/uapi/rvperf_ctr.h`; the constants here mirror it and the
-//! module's KUnit suite checks the same offsets on the kernel side.
+//! `kmod-shim/include/uapi/rvperf_ctr.h`; the constants here mirror it. The header
+//! checks its own layout with `static_assert`s, and `tests/ctr_uapi_layout.rs`
+//! compiles a C program with that header and compares its `offsetof`/`sizeof` with
+//! [`record_offset`], [`CTR_RECORD_HEADER_SIZE`] and the branch entry size, so the
+//! two sides cannot drift.
 
 use perf_event_open_sys::bindings::perf_branch_entry;
 
@@ -14,13 +17,50 @@ pub const CTR_PMU_NAME: &str = "rvperf_ctr";
 pub const CTR_RECORD_MAGIC: u32 = 0x5254_4352;
 pub const CTR_RECORD_VERSION: u8 = 1;
 pub const CTR_RECORD_HEADER_SIZE: usize = 48;
+/// Size of one entry (`struct perf_branch_entry`).
+pub const CTR_ENTRY_SIZE: usize = std::mem::size_of::<perf_branch_entry>();
+
+/// Byte offsets of the fields of `struct rvperf_ctr_record`, which the parser and
+/// [`encode_ctr_record`] use.
+pub mod record_offset {
+    pub const MAGIC: usize = 0;
+    pub const SIZE: usize = 4;
+    pub const VERSION: usize = 6;
+    pub const FLAGS: usize = 7;
+    pub const CPU: usize = 8;
+    pub const PID: usize = 12;
+    pub const TID: usize = 16;
+    pub const NR_ENTRIES: usize = 20;
+    pub const DEPTH: usize = 22;
+    pub const TIME: usize = 24;
+    pub const IP: usize = 32;
+    pub const PERIOD: usize = 40;
+    pub const ENTRIES: usize = 48;
+
+    /// Every field by its C name, for the layout check against the uapi header.
+    pub const ALL: &[(&str, usize)] = &[
+        ("magic", MAGIC),
+        ("size", SIZE),
+        ("version", VERSION),
+        ("flags", FLAGS),
+        ("cpu", CPU),
+        ("pid", PID),
+        ("tid", TID),
+        ("nr_entries", NR_ENTRIES),
+        ("depth", DEPTH),
+        ("time", TIME),
+        ("ip", IP),
+        ("period", PERIOD),
+        ("entries", ENTRIES),
+    ];
+}
 /// The `auxtrace_type` of PERF_RECORD_AUXTRACE_INFO when rvperf keeps rvperf_ctr's AUX
 /// data in perf.data (`rvperf record --keep-aux`); its private words are the rvperf_ctr
 /// PMU type, the trigger's perf type and its config. Linux perf knows types 1 to 8
 /// (Intel PT .. RISC-V trace) and refuses others, so a value far from its enum ("RVCT")
 /// keeps the two from ever meaning different things by the same number.
 pub const RVPERF_AUXTRACE_CTR: u32 = 0x5256_4354;
-const ENTRY_SIZE: usize = std::mem::size_of::<perf_branch_entry>();
+const ENTRY_SIZE: usize = CTR_ENTRY_SIZE;
 
 /// `attr.config1` trigger types (enum rvperf_ctr_trigger_type).
 pub const CTR_TRIGGER_HARDWARE: u64 = 0;
@@ -169,22 +209,22 @@ impl<'a> CtrRecords<'a> {
                 available: rest.len(),
             });
         }
-        let magic = u32_at(rest, 0);
+        let magic = u32_at(rest, record_offset::MAGIC);
         if magic != CTR_RECORD_MAGIC {
             return Err(CtrRecordError::BadMagic {
                 offset,
                 found: magic,
             });
         }
-        let version = rest[6];
+        let version = rest[record_offset::VERSION];
         if version != CTR_RECORD_VERSION {
             return Err(CtrRecordError::BadVersion {
                 offset,
                 found: version,
             });
         }
-        let size = usize::from(u16_at(rest, 4));
-        let entries = usize::from(u16_at(rest, 20));
+        let size = usize::from(u16_at(rest, record_offset::SIZE));
+        let entries = usize::from(u16_at(rest, record_offset::NR_ENTRIES));
         if size != CTR_RECORD_HEADER_SIZE + entries * ENTRY_SIZE {
             return Err(CtrRecordError::BadSize {
                 offset,
@@ -202,16 +242,16 @@ impl<'a> CtrRecords<'a> {
         self.offset += size;
         Ok(Some(CtrRecord {
             header: CtrRecordHeader {
-                flags: rest[7],
-                cpu: u32_at(rest, 8),
-                pid: u32_at(rest, 12),
-                tid: u32_at(rest, 16),
-                depth: u16_at(rest, 22),
-                time: u64_at(rest, 24),
-                ip: u64_at(rest, 32),
-                period: u64_at(rest, 40),
+                flags: rest[record_offset::FLAGS],
+                cpu: u32_at(rest, record_offset::CPU),
+                pid: u32_at(rest, record_offset::PID),
+                tid: u32_at(rest, record_offset::TID),
+                depth: u16_at(rest, record_offset::DEPTH),
+                time: u64_at(rest, record_offset::TIME),
+                ip: u64_at(rest, record_offset::IP),
+                period: u64_at(rest, record_offset::PERIOD),
             },
-            entries: &rest[CTR_RECORD_HEADER_SIZE..size],
+            entries: &rest[record_offset::ENTRIES..size],
         }))
     }
 }
@@ -219,20 +259,25 @@ impl<'a> CtrRecords<'a> {
 /// Builds one record's bytes, as the module lays it out (for tests, benches and
 /// fixtures: the fake at the hardware boundary is the module's own format).
 pub fn encode_ctr_record(record: &CtrRecordHeader, branches: &[CtrBranch]) -> Vec<u8> {
+    use record_offset as at;
     let size = CTR_RECORD_HEADER_SIZE + branches.len() * ENTRY_SIZE;
-    let mut out = Vec::with_capacity(size);
-    out.extend_from_slice(&CTR_RECORD_MAGIC.to_ne_bytes());
-    out.extend_from_slice(&(size as u16).to_ne_bytes());
-    out.push(CTR_RECORD_VERSION);
-    out.push(record.flags);
-    out.extend_from_slice(&record.cpu.to_ne_bytes());
-    out.extend_from_slice(&record.pid.to_ne_bytes());
-    out.extend_from_slice(&record.tid.to_ne_bytes());
-    out.extend_from_slice(&(branches.len() as u16).to_ne_bytes());
-    out.extend_from_slice(&record.depth.to_ne_bytes());
-    out.extend_from_slice(&record.time.to_ne_bytes());
-    out.extend_from_slice(&record.ip.to_ne_bytes());
-    out.extend_from_slice(&record.period.to_ne_bytes());
+    let mut out = vec![0u8; CTR_RECORD_HEADER_SIZE];
+    let mut put = |offset: usize, bytes: &[u8]| {
+        out[offset..offset + bytes.len()].copy_from_slice(bytes);
+    };
+    put(at::MAGIC, &CTR_RECORD_MAGIC.to_ne_bytes());
+    put(at::SIZE, &(size as u16).to_ne_bytes());
+    put(at::VERSION, &[CTR_RECORD_VERSION]);
+    put(at::FLAGS, &[record.flags]);
+    put(at::CPU, &record.cpu.to_ne_bytes());
+    put(at::PID, &record.pid.to_ne_bytes());
+    put(at::TID, &record.tid.to_ne_bytes());
+    put(at::NR_ENTRIES, &(branches.len() as u16).to_ne_bytes());
+    put(at::DEPTH, &record.depth.to_ne_bytes());
+    put(at::TIME, &record.time.to_ne_bytes());
+    put(at::IP, &record.ip.to_ne_bytes());
+    put(at::PERIOD, &record.period.to_ne_bytes());
+    out.reserve(size - CTR_RECORD_HEADER_SIZE);
     for branch in branches {
         out.extend_from_slice(&branch.from.to_ne_bytes());
         out.extend_from_slice(&branch.to.to_ne_bytes());

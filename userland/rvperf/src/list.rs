@@ -3,6 +3,7 @@
 //! rvperf_ctr PMU (kmod-shim) also its CTR capabilities and the SBI PMU's counter
 //! inventory, which the kernel's own driver does not expose.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -56,6 +57,52 @@ fn sysfs_entries(dir: &Path) -> Vec<(String, String)> {
     found
 }
 
+/// The SBI PMU's counter inventory from rvperf_ctr's `counters/` directory, one value
+/// per file: `counterN_type` (`hardware` or `firmware`) and, for hardware counters,
+/// `counterN_csr` and `counterN_width`. One line per counter, by index:
+/// `0 hardware csr=0xc00 width=64`, `5 firmware`.
+fn counter_inventory(files: &[(String, String)]) -> Vec<String> {
+    #[derive(Default)]
+    struct Counter<'a> {
+        kind: &'a str,
+        csr: &'a str,
+        width: &'a str,
+    }
+    let mut counters: BTreeMap<u32, Counter> = BTreeMap::new();
+    for (name, value) in files {
+        let Some((index, field)) = name
+            .strip_prefix("counter")
+            .and_then(|rest| rest.split_once('_'))
+        else {
+            continue;
+        };
+        let Ok(index) = index.parse::<u32>() else {
+            continue;
+        };
+        let counter = counters.entry(index).or_default();
+        match field {
+            "type" => counter.kind = value,
+            "csr" => counter.csr = value,
+            "width" => counter.width = value,
+            _ => {}
+        }
+    }
+    counters
+        .into_iter()
+        .filter(|(_, counter)| !counter.kind.is_empty())
+        .map(|(index, counter)| {
+            if counter.kind == "hardware" {
+                format!(
+                    "{index} hardware csr={} width={}",
+                    counter.csr, counter.width
+                )
+            } else {
+                format!("{index} {}", counter.kind)
+            }
+        })
+        .collect()
+}
+
 pub fn run(_arguments: &ListArgs) -> Result<()> {
     let sysfs = Path::new("/sys");
     let stdout = std::io::stdout();
@@ -105,16 +152,46 @@ pub fn run(_arguments: &ListArgs) -> Result<()> {
         }
         if pmu == CTR_PMU_NAME {
             for (name, value) in sysfs_entries(&dir.join("caps")) {
-                if name == "counters" {
-                    writeln!(out, "  SBI PMU counters:")?;
-                    for line in value.lines() {
-                        writeln!(out, "    {line}")?;
-                    }
-                } else {
-                    writeln!(out, "  CTR {name}: {value}")?;
+                writeln!(out, "  CTR {name}: {value}")?;
+            }
+            let counters = counter_inventory(&sysfs_entries(&dir.join("counters")));
+            if !counters.is_empty() {
+                writeln!(out, "  SBI PMU counters:")?;
+                for line in counters {
+                    writeln!(out, "    {line}")?;
                 }
             }
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_inventory_from_one_value_per_file() {
+        let files: Vec<(String, String)> = [
+            ("counter0_csr", "0xc00"),
+            ("counter0_type", "hardware"),
+            ("counter0_width", "64"),
+            ("counter10_type", "firmware"),
+            ("counter2_csr", "0xc02"),
+            ("counter2_type", "hardware"),
+            ("counter2_width", "48"),
+            ("unrelated", "x"),
+        ]
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
+        assert_eq!(
+            counter_inventory(&files),
+            [
+                "0 hardware csr=0xc00 width=64",
+                "2 hardware csr=0xc02 width=48",
+                "10 firmware"
+            ]
+        );
+    }
 }

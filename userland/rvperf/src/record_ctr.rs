@@ -168,7 +168,12 @@ pub fn record(
     let (data_pages, aux_pages) = ring_sizes(arguments.mmap_pages, arguments.aux_pages, cpus.len());
     options.wakeup = Wakeup::Watermark((data_pages * perf_ring::page_size() / 4) as u32);
     options.aux_watermark = (aux_pages * perf_ring::page_size() / 4) as u32;
-    let attr = build_attr(&ctr_spec, &options);
+    let mut attr = build_attr(&ctr_spec, &options);
+    // As perf's modifiers do: `:u` and `:k` exclude the hypervisor (M-mode) too, which
+    // rvperf_ctr accepts (S-mode CTR never records M-mode).
+    if !modifiers.is_empty() {
+        attr.set_exclude_hv(1);
+    }
     let format = SampleFormat::from_attr(&attr);
 
     // Everything that can be refused has been checked: only now is the workload
