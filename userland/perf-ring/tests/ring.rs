@@ -5,24 +5,28 @@
 
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use perf_abi::sys::bindings as b;
 use perf_abi::{build_attr, parse_event, AttrOptions, Record, SampleFormat, Sampling};
 use perf_ring::{poll_readable, AuxMode, Event, EventError, RawData, RingBuffer, RingError};
 
-/// Long enough that only a hang reaches it, never a slow or loaded machine.
-const HANG_BOUND: Duration = Duration::from_secs(300);
+/// Rounds of spinning after which a test gives up: each round is 100,000 multiply-adds
+/// (tens of microseconds of this thread's CPU time, which cpu-clock samples), so the
+/// bound is a count of work the test controls, reached only if the events never
+/// produce what is waited for.
+const MAX_ROUNDS: u64 = 2_000_000;
 
 /// Burns this thread's CPU (which cpu-clock samples) until `done` holds.
 fn spin_until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
     let mut accumulator = 0u64;
+    let mut rounds = 0u64;
     while !done() {
         for i in 0..100_000u64 {
             accumulator = std::hint::black_box(accumulator.wrapping_mul(31).wrapping_add(i));
         }
-        assert!(start.elapsed() < HANG_BOUND, "hung: {what}");
+        rounds += 1;
+        assert!(rounds < MAX_ROUNDS, "never happened in {rounds} rounds of work: {what}");
     }
 }
 
