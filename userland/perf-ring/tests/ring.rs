@@ -26,7 +26,10 @@ fn spin_until(what: &str, mut done: impl FnMut() -> bool) {
             accumulator = std::hint::black_box(accumulator.wrapping_mul(31).wrapping_add(i));
         }
         rounds += 1;
-        assert!(rounds < MAX_ROUNDS, "never happened in {rounds} rounds of work: {what}");
+        assert!(
+            rounds < MAX_ROUNDS,
+            "never happened in {rounds} rounds of work: {what}"
+        );
     }
 }
 
