@@ -6,6 +6,8 @@
 #ifndef RVPERF_CTR_HW_H
 #define RVPERF_CTR_HW_H
 
+#include <linux/stringify.h>
+#include <asm/asm-extable.h>
 #include <asm/csr.h>
 #include "ctr_logic.h"
 
@@ -22,6 +24,37 @@
 #ifndef CSR_SIREG3
 #define CSR_SIREG3 0x153
 #endif
+
+/*
+ * Whether this hart lets S-mode use CTR. Firmware opens CTR and the
+ * indirect CSRs to S-mode through mstateen0 (bits CTR and CSRIND) when
+ * Smstateen is implemented; where it did not, every access below traps as
+ * an illegal instruction. The exception table sends such a trap to the
+ * label after the accesses, skipping the instruction that clears
+ * "trapped", so the probe returns instead of oopsing. The only CTR code
+ * that may run before this returned true on the hart.
+ */
+static inline bool ctr_hw_accessible(void)
+{
+	unsigned long value, trapped;
+
+	asm volatile(
+		"	li	%[trapped], 1\n"
+		"1:	csrr	%[value], " __stringify(CSR_SCTRCTL) "\n"
+		"2:	csrr	%[value], " __stringify(CSR_SCTRSTATUS) "\n"
+		"3:	csrr	%[value], " __stringify(CSR_SCTRDEPTH) "\n"
+		"4:	csrr	%[value], " __stringify(CSR_SISELECT) "\n"
+		"	li	%[trapped], 0\n"
+		"5:\n"
+		_ASM_EXTABLE(1b, 5b)
+		_ASM_EXTABLE(2b, 5b)
+		_ASM_EXTABLE(3b, 5b)
+		_ASM_EXTABLE(4b, 5b)
+		: [value] "=&r"(value), [trapped] "=&r"(trapped)
+		:
+		: "memory");
+	return !trapped;
+}
 
 /* SCTRCLR (SYSTEM, funct12 0x104): spelled out for assemblers without CTR. */
 static inline void ctr_hw_clear(void)

@@ -156,7 +156,7 @@ static inline int ctr_depth_encode(unsigned int entries)
 
 /*
  * What a perf branch_sample_type asks of CTR: the sctrctl value (privilege
- * enables, inhibits cleared for the wanted types, LCOFIFRZ) and the set of
+ * enables, inhibits cleared for the wanted types) and the set of
  * transfer types to keep (bit per ctr_transfer_type), which the software
  * filter applies to whatever the hardware could not inhibit.
  */
@@ -244,7 +244,7 @@ static inline int ctr_filter_from_perf(u64 branch_sample_type, bool user,
 				       struct ctr_filter *filter)
 {
 	u16 wanted = 0;
-	u64 ctl = CTRCTL_LCOFIFRZ;
+	u64 ctl = 0;
 
 	if (branch_sample_type &
 	    (PERF_SAMPLE_BRANCH_ABORT_TX | PERF_SAMPLE_BRANCH_IN_TX |
@@ -320,11 +320,44 @@ static inline int ctr_filter_check_hw(const struct ctr_filter *filter,
 	return missing && !type_supported ? -EOPNOTSUPP : 0;
 }
 
-/* The sctrctl value to program: the filter's, without unimplemented inhibits. */
-static inline u64 ctr_filter_hw_ctl(const struct ctr_filter *filter,
-				    u64 implemented_inhibits)
+/*
+ * How CTR is kept still while the overflow handler reads it.
+ *  - CTR_FREEZE_NONE: user-mode-only recording. Nothing is recorded in
+ *    S-mode, so the buffer cannot change between the overflow trap and the
+ *    handler's reads; freezing would only add a way to go stale (any other
+ *    PMU event's overflow would freeze it too).
+ *  - CTR_FREEZE_HARDWARE: sctrctl.LCOFIFRZ, where implemented and where the
+ *    module can unfreeze at the end of every PMU interrupt (whoever's counter
+ *    overflowed), as the SBI PMU driver would if it knew about CTR.
+ *  - CTR_FREEZE_SOFTWARE: otherwise. The handler stops recording before it
+ *    reads, so the newest entries are the interrupt path up to it.
+ */
+enum ctr_freeze {
+	CTR_FREEZE_NONE,
+	CTR_FREEZE_HARDWARE,
+	CTR_FREEZE_SOFTWARE,
+};
+
+static inline enum ctr_freeze ctr_freeze_mode(bool kernel, bool lcofifrz,
+					      bool unfreeze_after_interrupts)
 {
-	return filter->ctl & (implemented_inhibits | ~CTRCTL_ALL_INHIBITS);
+	if (!kernel)
+		return CTR_FREEZE_NONE;
+	if (lcofifrz && unfreeze_after_interrupts)
+		return CTR_FREEZE_HARDWARE;
+	return CTR_FREEZE_SOFTWARE;
+}
+
+/*
+ * The sctrctl value to program: the filter's, without unimplemented
+ * inhibits, with LCOFIFRZ where the freeze is the hardware's.
+ */
+static inline u64 ctr_filter_hw_ctl(const struct ctr_filter *filter,
+				    u64 implemented_inhibits, enum ctr_freeze freeze)
+{
+	u64 ctl = filter->ctl & (implemented_inhibits | ~CTRCTL_ALL_INHIBITS);
+
+	return freeze == CTR_FREEZE_HARDWARE ? ctl | CTRCTL_LCOFIFRZ : ctl;
 }
 
 /*

@@ -48,7 +48,7 @@ static void filter_any(struct kunit *test)
 
 	KUNIT_ASSERT_EQ(test, ctr_filter_from_perf(PERF_SAMPLE_BRANCH_ANY, true,
 						   false, false, &filter), 0);
-	KUNIT_EXPECT_EQ(test, filter.ctl, CTRCTL_U | CTRCTL_LCOFIFRZ);
+	KUNIT_EXPECT_EQ(test, filter.ctl, CTRCTL_U);
 	KUNIT_EXPECT_FALSE(test, filter.wanted_types & (1U << CTR_TYPE_NOT_TAKEN_BRANCH));
 	KUNIT_EXPECT_TRUE(test, filter.wanted_types & (1U << CTR_TYPE_RETURN));
 }
@@ -244,6 +244,32 @@ static void privilege_resolution(struct kunit *test)
 						    &kernel), -EINVAL);
 }
 
+/*
+ * Freezing: never for user-only recording (nothing changes CTR in S-mode, and a
+ * freeze could only go stale), LCOFIFRZ only where it exists and the module
+ * unfreezes after every PMU interrupt, software otherwise.
+ */
+static void freeze_modes(struct kunit *test)
+{
+	struct ctr_filter filter;
+
+	KUNIT_EXPECT_EQ(test, ctr_freeze_mode(false, true, true), CTR_FREEZE_NONE);
+	KUNIT_EXPECT_EQ(test, ctr_freeze_mode(false, false, false), CTR_FREEZE_NONE);
+	KUNIT_EXPECT_EQ(test, ctr_freeze_mode(true, true, true), CTR_FREEZE_HARDWARE);
+	KUNIT_EXPECT_EQ(test, ctr_freeze_mode(true, false, true), CTR_FREEZE_SOFTWARE);
+	KUNIT_EXPECT_EQ(test, ctr_freeze_mode(true, true, false), CTR_FREEZE_SOFTWARE);
+
+	KUNIT_ASSERT_EQ(test, ctr_filter_from_perf(PERF_SAMPLE_BRANCH_ANY, true,
+						   true, false, &filter), 0);
+	KUNIT_EXPECT_FALSE(test, filter.ctl & CTRCTL_LCOFIFRZ);
+	KUNIT_EXPECT_TRUE(test, ctr_filter_hw_ctl(&filter, CTRCTL_ALL_INHIBITS,
+						  CTR_FREEZE_HARDWARE) & CTRCTL_LCOFIFRZ);
+	KUNIT_EXPECT_FALSE(test, ctr_filter_hw_ctl(&filter, CTRCTL_ALL_INHIBITS,
+						   CTR_FREEZE_SOFTWARE) & CTRCTL_LCOFIFRZ);
+	KUNIT_EXPECT_FALSE(test, ctr_filter_hw_ctl(&filter, CTRCTL_ALL_INHIBITS,
+						   CTR_FREEZE_NONE) & CTRCTL_LCOFIFRZ);
+}
+
 static void filter_hardware_limits(struct kunit *test)
 {
 	struct ctr_filter filter;
@@ -252,7 +278,8 @@ static void filter_hardware_limits(struct kunit *test)
 						   false, false, &filter), 0);
 	/* All inhibits implemented: honoured in hardware alone. */
 	KUNIT_EXPECT_EQ(test, ctr_filter_check_hw(&filter, CTRCTL_ALL_INHIBITS, false), 0);
-	KUNIT_EXPECT_EQ(test, ctr_filter_hw_ctl(&filter, CTRCTL_ALL_INHIBITS), filter.ctl);
+	KUNIT_EXPECT_EQ(test, ctr_filter_hw_ctl(&filter, CTRCTL_ALL_INHIBITS, CTR_FREEZE_NONE),
+			filter.ctl);
 	/* No RETINH: returns would be recorded unless TYPE lets software drop them. */
 	KUNIT_EXPECT_EQ(test, ctr_filter_check_hw(&filter,
 						  CTRCTL_ALL_INHIBITS & ~CTRCTL_RETINH,
@@ -261,7 +288,8 @@ static void filter_hardware_limits(struct kunit *test)
 						  CTRCTL_ALL_INHIBITS & ~CTRCTL_RETINH,
 						  false), -EOPNOTSUPP);
 	KUNIT_EXPECT_EQ(test, ctr_filter_hw_ctl(&filter,
-						CTRCTL_ALL_INHIBITS & ~CTRCTL_RETINH),
+						CTRCTL_ALL_INHIBITS & ~CTRCTL_RETINH,
+						CTR_FREEZE_NONE),
 			filter.ctl & ~CTRCTL_RETINH);
 	/* No inhibits at all: "any" (TKBRINH etc. clear) needs none of them. */
 	KUNIT_ASSERT_EQ(test, ctr_filter_from_perf(PERF_SAMPLE_BRANCH_ANY, true,
@@ -351,6 +379,7 @@ static struct kunit_case ctr_logic_cases[] = {
 	KUNIT_CASE(attr_checks),
 	KUNIT_CASE(privilege_resolution),
 	KUNIT_CASE(filter_hardware_limits),
+	KUNIT_CASE(freeze_modes),
 	KUNIT_CASE(entry_verdicts),
 	KUNIT_CASE(ring_wraps),
 	KUNIT_CASE(record_layout),

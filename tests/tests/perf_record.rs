@@ -707,6 +707,30 @@ fn record_system_wide_sees_the_workload() {
     assert!(report.contains("hot_function"), "{report}");
 }
 
+/// `-a -- COMMAND` records the whole system while the command runs, as perf does: a
+/// busy process that is not the command's is in the recording (rvperf once opened the
+/// command's own events instead).
+#[test]
+fn record_system_wide_with_a_command_records_other_processes() {
+    let (mut ticker, ticks) = start_ticker();
+    ticks.wait(1);
+    let data = scratch_data("all-command");
+    let recorder = recorder(&[CLOCK_EVERY_MS, &["-a"]].concat(), &data)
+        .args(["--", "sleep", "1"])
+        .spawn()
+        .unwrap();
+    let stderr = recorder_success(recorder, "rvperf record -a -- sleep 1");
+    ticker.kill().unwrap();
+    ticker.wait().unwrap();
+    let counts = assert_summary_matches_the_file(&data, &stderr);
+    assert!(
+        counts.pids.contains(&(ticker.id() as i32)),
+        "no sample of the busy process {} in {:?}",
+        ticker.id(),
+        counts.pids
+    );
+}
+
 /// SIGINT or SIGTERM stops the recording of a command at once: the command, which
 /// would tick forever, is sent SIGTERM and reaped, what the rings held is written, and
 /// rvperf ends by the signal that ended the command, as perf does (perf record --

@@ -49,6 +49,12 @@ enum rvperf_ctr_trigger_type {
 #define RVPERF_CTR_RECORD_KERNEL_REDACTED (1U << 2)
 /* The buffer held a full CTR depth of entries: older history was lost. */
 #define RVPERF_CTR_RECORD_STACK_FULL (1U << 3)
+/*
+ * perf throttled the trigger at this sample (too many interrupts per tick,
+ * kernel.perf_event_max_sample_rate): no records follow until perf
+ * unthrottles it at a later tick.
+ */
+#define RVPERF_CTR_RECORD_THROTTLED (1U << 4)
 
 /*
  * One sample: a fixed header followed by nr_entries struct perf_branch_entry

@@ -1,7 +1,8 @@
 /*
  * perf_open.c: `perf_open PMU [FIELD=VALUE]...` opens one sampling event of a
  * dynamic PMU (its type read from /sys/bus/event_source/devices/PMU/type) for
- * the calling process with perf_event_open(2) itself, and prints the result:
+ * a task (the calling process by default) with perf_event_open(2) itself, and
+ * prints the result:
  * "perf_event_open: ok" or "perf_event_open: errno N (message)". It sets the
  * attr fields exactly as given, where rvperf and perf apply their own rules
  * first (rvperf always sets exclude_kernel for an unprivileged user), for the
@@ -10,7 +11,10 @@
  * FIELD: config, config1, sample_period, freq, branch_sample_type,
  * exclude_user, exclude_kernel, exclude_hv, exclude_guest, exclude_host,
  * inherit. Defaults: sample_period=20000, exclude_kernel=1, the rest 0.
- * Exit status 0 when the event opened, 1 when refused, 2 on bad usage.
+ * Two pseudo-fields are perf_event_open's own arguments: pid=N, the task to
+ * follow (default 0, the calling process; -1 with a cpu: every task), and
+ * cpu=N (default -1: wherever the task runs), e.g. pid=1 for another user's
+ * task. Exit status 0 when the event opened, 1 when refused, 2 on bad usage.
  */
 #include <errno.h>
 #include <linux/perf_event.h>
@@ -61,10 +65,25 @@ static int set_field(struct perf_event_attr *attr, const char *field, unsigned l
     return -1;
 }
 
+/* A whole decimal number (negative too) with nothing after it. */
+static int parse_int(const char *text, int *value)
+{
+    char *end;
+    long parsed;
+
+    errno = 0;
+    parsed = strtol(text, &end, 0);
+    if (errno || end == text || *end || parsed < -2147483647L - 1 || parsed > 2147483647L)
+        return -1;
+    *value = (int)parsed;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct perf_event_attr attr;
     int i, fd, type;
+    int pid = 0, cpu = -1;
 
     if (argc < 2) {
         fprintf(stderr, "usage: perf_open PMU [FIELD=VALUE]...\n");
@@ -89,12 +108,19 @@ int main(int argc, char **argv)
             return 2;
         }
         *equals = 0;
+        if (!strcmp(argv[i], "pid") || !strcmp(argv[i], "cpu")) {
+            if (parse_int(equals + 1, !strcmp(argv[i], "pid") ? &pid : &cpu)) {
+                fprintf(stderr, "perf_open: %s=%s: not a number\n", argv[i], equals + 1);
+                return 2;
+            }
+            continue;
+        }
         if (set_field(&attr, argv[i], strtoull(equals + 1, NULL, 0))) {
             fprintf(stderr, "perf_open: unknown field %s\n", argv[i]);
             return 2;
         }
     }
-    fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+    fd = syscall(SYS_perf_event_open, &attr, pid, cpu, -1, 0);
     if (fd < 0) {
         int err = errno;
 

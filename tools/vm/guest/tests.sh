@@ -187,6 +187,146 @@ check "rvperf record -j call_stack,u (RAS emulation) -- calls" \
 check "rvperf script reads the CTR recording" \
     sh -c "rvperf script -F ip,brstack -i $OUT/ctr-any.data | grep -q /0x"
 
+# Call stacks survive frequency mode and context switches (issue 13, item 1). perf
+# core calls ->stop/->start on every tick in frequency mode; CTR used to be cleared
+# there and at every switch, cutting each call stack. `deep 20 N` sits at recursion
+# depth 20 for nearly all of its run: the host checks that nearly every record holds
+# the whole chain (tools/vm/test), with -c and with -F alike.
+check "rvperf record -j call_stack,u -c 200000 -- deep 20 (fixed period)" \
+    rvperf record -j call_stack,u -c 200000 -o "$OUT/ctr-deep-period.data" -- deep 20 4000000
+check "rvperf record -j call_stack,u -F 4000 -- deep 20 (frequency mode)" \
+    rvperf record -j call_stack,u -F 4000 -o "$OUT/ctr-deep-freq.data" -- deep 20 4000000
+cp "$BIN/deep" "$OUT/symfs/opt/rvperf/bin/"
+
+# Each record's period is its own sample's (issue 13, item 2), not the next one the
+# SBI PMU driver has already programmed. In frequency mode a trigger starts at period
+# 1 and perf's adjustment takes effect one overflow late, so a plain perf record of
+# the same trigger begins with a run of period-1 samples; the records of the CTR
+# event (whose trigger is enabled at exec, like perf's event) must begin with the
+# same run: one shorter if each record carried the next period. With -c every period
+# is the one asked for.
+leading_ones() { awk '$1 == 1 { n++; next } { exit } END { print n + 0 }'; }
+perf record -q -e instructions:u -F 1000 -o /tmp/period-perf.data -- calls 50 >/dev/null 2>&1
+rvperf record -e instructions:u -j any,u -F 1000 -o /tmp/period-ctr.data -- calls 50 >/dev/null 2>&1
+perf script -F period -i /tmp/period-perf.data 2>/dev/null | head -n 8 >"$OUT/logs/period-perf.txt"
+rvperf script -F period -i /tmp/period-ctr.data 2>/dev/null | head -n 8 >"$OUT/logs/period-ctr.txt"
+perf_ones=$(leading_ones <"$OUT/logs/period-perf.txt")
+ctr_ones=$(leading_ones <"$OUT/logs/period-ctr.txt")
+if [ "$perf_ones" -ge 2 ] && [ "$ctr_ones" -eq "$perf_ones" ]; then
+    ok "frequency mode: records begin with $ctr_ones period-1 samples, as perf record's of the same trigger ($(tr -s ' \n' ' ' <"$OUT/logs/period-ctr.txt"))"
+else
+    not_ok "frequency mode: records begin with the period-1 samples perf record's do" \
+        "perf: $(tr -s ' \n' ' ' <"$OUT/logs/period-perf.txt")" "rvperf_ctr: $(tr -s ' \n' ' ' <"$OUT/logs/period-ctr.txt")"
+fi
+rvperf record -e instructions:u -j any,u -c 20000 -o /tmp/period-fixed.data -- calls 50 >/dev/null 2>&1
+periods=$(rvperf script -F period -i /tmp/period-fixed.data 2>/dev/null | sort -u | tr -s ' \n' ' ')
+if [ "$periods" = " 20000 " ] || [ "$periods" = "20000 " ]; then
+    ok "fixed period: every record's period is 20000"
+else
+    not_ok "fixed period: every record's period is 20000" "periods: '$periods'"
+fi
+
+# Freezing (issue 13, item 3): another PMU event's overflow froze CTR (LCOFIFRZ) until
+# this module's next trigger, whose record then held stale entries. With a system-wide
+# perf record overflowing more often than the trigger, every record's newest entry must
+# still lead to its sample's ip (checked on the host): user-only recording does not
+# freeze at all; with kernel branches, every PMU interrupt's end unfreezes; and the
+# software freeze (hardware without LCOFIFRZ, forced here by the module's test hook).
+# (perf record -a without a command records until SIGINT.)
+perf record -q -a -B -N -e instructions -c 100000 -o /tmp/foreign.data >/dev/null 2>&1 &
+foreign=$!
+# wait_for_events PID N: until process PID holds N perf event descriptors (its events
+# are open); bounded by a count, only a hang would reach it.
+wait_for_events() {
+    spin=0
+    while [ "$(ls -l "/proc/$1/fd" 2>/dev/null | grep -c 'perf_event')" -lt "$2" ] && [ "$spin" -lt 20000 ]; do
+        spin=$((spin + 1))
+    done
+}
+wait_for_events "$foreign" 1
+check "rvperf record -j any,u -c 300000 while perf record -a overflows every 100,000 instructions" \
+    rvperf record -j any,u -c 300000 -o "$OUT/ctr-foreign-user.data" -- calls 1000
+check "rvperf record -j any -c 300000 (kernel too: LCOFIFRZ) while perf record -a overflows" \
+    rvperf record -j any -c 300000 -o "$OUT/ctr-foreign-kernel.data" -- calls 1000
+rmmod rvperf_ctr
+# depth=256: in software the freeze comes only once the interrupt path has run,
+# and its branches fill the newest entries (more than 32 of them).
+check "modprobe rvperf_ctr software_freeze=1 depth=256" modprobe rvperf_ctr software_freeze=1 depth=256
+check "rvperf record -j any -c 300000 (software freeze) while perf record -a overflows" \
+    rvperf record -j any -c 300000 -o "$OUT/ctr-software-freeze.data" -- calls 1000
+if dmesg | grep -q 'rvperf_ctr: .*freeze software'; then
+    ok "software_freeze=1: the module says it freezes in software"
+else
+    not_ok "software_freeze=1: the module says it freezes in software" "$(dmesg | grep rvperf_ctr: | tail -n 2)"
+fi
+rmmod rvperf_ctr
+check "modprobe rvperf_ctr (again)" modprobe rvperf_ctr
+kill -INT "$foreign"
+wait "$foreign" 2>/dev/null
+
+# A trigger that cannot get a counter (issue 13, item 7): pinned system-wide cycles
+# events take every counter that can count cycles; the CTR event's pinned trigger then
+# sits in error state and nothing would be recorded. rvperf record must say so and fail.
+events=cycles:D
+i=1
+while [ "$i" -lt 24 ]; do events="$events,cycles:D"; i=$((i + 1)); done
+# (perf stat -a without a command counts until SIGINT.)
+perf stat -a -e "$events" -o /tmp/blocker.txt >/dev/null 2>&1 &
+blocker=$!
+wait_for_events "$blocker" 24
+rm -f /tmp/nocounter.data
+if rvperf record -e cycles -j any,u -c 20000 -o /tmp/nocounter.data -- calls 20 >"$OUT/logs/nocounter.log" 2>&1; then
+    not_ok "a trigger without a counter: rvperf record fails" "it succeeded: $(tail -n 2 "$OUT/logs/nocounter.log")"
+elif grep -q 'never got a hardware counter' "$OUT/logs/nocounter.log" && [ -z "$(ls /tmp/nocounter.* 2>/dev/null)" ]; then
+    ok "a trigger without a counter: rvperf record fails, no file ($(grep -o 'the trigger event.*counter' "$OUT/logs/nocounter.log" | head -n 1))"
+else
+    not_ok "a trigger without a counter: rvperf record fails saying why, no file" "$(tail -n 3 "$OUT/logs/nocounter.log")" \
+        "files: $(ls -l /tmp/nocounter.* 2>&1)"
+fi
+kill -INT "$blocker"
+wait "$blocker" 2>/dev/null
+# Throttling: at most 4 interrupts per tick (1,000 a second at HZ=250), with a trigger
+# that would overflow far more often: rvperf record must say it was throttled and
+# write PERF_RECORD_THROTTLE, which perf counts.
+max_rate=$(cat /proc/sys/kernel/perf_event_max_sample_rate)
+echo 25 >/proc/sys/kernel/perf_cpu_time_max_percent
+echo 1000 >/proc/sys/kernel/perf_event_max_sample_rate
+rvperf record -e instructions -j any,u -c 2000 -o "$OUT/ctr-throttled.data" -- calls 50 \
+    >/dev/null 2>"$OUT/logs/throttled.log"
+echo "$max_rate" >/proc/sys/kernel/perf_event_max_sample_rate
+echo 0 >/proc/sys/kernel/perf_cpu_time_max_percent
+throttles=$(perf report --stats -i "$OUT/ctr-throttled.data" 2>/dev/null | awk '$1 == "THROTTLE" { print $3 }')
+if grep -qE 'trigger was throttled [0-9]+ times' "$OUT/logs/throttled.log" && [ "${throttles:-0}" -gt 0 ]; then
+    ok "throttling is reported: $(grep -oE 'throttled [0-9]+ times' "$OUT/logs/throttled.log"); perf report --stats: $throttles THROTTLE events"
+else
+    not_ok "throttling is reported (rvperf record's warning, PERF_RECORD_THROTTLE)" "$(tail -n 2 "$OUT/logs/throttled.log")" \
+        "THROTTLE events: '${throttles}'"
+fi
+
+# CPU-wide isolation (issue 13, item 8): two processes alternating on this hart after
+# a few user branches each (pingpong's WORK=2), recorded system-wide: a CPU-wide event
+# has no ->del/->add at task switches, so CTR is cleared by the sched_switch probe; the
+# host checks that no record mixes the two processes' functions.
+check "rvperf record -a -j any,u -c 2000 -- pingpong 20000 2 (switches every few branches)" \
+    rvperf record -a -j any,u -c 2000 -o "$OUT/ctr-switches.data" -- pingpong 20000 2
+
+# PID namespaces (issue 13, item 10): records carry the PIDs of the recorder's
+# namespace, as perf core's side-band records do, so samples find their process.
+if unshare --pid --fork --mount-proc rvperf record -j any,u -c 20000 -o /tmp/pidns.data -- calls 50 \
+    >"$OUT/logs/pidns.log" 2>&1; then
+    rvperf script -F comm,pid -i /tmp/pidns.data >"$OUT/logs/pidns.script" 2>&1
+    total=$(grep -c . "$OUT/logs/pidns.script")
+    own=$(awk '$1 == "calls" && $2 < 100 { n++ } END { print n + 0 }' "$OUT/logs/pidns.script")
+    if [ "$total" -gt 0 ] && [ "$own" -eq "$total" ]; then
+        ok "in a PID namespace, all $total samples belong to calls with its namespace PID ($(awk '{ print $2 }' "$OUT/logs/pidns.script" | sort -u | tr '\n' ' '))"
+    else
+        not_ok "in a PID namespace, all samples belong to calls with its namespace PID" "$own of $total" \
+            "$(sort -u "$OUT/logs/pidns.script" | head -n 3)"
+    fi
+else
+    not_ok "rvperf record in a PID namespace (unshare --pid --fork --mount-proc)" "$(tail -n 3 "$OUT/logs/pidns.log")"
+fi
+
 # SIGINT stops a CTR recording at once, as it stops perf record: per task (the
 # workload, far from done, is sent SIGTERM and rvperf then ends by the signal that
 # ended it, as perf does), attached with -p (the process goes on; rvperf ends by
@@ -280,6 +420,25 @@ if grep -qx 'perf_event_open: ok' "$OUT/logs/perf-open-user.log" &&
 else
     not_ok "unprivileged perf_event_open of rvperf_ctr with exclude_kernel=0: EACCES (exclude_kernel=1: opens)" \
         "exclude_kernel=1: $(cat "$OUT/logs/perf-open-user.log")" "exclude_kernel=0: $(cat "$OUT/logs/perf-open-kernel.log")"
+fi
+# The caller's right to profile the target is checked before the trigger is created
+# (issue 13, item 9): an unprivileged user targeting another user's task (init) gets
+# EACCES and no trigger counter is created for it (the module's count in debugfs);
+# the same user's own task gets its trigger.
+created=/sys/kernel/debug/rvperf_ctr/triggers_created
+before=$(cat "$created" 2>/dev/null)
+run_as 1000 perf_open rvperf_ctr pid=1 >"$OUT/logs/perf-open-other.log" 2>&1
+after_other=$(cat "$created" 2>/dev/null)
+run_as 1000 perf_open rvperf_ctr >"$OUT/logs/perf-open-own.log" 2>&1
+after_own=$(cat "$created" 2>/dev/null)
+if [ -n "$before" ] && grep -qx 'perf_event_open: errno 13 (Permission denied)' "$OUT/logs/perf-open-other.log" &&
+    [ "$after_other" = "$before" ] && grep -qx 'perf_event_open: ok' "$OUT/logs/perf-open-own.log" &&
+    [ "$after_own" -eq $((before + 1)) ]; then
+    ok "another user's task: EACCES before any trigger is created (triggers $before -> $after_other; own task -> $after_own)"
+else
+    not_ok "another user's task: EACCES before any trigger is created" \
+        "other: $(cat "$OUT/logs/perf-open-other.log") own: $(cat "$OUT/logs/perf-open-own.log")" \
+        "triggers_created: before '$before', after other '$after_other', after own '$after_own'"
 fi
 # EACCES, from perf's own rules at perf_event_paranoid=2.
 if run_as 1000 rvperf record -j any,k -c 20000 -o /tmp/user/k.data -- calls 50 \

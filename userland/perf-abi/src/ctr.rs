@@ -4,8 +4,9 @@
 //! `kmod-shim/include/uapi/rvperf_ctr.h`; the constants here mirror it. The header
 //! checks its own layout with `static_assert`s, and `tests/ctr_uapi_layout.rs`
 //! compiles a C program with that header and compares its `offsetof`/`sizeof` with
-//! [`record_offset`], [`CTR_RECORD_HEADER_SIZE`] and the branch entry size, so the
-//! two sides cannot drift.
+//! [`record_offset`], [`CTR_RECORD_HEADER_SIZE`] and the branch entry size, and its
+//! `RVPERF_CTR_RECORD_*` flags with [`CTR_RECORD_FLAGS`], so the two sides cannot
+//! drift.
 
 use perf_event_open_sys::bindings::perf_branch_entry;
 
@@ -67,11 +68,25 @@ pub const CTR_TRIGGER_HARDWARE: u64 = 0;
 pub const CTR_TRIGGER_HW_CACHE: u64 = 1;
 pub const CTR_TRIGGER_RAW: u64 = 2;
 
-/// Record flags.
+/// Record flags (`RVPERF_CTR_RECORD_*`).
 pub const CTR_RECORD_KERNEL: u8 = 1 << 0;
 pub const CTR_RECORD_SOFTWARE_FILTERED: u8 = 1 << 1;
 pub const CTR_RECORD_KERNEL_REDACTED: u8 = 1 << 2;
 pub const CTR_RECORD_STACK_FULL: u8 = 1 << 3;
+/// perf core throttled the trigger at this sample (more interrupts per tick than
+/// kernel.perf_event_max_sample_rate allows): no records follow until perf
+/// unthrottles it at a later tick, so samples are missing after this one.
+pub const CTR_RECORD_THROTTLED: u8 = 1 << 4;
+
+/// Every record flag by its C name without the `RVPERF_CTR_RECORD_` prefix, for the
+/// check against the uapi header.
+pub const CTR_RECORD_FLAGS: &[(&str, u8)] = &[
+    ("KERNEL", CTR_RECORD_KERNEL),
+    ("SOFTWARE_FILTERED", CTR_RECORD_SOFTWARE_FILTERED),
+    ("KERNEL_REDACTED", CTR_RECORD_KERNEL_REDACTED),
+    ("STACK_FULL", CTR_RECORD_STACK_FULL),
+    ("THROTTLED", CTR_RECORD_THROTTLED),
+];
 
 /// A stream of records that does not parse. `offset` counts from the start of
 /// the bytes given to [`CtrRecords::new`].
@@ -139,6 +154,12 @@ impl CtrBranch {
 impl<'a> CtrRecord<'a> {
     pub fn is_kernel(&self) -> bool {
         self.header.flags & CTR_RECORD_KERNEL != 0
+    }
+
+    /// Whether perf throttled the trigger at this sample: the samples of the time
+    /// until it is unthrottled are missing.
+    pub fn is_throttled(&self) -> bool {
+        self.header.flags & CTR_RECORD_THROTTLED != 0
     }
 
     pub fn len(&self) -> usize {
@@ -334,6 +355,20 @@ mod tests {
         assert_eq!((second.header, second.len()), (record(9), 0));
         assert_eq!(records.next_record(), Ok(None));
         assert_eq!(records.offset(), bytes.len());
+    }
+
+    #[test]
+    fn flag_accessors_read_their_bits() {
+        let flagged = |flags| {
+            let header = CtrRecordHeader { flags, ..record(1) };
+            encode_ctr_record(&header, &[])
+        };
+        let throttled = flagged(CTR_RECORD_THROTTLED | CTR_RECORD_KERNEL);
+        let record = CtrRecords::new(&throttled).next_record().unwrap().unwrap();
+        assert!(record.is_throttled() && record.is_kernel());
+        let plain = flagged(CTR_RECORD_STACK_FULL);
+        let record = CtrRecords::new(&plain).next_record().unwrap().unwrap();
+        assert!(!record.is_throttled() && !record.is_kernel());
     }
 
     #[test]

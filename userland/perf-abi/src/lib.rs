@@ -19,8 +19,8 @@ pub use attr::{build_attr, AttrOptions, Sampling, Wakeup};
 pub use branch::{parse_branch_filters, BranchFilterError, DASH_B_BRANCH_FILTER};
 pub use event::{parse_event, EventError, EventSpec};
 pub use record::{
-    format_brstack_entry, parse_record, AuxRecord, BranchEntry, BranchFlags, BranchStack,
-    CommRecord, LostRecord, Mmap2FileId, Mmap2Record, MmapRecord, ReadGroupEntry, ReadValues,
-    Record, RecordError, Regs, Sample, SampleFormat, SampleId, SwitchRecord, TaskRecord,
-    ThrottleRecord, U64Slice, RECORD_HEADER_SIZE,
+    format_brstack_entry, parse_read_values, parse_record, AuxRecord, BranchEntry, BranchFlags,
+    BranchStack, CommRecord, LostRecord, Mmap2FileId, Mmap2Record, MmapRecord, ReadGroupEntry,
+    ReadValues, Record, RecordError, Regs, Sample, SampleFormat, SampleId, SwitchRecord,
+    TaskRecord, ThrottleRecord, U64Slice, RECORD_HEADER_SIZE,
 };

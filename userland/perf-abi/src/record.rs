@@ -835,6 +835,18 @@ fn parse_sample<'a>(body: &'a [u8], format: &SampleFormat) -> Result<Sample<'a>,
     Ok(s)
 }
 
+/// What read(2) of an event's file descriptor returns, laid out by the event's
+/// `read_format` (the values PERF_RECORD_READ and PERF_SAMPLE_READ carry too).
+/// Errors name PERF_RECORD_READ as the record type and the offset in `bytes`.
+pub fn parse_read_values(bytes: &[u8], read_format: u64) -> Result<ReadValues, RecordError> {
+    let mut cursor = Cursor {
+        record_type: b::PERF_RECORD_READ,
+        body: bytes,
+        pos: 0,
+    };
+    parse_read(&mut cursor, read_format)
+}
+
 fn parse_read(c: &mut Cursor<'_>, read_format: u64) -> Result<ReadValues, RecordError> {
     let has = |bit: u32| read_format & u64::from(bit) != 0;
     let entry = |c: &mut Cursor<'_>| -> Result<ReadGroupEntry, RecordError> {

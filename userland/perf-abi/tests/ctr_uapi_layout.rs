@@ -1,7 +1,8 @@
 //! The rvperf_ctr record layout, checked against the kernel module's own header:
 //! a C program built with `kmod-shim/include/uapi/rvperf_ctr.h` prints `offsetof` of
-//! every field of `struct rvperf_ctr_record` and the sizes, and they must equal the
-//! constants perf-abi's parser uses. (The header's `static_assert`s pin the same
+//! every field of `struct rvperf_ctr_record`, the sizes and the value of every
+//! `RVPERF_CTR_RECORD_*` flag, and they must equal the constants perf-abi's parser
+//! uses. (The header's `static_assert`s pin the same
 //! numbers on the C side, so neither side can change alone.) Needs a C compiler
 //! (`$CC`, else `cc`) with the Linux UAPI headers, as build-essential has them; a
 //! missing compiler fails the test rather than skipping it.
@@ -9,7 +10,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use perf_abi::ctr::{record_offset, CTR_ENTRY_SIZE, CTR_RECORD_HEADER_SIZE};
+use perf_abi::ctr::{record_offset, CTR_ENTRY_SIZE, CTR_RECORD_FLAGS, CTR_RECORD_HEADER_SIZE};
 
 fn c_layout() -> Vec<(String, usize)> {
     let uapi = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kmod-shim/include/uapi");
@@ -25,6 +26,12 @@ fn c_layout() -> Vec<(String, usize)> {
     }
     program.push_str("\tprintf(\"sizeof(struct rvperf_ctr_record) %zu\\n\", sizeof(struct rvperf_ctr_record));\n");
     program.push_str("\tprintf(\"sizeof(struct perf_branch_entry) %zu\\n\", sizeof(struct perf_branch_entry));\n");
+    for (flag, _) in CTR_RECORD_FLAGS {
+        // A flag the header lacks fails the build, naming it.
+        program.push_str(&format!(
+            "\tprintf(\"RVPERF_CTR_RECORD_{flag} %u\\n\", (unsigned int)(RVPERF_CTR_RECORD_{flag}));\n"
+        ));
+    }
     program.push_str("\treturn 0;\n}\n");
     std::fs::write(&source, program).unwrap();
     let binary = dir.path().join("layout");
@@ -69,5 +76,8 @@ fn record_layout_matches_the_uapi_header() {
         "sizeof(struct perf_branch_entry)".to_owned(),
         CTR_ENTRY_SIZE,
     ));
+    for (flag, value) in CTR_RECORD_FLAGS {
+        expected.push((format!("RVPERF_CTR_RECORD_{flag}"), usize::from(*value)));
+    }
     assert_eq!(c_layout(), expected);
 }

@@ -513,6 +513,26 @@ impl<W: Write + Seek> PerfDataWriter<W> {
         self.emit(PERF_RECORD_LOST, 0, b, attr_index, sid)
     }
 
+    /// Writes a `PERF_RECORD_THROTTLE`: the event `id` (`stream_id`, the id of the
+    /// event that counted, is the same for an event that is not inherited) was
+    /// throttled at `time` for having sampled more often than
+    /// kernel.perf_event_max_sample_rate allows, and samples nothing until it is
+    /// unthrottled (`perf script --show-throttle-events` shows both).
+    pub fn write_throttle(
+        &mut self,
+        attr_index: usize,
+        time: u64,
+        id: u64,
+        stream_id: u64,
+        sid: &SampleId,
+    ) -> Result<(), WriteError> {
+        let mut b = Vec::with_capacity(24);
+        for value in [time, id, stream_id] {
+            b.extend_from_slice(&value.to_le_bytes());
+        }
+        self.emit(PERF_RECORD_THROTTLE, 0, b, attr_index, sid)
+    }
+
     /// Writes a `PERF_RECORD_FINISHED_ROUND`: everything before it may be time-sorted by
     /// readers before anything after it is read.
     pub fn write_finished_round(&mut self) -> Result<(), WriteError> {

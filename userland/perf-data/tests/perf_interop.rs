@@ -189,3 +189,90 @@ fn reads_file_recorded_by_perf_like_perf_script() {
     let (lo, hi) = prog.hot;
     assert!(ours.iter().any(|&(_, ip)| (lo..hi).contains(&ip)));
 }
+
+#[test]
+fn throttle_records_are_read_by_perf_and_by_our_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = build_hot_program(dir.path());
+    let (lo, _) = prog.hot;
+    let samples: Vec<_> = (0..6u64).map(|i| (lo + i, None)).collect();
+    let throttled = [1, 4];
+    // As rvperf record's attrs: samples and side-band records carry the event id.
+    let attr = cpu_clock_attr(PERF_SAMPLE_ID, 0);
+    let bytes = write_file_with_throttles(&prog, attr, &samples, &throttled);
+    let file = dir.path().join("perf.data");
+    std::fs::write(&file, &bytes).unwrap();
+    let f = file.to_str().unwrap();
+
+    // perf 6.1's script cannot show throttle events; its raw dump and its statistics
+    // can. Neither the dump nor script may complain about the records.
+    let (out, err) = run_perf(&["report", "-D", "-i", f]);
+    assert_eq!(file_warnings(&err), "", "perf report -D complained: {err}");
+    let dumped: Vec<_> = out
+        .lines()
+        .filter(|line| line.contains("PERF_RECORD_THROTTLE"))
+        .collect();
+    assert_eq!(dumped.len(), throttled.len(), "{out}");
+    // perf found the time in the sample_id trailer: "CPU TIME OFFSET [SIZE]: ...".
+    let t0 = 1_000_000_000u64;
+    let expected: Vec<u64> = throttled
+        .iter()
+        .map(|&i| t0 + 10 + i as u64 * 1000)
+        .collect();
+    for (line, time) in dumped.iter().zip(&expected) {
+        assert!(line.starts_with(&format!("0 {time} ")), "{line}");
+    }
+    let (out, err) = run_perf(&["report", "--stats", "-i", f]);
+    assert_eq!(
+        file_warnings(&err),
+        "",
+        "perf report --stats complained: {err}"
+    );
+    let stats = out
+        .lines()
+        .find(|line| line.trim_start().starts_with("THROTTLE events:"))
+        .unwrap_or_else(|| panic!("no THROTTLE line in perf report --stats:\n{out}"));
+    assert_eq!(
+        stats.split_whitespace().nth(2),
+        Some("2"),
+        "{stats}\n(the whole output:\n{out})"
+    );
+    let (out, err) = run_perf(&["script", "-i", f, "-F", "ip"]);
+    assert_eq!(file_warnings(&err), "", "perf script complained: {err}");
+    assert_eq!(out.lines().filter(|l| !l.trim().is_empty()).count(), 6);
+
+    // Our reader: each THROTTLE follows its sample, with the sample's time and the id
+    // in its body and in its sample_id trailer.
+    let reader = PerfDataReader::from_bytes(&bytes, "throttled").unwrap();
+    let format = perf_abi::SampleFormat {
+        sample_type: attr.sample_type,
+        sample_id_all: true,
+        ..perf_abi::SampleFormat::default()
+    };
+    let mut last_sample_time = None;
+    let mut seen = Vec::new();
+    for record in reader.records() {
+        let record = record.unwrap();
+        match record.record_type {
+            PERF_RECORD_SAMPLE => {
+                last_sample_time = reader.parse_sample(&record).unwrap().time;
+            }
+            PERF_RECORD_THROTTLE => {
+                let parsed =
+                    perf_abi::parse_record(record.record_type, record.misc, record.body, &format)
+                        .unwrap();
+                let perf_abi::Record::Throttle(throttle) = parsed else {
+                    panic!("not a throttle record: {parsed:?}");
+                };
+                assert_eq!(Some(throttle.time), last_sample_time);
+                assert_eq!((throttle.id, throttle.stream_id), (7, 7));
+                assert_eq!(throttle.sample_id.id, Some(7));
+                assert_eq!(throttle.sample_id.time, Some(throttle.time));
+                assert_eq!(throttle.sample_id.tid, Some(PID));
+                seen.push(throttle.time);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(seen, expected);
+}

@@ -81,5 +81,11 @@ pub fn run(arguments: &InjectArgs) -> Result<()> {
         injected.chunks,
         output.display()
     );
+    if injected.throttles > 0 {
+        eprintln!(
+            "{}",
+            crate::record_ctr::throttle_warning("rvperf inject", injected.throttles)
+        );
+    }
     Ok(())
 }

@@ -470,6 +470,8 @@ pub(crate) struct Counts {
     pub(crate) bytes: u64,
     /// AUX areas that filled up (PERF_RECORD_AUX with the TRUNCATED flag).
     pub(crate) aux_truncated: u64,
+    /// rvperf_ctr records at which perf throttled the trigger (each followed by a gap).
+    pub(crate) throttled: u64,
 }
 
 /// The executable mappings seen, by file name: (pid, build id from MMAP2).
@@ -655,9 +657,12 @@ pub(crate) fn start_target(arguments: &RecordArgs) -> Result<(Option<Workload>, 
     } else {
         Some(Workload::start(&arguments.command)?)
     };
+    // As perf's target rules: -p overrides -a; with -a the command only runs while
+    // everything is recorded (its events are not the command's).
     let pid = match (&workload, arguments.pid) {
-        (Some(workload), _) => workload.pid(),
         (None, Some(pid)) => pid,
+        _ if arguments.all_cpus => -1,
+        (Some(workload), _) => workload.pid(),
         (None, None) => -1,
     };
     Ok((workload, pid))

@@ -3,7 +3,12 @@
 //! Each record becomes an ordinary PERF_RECORD_SAMPLE with PERF_SAMPLE_BRANCH_STACK,
 //! written under the attr of the sampling event that triggered it (cycles, ...), so
 //! that Linux perf and every perf.data reader see a normal branch-stack recording.
+//! What a recording misses is said: a record at which perf throttled the trigger is
+//! followed by the PERF_RECORD_THROTTLE the kernel would have written for the trigger,
+//! and the events' enabled and running times tell how long the trigger held no
+//! hardware counter (the module does not schedule the event then).
 
+use std::io::{Seek, Write};
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::Duration;
@@ -14,8 +19,13 @@ use perf_abi::ctr::{
     CTR_TRIGGER_RAW,
 };
 use perf_abi::sys::bindings as b;
-use perf_abi::{build_attr, parse_event, EventSpec, SampleFormat, Sampling, Wakeup};
-use perf_data::{AuxtraceChunk, BranchEntry, BranchStack, EventAttr, EventDesc, SampleData};
+use perf_abi::{
+    build_attr, parse_event, parse_read_values, EventSpec, SampleFormat, Sampling, Wakeup,
+};
+use perf_data::{
+    AuxtraceChunk, BranchEntry, BranchStack, EventAttr, EventDesc, PerfDataWriter, SampleData,
+    SampleId, WriteError,
+};
 use perf_ring::{online_cpus, poll_readable, AuxMode, Event, RingBuffer};
 
 use crate::record::{
@@ -168,6 +178,11 @@ pub fn record(
     let (data_pages, aux_pages) = ring_sizes(arguments.mmap_pages, arguments.aux_pages, cpus.len());
     options.wakeup = Wakeup::Watermark((data_pages * perf_ring::page_size() / 4) as u32);
     options.aux_watermark = (aux_pages * perf_ring::page_size() / 4) as u32;
+    // The module does not schedule the event while its trigger holds no hardware
+    // counter (taken by pinned events, say): the event's running time then falls
+    // behind its enabled time, which is how rvperf learns what was not recorded.
+    options.read_format |=
+        u64::from(b::PERF_FORMAT_TOTAL_TIME_ENABLED | b::PERF_FORMAT_TOTAL_TIME_RUNNING);
     let mut attr = build_attr(&ctr_spec, &options);
     // As perf's modifiers do: `:u` and `:k` exclude the hypervisor (M-mode) too, which
     // rvperf_ctr accepts (S-mode CTR never records M-mode).
@@ -233,11 +248,14 @@ pub fn record(
     }
     let mut counts = Counts::default();
     let mut mappings = Mappings::new();
+    let mut times = None;
     let exit = run_until_done(arguments, workload, |step| {
         if step == Step::Finish {
             for cpu in &opened {
                 let _ = cpu.event.disable();
             }
+            // Disabled, the events' times no longer change.
+            times = Some(read_times(&opened, attr.read_format));
         } else {
             let fds: Vec<_> = opened.iter().map(|cpu| cpu.event.as_fd()).collect();
             poll_readable(&fds, Some(Duration::from_millis(100)))?;
@@ -252,8 +270,115 @@ pub fn record(
         )?;
         file.flush_round()
     })?;
+    // An error here leaves no file behind, as every error of a recording does.
+    let coverage = match times {
+        Some(Ok(times)) => ctr_coverage(&times, pid != -1),
+        Some(Err(error)) => {
+            eprintln!(
+                "rvperf record: warning: cannot tell how long rvperf_ctr recorded: {error:#}"
+            );
+            CtrCoverage::NotEnabled
+        }
+        None => CtrCoverage::NotEnabled,
+    };
+    if coverage == CtrCoverage::NeverRunning {
+        bail!(
+            "rvperf_ctr: the trigger event {name} never got a hardware counter (the SBI \
+             PMU's counters that can count it were all taken, e.g. by pinned events); \
+             nothing was recorded"
+        );
+    }
     finish(writer, &counts, &mappings, &arguments.output, exit)?;
+    if let CtrCoverage::Share(share) = coverage {
+        if share < MINIMUM_COVERAGE {
+            eprintln!(
+                "rvperf record: warning: rvperf_ctr recorded during only {:.1}% of the time \
+                 the event was enabled: its trigger could not always get a hardware counter",
+                share * 100.0
+            );
+        }
+    }
+    if counts.throttled > 0 {
+        eprintln!("{}", throttle_warning("rvperf record", counts.throttled));
+    }
     Ok(exit)
+}
+
+/// Below this share of its enabled time recorded, a recording says it has gaps. Not 1:
+/// scheduling an event in and out takes a moment of enabled time, and the CPU events
+/// are read one after another, so a complete recording can read a hair under it.
+const MINIMUM_COVERAGE: f64 = 0.99;
+
+/// One CPU event's times from read(2) (`PERF_FORMAT_TOTAL_TIME_*`), in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CounterTimes {
+    /// While the event was enabled (and, per task, its task ran somewhere).
+    enabled: u64,
+    /// While the event was scheduled on its CPU: its trigger counted.
+    running: u64,
+}
+
+/// How much of the time the CTR events were enabled they recorded.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum CtrCoverage {
+    /// Never enabled (nothing ran): nothing to judge.
+    NotEnabled,
+    /// Enabled, never scheduled: the trigger never got a hardware counter.
+    NeverRunning,
+    /// Running time over enabled time, 0 (exclusive) to 1.
+    Share(f64),
+}
+
+/// The coverage of the CPU events of one recording. Per task (`per_task`: one event per
+/// CPU, all for the same task), each event is enabled whenever the task runs, on any
+/// CPU, but runs only while the task is on its own CPU: the task's time is the largest
+/// enabled time, and the running times add up to it when nothing was refused.
+/// System-wide, each CPU's event is enabled for the whole recording on its CPU: the
+/// running times over the enabled times, summed.
+fn ctr_coverage(times: &[CounterTimes], per_task: bool) -> CtrCoverage {
+    let running: u128 = times.iter().map(|time| u128::from(time.running)).sum();
+    let enabled: u128 = if per_task {
+        times
+            .iter()
+            .map(|time| u128::from(time.enabled))
+            .max()
+            .unwrap_or(0)
+    } else {
+        times.iter().map(|time| u128::from(time.enabled)).sum()
+    };
+    if enabled == 0 {
+        CtrCoverage::NotEnabled
+    } else if running == 0 {
+        CtrCoverage::NeverRunning
+    } else {
+        // The times are read one event after another: clamp what rounding adds.
+        CtrCoverage::Share((running as f64 / enabled as f64).min(1.0))
+    }
+}
+
+/// Each CPU event's enabled and running times, as read(2) gives them for `read_format`.
+fn read_times(opened: &[CpuEvent], read_format: u64) -> Result<Vec<CounterTimes>> {
+    let mut buffer = [0u8; 64];
+    opened
+        .iter()
+        .map(|cpu| {
+            let length = cpu.event.read_counter(&mut buffer)?;
+            let values = parse_read_values(&buffer[..length], read_format)
+                .with_context(|| format!("the counter of CPU event {}", cpu.id))?;
+            match (values.time_enabled, values.time_running) {
+                (Some(enabled), Some(running)) => Ok(CounterTimes { enabled, running }),
+                _ => bail!("the CPU event {} was opened without its times", cpu.id),
+            }
+        })
+        .collect()
+}
+
+/// The warning of a recording (or an injection) whose trigger was throttled.
+pub(crate) fn throttle_warning(command: &str, throttled: u64) -> String {
+    format!(
+        "{command}: warning: the rvperf_ctr trigger was throttled {throttled} times \
+         (kernel.perf_event_max_sample_rate); samples are missing after each"
+    )
 }
 
 /// Side-band records first (so a sample's mapping precedes it), then each CPU's AUX
@@ -292,12 +417,13 @@ fn drain_all(
                 continue;
             }
             // Still parsed, to count samples and to refuse a stream rvperf could not read.
-            while records
+            while let Some(record) = records
                 .next_record()
                 .with_context(|| format!("rvperf_ctr AUX data of CPU event {}", cpu.id))?
-                .is_some()
             {
                 counts.samples += 1;
+                // `rvperf inject` writes the THROTTLE records of kept data.
+                counts.throttled += u64::from(record.is_throttled());
             }
             writer.write_auxtrace(&AuxtraceChunk {
                 offset: chunk.head - bytes.len() as u64,
@@ -316,6 +442,10 @@ fn drain_all(
         {
             writer.write_sample(0, &ctr_sample(&record, cpu.id))?;
             counts.samples += 1;
+            if let Some(throttle) = ctr_throttle(&record, cpu.id) {
+                write_ctr_throttle(writer, &throttle)?;
+                counts.throttled += 1;
+            }
             wrote = true;
         }
         drop(chunk);
@@ -354,6 +484,30 @@ pub(crate) fn ctr_sample(record: &CtrRecord<'_>, id: u64) -> SampleData {
     }
 }
 
+/// When perf throttled the trigger at a record: the sample_id of the PERF_RECORD_THROTTLE
+/// that follows its sample (for the CPU event `id`, at the sample's time), as the kernel
+/// writes one for an event it throttles. `rvperf record` and `rvperf inject` write it
+/// with [`write_ctr_throttle`].
+pub(crate) fn ctr_throttle(record: &CtrRecord<'_>, id: u64) -> Option<SampleId> {
+    record.is_throttled().then_some(SampleId {
+        pid: record.header.pid,
+        tid: record.header.tid,
+        time: record.header.time,
+        id,
+        // The event that counted: the event itself, as nothing is inherited.
+        stream_id: id,
+        cpu: record.header.cpu,
+    })
+}
+
+/// Writes the PERF_RECORD_THROTTLE of [`ctr_throttle`] under the triggering event's attr.
+pub(crate) fn write_ctr_throttle<W: Write + Seek>(
+    writer: &mut PerfDataWriter<W>,
+    throttle: &SampleId,
+) -> Result<(), WriteError> {
+    writer.write_throttle(0, throttle.time, throttle.id, throttle.stream_id, throttle)
+}
+
 /// A record's branches as perf's PERF_SAMPLE_BRANCH_STACK (newest first, no hw_idx):
 /// what a recording writes for it, and what a reader of kept AUX data decodes it to.
 fn ctr_branch_stack(record: &CtrRecord<'_>) -> BranchStack {
@@ -367,5 +521,102 @@ fn ctr_branch_stack(record: &CtrRecord<'_>) -> BranchStack {
                 flags: branch.flags_word,
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use perf_abi::ctr::{encode_ctr_record, CtrRecordHeader, CTR_RECORD_THROTTLED};
+
+    use super::*;
+
+    fn times(pairs: &[(u64, u64)]) -> Vec<CounterTimes> {
+        pairs
+            .iter()
+            .map(|&(enabled, running)| CounterTimes { enabled, running })
+            .collect()
+    }
+
+    #[test]
+    fn per_task_coverage_is_the_running_times_over_the_task_s_time() {
+        // The task ran 1000 ns: 600 on CPU 0, 400 on CPU 1; each CPU's event was
+        // enabled all 1000 (a few ns apart, as the reads are).
+        let complete = times(&[(1000, 600), (998, 400)]);
+        assert_eq!(ctr_coverage(&complete, true), CtrCoverage::Share(1.0));
+        let refused = times(&[(1000, 300), (1000, 200)]);
+        assert_eq!(ctr_coverage(&refused, true), CtrCoverage::Share(0.5));
+        // Read a hair apart, the sum may pass the largest enabled time.
+        let rounding = times(&[(1000, 600), (1000, 401)]);
+        assert_eq!(ctr_coverage(&rounding, true), CtrCoverage::Share(1.0));
+    }
+
+    #[test]
+    fn system_wide_coverage_sums_both_times() {
+        // Each CPU's event is enabled for the whole recording on its own CPU.
+        let complete = times(&[(1000, 1000), (1000, 1000)]);
+        assert_eq!(ctr_coverage(&complete, false), CtrCoverage::Share(1.0));
+        let half_refused = times(&[(1000, 1000), (1000, 0)]);
+        assert_eq!(ctr_coverage(&half_refused, false), CtrCoverage::Share(0.5));
+        // The same times per task would be a complete recording.
+        assert_eq!(ctr_coverage(&half_refused, true), CtrCoverage::Share(1.0));
+    }
+
+    #[test]
+    fn enabled_but_never_running_is_told_apart_from_never_enabled() {
+        let never_running = times(&[(1000, 0), (1000, 0)]);
+        assert_eq!(
+            ctr_coverage(&never_running, true),
+            CtrCoverage::NeverRunning
+        );
+        assert_eq!(
+            ctr_coverage(&never_running, false),
+            CtrCoverage::NeverRunning
+        );
+        // A workload that never ran (or no event at all): nothing to judge.
+        let never_enabled = times(&[(0, 0), (0, 0)]);
+        assert_eq!(ctr_coverage(&never_enabled, true), CtrCoverage::NotEnabled);
+        assert_eq!(ctr_coverage(&never_enabled, false), CtrCoverage::NotEnabled);
+        assert_eq!(ctr_coverage(&[], true), CtrCoverage::NotEnabled);
+    }
+
+    #[test]
+    fn a_throttled_record_gets_a_throttle_record_at_its_sample() {
+        let header = CtrRecordHeader {
+            flags: CTR_RECORD_THROTTLED,
+            cpu: 3,
+            pid: 40,
+            tid: 41,
+            time: 5_000,
+            ip: 0x1000,
+            period: 100,
+            ..CtrRecordHeader::default()
+        };
+        let bytes = encode_ctr_record(&header, &[]);
+        let record = CtrRecords::new(&bytes).next_record().unwrap().unwrap();
+        let sample = ctr_sample(&record, 9);
+        let throttle = ctr_throttle(&record, 9).unwrap();
+        assert_eq!(
+            throttle,
+            SampleId {
+                pid: 40,
+                tid: 41,
+                time: sample.time,
+                id: 9,
+                stream_id: 9,
+                cpu: 3,
+            }
+        );
+        let plain = encode_ctr_record(&CtrRecordHeader { flags: 0, ..header }, &[]);
+        let record = CtrRecords::new(&plain).next_record().unwrap().unwrap();
+        assert_eq!(ctr_throttle(&record, 9), None);
+    }
+
+    #[test]
+    fn the_throttle_warning_names_the_count_and_the_limit() {
+        assert_eq!(
+            throttle_warning("rvperf record", 3),
+            "rvperf record: warning: the rvperf_ctr trigger was throttled 3 times \
+             (kernel.perf_event_max_sample_rate); samples are missing after each"
+        );
     }
 }

@@ -277,6 +277,41 @@ fn non_group_read_and_no_hw_idx() {
 }
 
 #[test]
+fn read_values_of_an_event_fd() {
+    let read_format = u64::from(
+        b::PERF_FORMAT_TOTAL_TIME_ENABLED | b::PERF_FORMAT_TOTAL_TIME_RUNNING | b::PERF_FORMAT_ID,
+    );
+    let body = Body::default().u64(5).u64(1000).u64(600).u64(9);
+    let read = parse_read_values(&body.0, read_format).unwrap();
+    assert_eq!(
+        (read.time_enabled, read.time_running),
+        (Some(1000), Some(600))
+    );
+    assert_eq!(
+        read.values,
+        vec![ReadGroupEntry {
+            value: 5,
+            id: Some(9),
+            lost: None
+        }]
+    );
+    // A read(2) shorter than the format: the missing field is named.
+    let error = parse_read_values(&body.0[..16], read_format).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            RecordError::Truncated {
+                record_type: b::PERF_RECORD_READ,
+                offset: 16,
+                field: "read.time_running",
+                ..
+            }
+        ),
+        "{error}"
+    );
+}
+
+#[test]
 fn mmap_and_mmap2_forms() {
     let body = Body::default()
         .u32(1)

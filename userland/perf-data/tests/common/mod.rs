@@ -130,6 +130,17 @@ pub fn write_file(
     attr: EventAttr,
     samples: &[(u64, Option<BranchStack>)],
 ) -> Vec<u8> {
+    write_file_with_throttles(prog, attr, samples, &[])
+}
+
+/// [`write_file`], with a PERF_RECORD_THROTTLE (of the event's id 7, at the sample's
+/// time) right after each sample whose index `throttled` lists.
+pub fn write_file_with_throttles(
+    prog: &HotProgram,
+    attr: EventAttr,
+    samples: &[(u64, Option<BranchStack>)],
+    throttled: &[usize],
+) -> Vec<u8> {
     let mut w = PerfDataWriter::new(
         std::io::Cursor::new(Vec::new()),
         vec![EventDesc {
@@ -167,13 +178,15 @@ pub fn write_file(
     )
     .unwrap();
     for (i, (ip, bs)) in samples.iter().enumerate() {
+        let time = t0 + 10 + i as u64 * 1000;
         w.write_sample(
             0,
             &SampleData {
                 ip: *ip,
                 pid: PID,
                 tid: PID,
-                time: t0 + 10 + i as u64 * 1000,
+                time,
+                id: 7,
                 cpu: 0,
                 period: 250_000,
                 branch_stack: bs.clone(),
@@ -182,6 +195,14 @@ pub fn write_file(
             },
         )
         .unwrap();
+        if throttled.contains(&i) {
+            let sample_id = SampleId {
+                id: 7,
+                stream_id: 7,
+                ..sid(time)
+            };
+            w.write_throttle(0, time, 7, 7, &sample_id).unwrap();
+        }
     }
     w.write_finished_round().unwrap();
     let mut meta = Metadata::from_host("6.1.0", vec!["rvperf".into(), "test".into()]);

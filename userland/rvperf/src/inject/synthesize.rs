@@ -6,21 +6,23 @@
 //!
 //! Decoded today: rvperf_ctr's records (`rvperf record --keep-aux`), each the SAMPLE
 //! with PERF_SAMPLE_BRANCH_STACK the default recording writes for it
-//! ([`ctr_sample`]), under the same attr: `rvperf record` gives the triggering event
-//! the same attr whether it keeps the AUX data or not.
+//! ([`ctr_sample`]), and after a record at which perf throttled the trigger, the
+//! PERF_RECORD_THROTTLE the default recording writes too ([`ctr_throttle`]), under the
+//! same attr: `rvperf record` gives the triggering event the same attr whether it
+//! keeps the AUX data or not.
 
 use std::io::{Seek, Write};
 
 use perf_abi::ctr::{CtrRecordError, CtrRecords, RVPERF_AUXTRACE_CTR};
 use perf_data::{
     EventAttr, EventDesc, PerfDataReader, PerfDataWriter, RawRecord, ReadError, SampleData,
-    WriteError, AUXTRACE_RECORD_SIZE, HEADER_AUXTRACE, PERF_RECORD_AUXTRACE,
+    SampleId, WriteError, AUXTRACE_RECORD_SIZE, HEADER_AUXTRACE, PERF_RECORD_AUXTRACE,
     PERF_RECORD_AUXTRACE_INFO, PERF_RECORD_EVENT_UPDATE, PERF_RECORD_FINISHED_ROUND,
     PERF_RECORD_HEADER_ATTR, PERF_RECORD_HEADER_FEATURE, PERF_SAMPLE_BRANCH_STACK,
 };
 
 use crate::perf_input::OrderedEvents;
-use crate::record_ctr::ctr_sample;
+use crate::record_ctr::{ctr_sample, ctr_throttle, write_ctr_throttle};
 
 /// `PERF_RECORD_HEADER_EVENT_TYPE`, pipe mode's event names before EVENT_UPDATE.
 const PERF_RECORD_HEADER_EVENT_TYPE: u32 = 65;
@@ -118,6 +120,9 @@ pub struct Injected {
     pub chunks: u64,
     /// SAMPLE records written for them.
     pub samples: u64,
+    /// PERF_RECORD_THROTTLE records written after samples at which the trigger was
+    /// throttled.
+    pub throttles: u64,
 }
 
 /// Whether the file keeps AUX data (AUXTRACE_INFO, AUXTRACE records or the
@@ -163,10 +168,18 @@ pub fn inject<W: Write + Seek>(
                 })?;
                 injected.chunks += 1;
                 let id = sample_id(&record, &ids)?;
-                for sample in decoder.samples(&record, id)? {
+                for (sample, throttle) in decoder.samples(&record, id)? {
                     injected.samples += 1;
-                    if let Some(now) = queue.queue(Some(sample.time), Pending::Sample(sample)) {
+                    let time = sample.time;
+                    if let Some(now) = queue.queue(Some(time), Pending::Sample(sample)) {
                         write(&mut writer, now)?;
+                    }
+                    // At the sample's time, queued after it: written right after it.
+                    if let Some(throttle) = throttle {
+                        injected.throttles += 1;
+                        if let Some(now) = queue.queue(Some(time), Pending::Throttle(throttle)) {
+                            write(&mut writer, now)?;
+                        }
                     }
                 }
             }
@@ -293,8 +306,13 @@ impl Decoder {
         }
     }
 
-    /// The samples of one PERF_RECORD_AUXTRACE chunk, for the event `id`.
-    fn samples(self, record: &RawRecord<'_>, id: u64) -> Result<Vec<SampleData>, InjectError> {
+    /// The samples of one PERF_RECORD_AUXTRACE chunk, for the event `id`, each with
+    /// the sample_id of the PERF_RECORD_THROTTLE that follows it, if any.
+    fn samples(
+        self,
+        record: &RawRecord<'_>,
+        id: u64,
+    ) -> Result<Vec<(SampleData, Option<SampleId>)>, InjectError> {
         match self {
             Self::Ctr => {
                 let data_at = record.offset + AUXTRACE_RECORD_SIZE;
@@ -303,7 +321,9 @@ impl Decoder {
                 loop {
                     let at = records.offset();
                     match records.next_record() {
-                        Ok(Some(ctr)) => samples.push(ctr_sample(&ctr, id)),
+                        Ok(Some(ctr)) => {
+                            samples.push((ctr_sample(&ctr, id), ctr_throttle(&ctr, id)))
+                        }
                         Ok(None) => return Ok(samples),
                         Err(source) => {
                             return Err(InjectError::CorruptAux {
@@ -324,6 +344,8 @@ enum Pending<'a> {
     Record(RawRecord<'a>),
     /// Decoded from AUX data.
     Sample(SampleData),
+    /// The PERF_RECORD_THROTTLE after a decoded sample, by its sample_id.
+    Throttle(SampleId),
 }
 
 fn write<W: Write + Seek>(
@@ -332,6 +354,7 @@ fn write<W: Write + Seek>(
 ) -> Result<(), WriteError> {
     match pending {
         Pending::Sample(sample) => writer.write_sample(0, &sample),
+        Pending::Throttle(throttle) => write_ctr_throttle(writer, &throttle),
         Pending::Record(record) => {
             let size = perf_data::PERF_EVENT_HEADER_SIZE + record.body.len();
             let mut bytes = Vec::with_capacity(size);
@@ -348,7 +371,7 @@ fn write<W: Write + Seek>(
 mod tests {
     use std::io::Cursor;
 
-    use perf_abi::ctr::{encode_ctr_record, CtrBranch, CtrRecordHeader};
+    use perf_abi::ctr::{encode_ctr_record, CtrBranch, CtrRecordHeader, CTR_RECORD_THROTTLED};
     use perf_data::{
         AuxtraceChunk, Metadata, ATTR_FLAG_SAMPLE_ID_ALL, PERF_SAMPLE_BRANCH_ANY, PERF_SAMPLE_ID,
         PERF_SAMPLE_IP, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
@@ -359,6 +382,18 @@ mod tests {
     /// A kept file of one event with `ids` and one chunk of one record from AUX area
     /// `idx`, with or without AUXTRACE_INFO before it.
     fn kept(sample_type: u64, ids: Vec<u64>, idx: u32, info: bool) -> Vec<u8> {
+        kept_records(sample_type, ids, idx, info, &[0])
+    }
+
+    /// [`kept`] with one record per entry of `flags`, each with those record flags, at
+    /// times 1000, 2000, ...
+    fn kept_records(
+        sample_type: u64,
+        ids: Vec<u64>,
+        idx: u32,
+        info: bool,
+        flags: &[u8],
+    ) -> Vec<u8> {
         let attr = EventAttr {
             sample_period_or_freq: 20_000,
             sample_type,
@@ -377,20 +412,24 @@ mod tests {
                 .write_auxtrace_info(RVPERF_AUXTRACE_CTR, &[42, 0, 0])
                 .unwrap();
         }
-        let header = CtrRecordHeader {
-            pid: 7,
-            tid: 7,
-            time: 1000,
-            ip: 0x1000,
-            period: 20_000,
-            ..CtrRecordHeader::default()
-        };
         let branch = CtrBranch {
             from: 0x1010,
             to: 0x1000,
             flags_word: 0,
         };
-        let data = encode_ctr_record(&header, &[branch]);
+        let mut data = Vec::new();
+        for (index, &flags) in flags.iter().enumerate() {
+            let header = CtrRecordHeader {
+                flags,
+                pid: 7,
+                tid: 7,
+                time: 1000 * (index as u64 + 1),
+                ip: 0x1000,
+                period: 20_000,
+                ..CtrRecordHeader::default()
+            };
+            data.extend(encode_ctr_record(&header, &[branch]));
+        }
         writer
             .write_auxtrace(&AuxtraceChunk {
                 offset: 0,
@@ -427,7 +466,8 @@ mod tests {
             injected,
             Injected {
                 chunks: 1,
-                samples: 1
+                samples: 1,
+                throttles: 0
             }
         );
         let out = out.into_inner();
@@ -442,6 +482,64 @@ mod tests {
         assert_eq!(samples[0].id, Some(6));
         assert_eq!(samples[0].ip, Some(0x1000));
         assert_eq!(samples[0].branch_stack.as_ref().unwrap().entries.len(), 1);
+    }
+
+    #[test]
+    fn a_throttled_record_is_followed_by_a_throttle_record() {
+        let flags = [0, CTR_RECORD_THROTTLED, 0];
+        let bytes = kept_records(BRANCHES, vec![5], 0, true, &flags);
+        let reader = PerfDataReader::from_bytes(&bytes, "kept").unwrap();
+        let (out, injected) = inject(&reader, Cursor::new(Vec::new())).unwrap();
+        assert_eq!(
+            injected,
+            Injected {
+                chunks: 1,
+                samples: 3,
+                throttles: 1
+            }
+        );
+        let out = out.into_inner();
+        let reader = PerfDataReader::from_bytes(&out, "injected").unwrap();
+        let format = perf_abi::SampleFormat {
+            sample_type: BRANCHES,
+            sample_id_all: true,
+            ..perf_abi::SampleFormat::default()
+        };
+        let mut order = Vec::new();
+        for record in reader.records() {
+            let record = record.unwrap();
+            match record.record_type {
+                perf_data::PERF_RECORD_SAMPLE => {
+                    let sample = reader.parse_sample(&record).unwrap();
+                    order.push(("sample", sample.time.unwrap()));
+                }
+                perf_data::PERF_RECORD_THROTTLE => {
+                    let parsed = perf_abi::parse_record(
+                        record.record_type,
+                        record.misc,
+                        record.body,
+                        &format,
+                    )
+                    .unwrap();
+                    let perf_abi::Record::Throttle(throttle) = parsed else {
+                        panic!("not a throttle record: {parsed:?}");
+                    };
+                    assert_eq!((throttle.id, throttle.stream_id), (5, 5));
+                    assert_eq!(throttle.sample_id.tid, Some(7));
+                    order.push(("throttle", throttle.time));
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(
+            order,
+            [
+                ("sample", 1000),
+                ("sample", 2000),
+                ("throttle", 2000),
+                ("sample", 3000)
+            ]
+        );
     }
 
     #[test]
