@@ -6,7 +6,7 @@
 //!                          [--call-chain] [--user-only] [--edge CALLER:CALLEE]...
 //!                          [--apart A:B [--apart-min N]]
 //!                          [--min-entries N --min-share F] [--fresh-newest F]
-//!                          [--skip-kernel-entries]
+//!                          [--ip-in FUNCTION[,FUNCTION...]] [--skip-kernel-entries]
 //!
 //! For every entry of every sample (not a sample of them): `from` is a control-transfer
 //! instruction of the ELF and `to` a target it can reach (the encoded target of a direct
@@ -23,7 +23,9 @@
 //!
 //! Whole samples: `--min-entries N --min-share F`: at least the share F (0 to 1) of the
 //! command's samples hold N or more entries (call stacks not cut: a program sitting at
-//! recursion depth D under `-j call_stack` has D entries in nearly every sample).
+//! recursion depth D under `-j call_stack` has D entries in nearly every sample); with
+//! `--ip-in F[,F...]` only the samples whose ip lies in one of those functions count
+//! (the program's own work, not its start-up and exit in the C library).
 //! `--fresh-newest F`: of the samples whose ip is a user address of the ELF and that
 //! hold an entry, at least the share F are fresh: their newest entry with a user
 //! address leads to the ip (`to <= ip < to + 512`: a branch, or a return from a trap),
@@ -57,6 +59,8 @@ struct Options {
     apart_min: Option<u64>,
     /// Entries a sample must hold, and the share of samples that must.
     min_entries: Option<(usize, f64)>,
+    /// With `min_entries`: only samples whose ip is in one of these functions count.
+    ip_in: Vec<String>,
     /// The share of eligible samples whose newest entry must be fresh.
     fresh_newest: Option<f64>,
 }
@@ -92,6 +96,7 @@ fn parse_options() -> Result<Options, String> {
         apart: None,
         apart_min: None,
         min_entries: None,
+        ip_in: Vec::new(),
         fresh_newest: None,
     };
     let mut min_entries = None;
@@ -111,6 +116,9 @@ fn parse_options() -> Result<Options, String> {
                 options.apart_min = Some(parse_count(&arg, &value(&arg)?)?);
             }
             "--min-entries" => min_entries = Some(parse_count::<usize>(&arg, &value(&arg)?)?),
+            "--ip-in" => {
+                options.ip_in = value(&arg)?.split(',').map(str::to_owned).collect();
+            }
             "--min-share" => min_share = Some(parse_share(&arg, &value(&arg)?)?),
             "--fresh-newest" => {
                 options.fresh_newest = Some(parse_share(&arg, &value(&arg)?)?);
@@ -301,6 +309,7 @@ fn run(options: &Options) -> Result<bool, String> {
     let mut edges: BTreeMap<(String, String), u64> = BTreeMap::new();
     // --min-entries: samples holding enough entries.
     let mut long_enough = 0u64;
+    let mut counted_for_entries = 0u64;
     // --fresh-newest: samples it judges, those that are fresh, and the first stale ones.
     let mut fresh_eligible = 0u64;
     let mut fresh = 0u64;
@@ -404,7 +413,12 @@ fn run(options: &Options) -> Result<bool, String> {
                 }
             }
         }
-        if let Some((minimum, _)) = options.min_entries {
+        let ip_counts = options.ip_in.is_empty()
+            || ip
+                .and_then(|ip| checker.function(ip))
+                .is_some_and(|function| options.ip_in.iter().any(|name| name == function));
+        if let (Some((minimum, _)), true) = (options.min_entries, ip_counts) {
+            counted_for_entries += 1;
             long_enough += u64::from(sample_entries >= minimum);
         }
         if let Some((a, b)) = &options.apart {
@@ -437,15 +451,23 @@ fn run(options: &Options) -> Result<bool, String> {
         }
     }
     if let Some((minimum, asked)) = options.min_entries {
-        let found = share(long_enough, samples);
+        let found = share(long_enough, counted_for_entries);
+        let which = if options.ip_in.is_empty() {
+            String::new()
+        } else {
+            format!(" with the ip in {}", options.ip_in.join(", "))
+        };
         println!(
-            "samples with {minimum} or more entries: {long_enough} of {samples} (share \
-             {found:.3}, at least {asked} asked)"
+            "samples{which} with {minimum} or more entries: {long_enough} of \
+             {counted_for_entries} (share {found:.3}, at least {asked} asked)"
         );
-        if samples > 0 && found < asked {
+        if counted_for_entries == 0 {
+            violations.push(format!("no sample{which} to count entries of"));
+        } else if found < asked {
             violations.push(format!(
-                "only a share of {found:.3} of the samples of {} hold {minimum} or more \
-                 branch entries ({long_enough} of {samples}), at least {asked} asked",
+                "only a share of {found:.3} of the samples{which} of {} hold {minimum} or \
+                 more branch entries ({long_enough} of {counted_for_entries}), at least \
+                 {asked} asked",
                 options.comm
             ));
         }

@@ -152,6 +152,29 @@ fn min_entries_asks_a_share_of_samples_with_enough_entries() {
     );
 
     assert!(refused(&["--min-entries", "3"]).contains("go together"));
+
+    // Only the samples whose ip is in the functions named count: a shallow sample
+    // elsewhere (start-up, exit) does not.
+    let (main_start, _) = program.function("main");
+    let mut with_elsewhere = lines.to_vec();
+    with_elsewhere[3] = line(main_start + 4, &[round]);
+    let (passed, output) = check(
+        "entries-ip-in-pass",
+        &with_elsewhere,
+        &["--min-entries", "3", "--min-share", "1", "--ip-in", "helper_leaf"],
+    );
+    assert!(passed, "{output}");
+    assert!(
+        output.contains("samples with the ip in helper_leaf with 3 or more entries: 3 of 3"),
+        "{output}"
+    );
+    let (passed, output) = check(
+        "entries-ip-in-fail",
+        &lines,
+        &["--min-entries", "3", "--min-share", "1", "--ip-in", "helper_leaf"],
+    );
+    assert!(!passed, "{output}");
+    assert!(output.contains("(3 of 4)"), "{output}");
 }
 
 #[test]

