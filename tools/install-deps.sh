@@ -21,8 +21,8 @@ set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
 
-GROUP_NAMES=("host compiler and binutils" "riscv64 cross toolchain" "qemu user-mode emulator" "linux perf" "gnu time" "llvm 19 (AutoFDO consumers: clang, llvm-profdata, llvm-profgen)")
-GROUP_PKGS=("build-essential" "gcc-riscv64-linux-gnu libc6-dev-riscv64-cross binutils-riscv64-linux-gnu" "qemu-user" "linux-perf" "time" "clang-19 llvm-19 lld-19")
+GROUP_NAMES=("host compiler and binutils" "riscv64 cross toolchain" "qemu user-mode emulator" "linux perf" "gnu time" "llvm 19 (AutoFDO consumers: clang, llvm-profdata, llvm-profgen)" "strace (the attrs rvperf record opens, for tests/tests/perf_record.rs)")
+GROUP_PKGS=("build-essential" "gcc-riscv64-linux-gnu libc6-dev-riscv64-cross binutils-riscv64-linux-gnu" "qemu-user" "linux-perf" "time" "clang-19 llvm-19 lld-19" "strace")
 
 SUDO=()
 if [ "$(id -u)" -ne 0 ]; then
@@ -82,7 +82,7 @@ for i in "${!GROUP_NAMES[@]}"; do
 done
 
 # Sanity check that the tools the build/trace scripts use are on PATH.
-for tool in cc make readelf riscv64-linux-gnu-gcc riscv64-linux-gnu-objdump qemu-riscv64 qemu-x86_64 perf /usr/bin/time clang-19; do
+for tool in cc make readelf riscv64-linux-gnu-gcc riscv64-linux-gnu-objdump qemu-riscv64 qemu-x86_64 perf /usr/bin/time clang-19 strace; do
     if ! command -v "$tool" >/dev/null 2>&1; then
         echo "install-deps: $tool not found on PATH after installation" >&2
         exit 1

@@ -26,13 +26,11 @@ use common::consumers::{
 };
 use common::{repository, rvperf_binary, scratch};
 use object::{Object, ObjectSegment, SegmentFlags};
-use perf_abi::sys::bindings::{PERF_COUNT_HW_CPU_CYCLES, PERF_TYPE_HARDWARE};
+use perf_abi::sys::bindings::{perf_event_attr, PERF_COUNT_HW_CPU_CYCLES, PERF_TYPE_HARDWARE};
 use perf_data::{
-    BranchEntry, BranchStack, EventAttr, EventDesc, Metadata, Mmap2, Mmap2FileId, PerfDataWriter,
-    SampleData, SampleId, ATTR_FLAG_COMM, ATTR_FLAG_COMM_EXEC, ATTR_FLAG_DISABLED, ATTR_FLAG_MMAP,
-    ATTR_FLAG_MMAP2, ATTR_FLAG_SAMPLE_ID_ALL, ATTR_FLAG_TASK, PERF_RECORD_MISC_USER,
-    PERF_SAMPLE_BRANCH_ANY, PERF_SAMPLE_BRANCH_STACK, PERF_SAMPLE_BRANCH_USER, PERF_SAMPLE_IP,
-    PERF_SAMPLE_PERIOD, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
+    BranchEntry, BranchStack, EventDesc, Metadata, Mmap2, Mmap2FileId, PerfDataWriter, SampleData,
+    SampleId, PERF_RECORD_MISC_USER, PERF_SAMPLE_BRANCH_ANY, PERF_SAMPLE_BRANCH_STACK,
+    PERF_SAMPLE_BRANCH_USER, PERF_SAMPLE_IP, PERF_SAMPLE_PERIOD, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
 };
 use trace_gen::qemu::{ExecLogReader, QemuUser};
 
@@ -209,26 +207,28 @@ fn recording() -> &'static Recording {
 /// LBR: the process's COMM and the MMAP2 of the binary's code, then a SAMPLE with the
 /// last 16 taken branches every ~PERIOD instructions.
 fn write_recording(data: &Path, binary: &Path, code: &Code, pcs: &[u64]) {
+    let mut attr = perf_event_attr {
+        type_: PERF_TYPE_HARDWARE,
+        size: std::mem::size_of::<perf_event_attr>() as u32,
+        config: u64::from(PERF_COUNT_HW_CPU_CYCLES),
+        sample_type: PERF_SAMPLE_IP
+            | PERF_SAMPLE_TID
+            | PERF_SAMPLE_TIME
+            | PERF_SAMPLE_PERIOD
+            | PERF_SAMPLE_BRANCH_STACK,
+        branch_sample_type: PERF_SAMPLE_BRANCH_ANY | PERF_SAMPLE_BRANCH_USER,
+        ..Default::default()
+    };
+    attr.sample_period = PERIOD;
+    attr.set_disabled(1);
+    attr.set_mmap(1);
+    attr.set_comm(1);
+    attr.set_task(1);
+    attr.set_sample_id_all(1);
+    attr.set_mmap2(1);
+    attr.set_comm_exec(1);
     let event = EventDesc {
-        attr: EventAttr {
-            type_: PERF_TYPE_HARDWARE,
-            config: u64::from(PERF_COUNT_HW_CPU_CYCLES),
-            sample_period_or_freq: PERIOD,
-            sample_type: PERF_SAMPLE_IP
-                | PERF_SAMPLE_TID
-                | PERF_SAMPLE_TIME
-                | PERF_SAMPLE_PERIOD
-                | PERF_SAMPLE_BRANCH_STACK,
-            read_format: 0,
-            flags: ATTR_FLAG_DISABLED
-                | ATTR_FLAG_MMAP
-                | ATTR_FLAG_COMM
-                | ATTR_FLAG_TASK
-                | ATTR_FLAG_SAMPLE_ID_ALL
-                | ATTR_FLAG_MMAP2
-                | ATTR_FLAG_COMM_EXEC,
-            branch_sample_type: PERF_SAMPLE_BRANCH_ANY | PERF_SAMPLE_BRANCH_USER,
-        },
+        attr,
         name: "cycles:u".to_owned(),
         ids: vec![1],
     };

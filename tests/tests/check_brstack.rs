@@ -118,6 +118,21 @@ fn refused(arguments: &[&str]) -> String {
     message
 }
 
+/// Whether the checker is to accept the script.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    Passes,
+    Fails,
+}
+
+/// Runs the checker on `lines` and asserts its verdict and that its output holds
+/// `expected`.
+fn expect(name: &str, lines: &[String], arguments: &[&str], verdict: Verdict, expected: &str) {
+    let (passed, output) = check(name, lines, arguments);
+    assert_eq!(passed, verdict == Verdict::Passes, "{output}");
+    assert!(output.contains(expected), "{output}");
+}
+
 #[test]
 fn min_entries_asks_a_share_of_samples_with_enough_entries() {
     let program = Program::load();
@@ -129,26 +144,20 @@ fn min_entries_asks_a_share_of_samples_with_enough_entries() {
     let shallow = line(leaf_start + 4, &[leaf]);
     let lines = [deep.clone(), deep.clone(), deep, shallow];
 
-    let (passed, output) = check(
+    expect(
         "entries-pass",
         &lines,
         &["--min-entries", "3", "--min-share", "0.7"],
-    );
-    assert!(passed, "{output}");
-    assert!(
-        output.contains("samples with 3 or more entries: 3 of 4 (share 0.750, at least 0.7 asked)"),
-        "{output}"
+        Verdict::Passes,
+        "samples with 3 or more entries: 3 of 4 (share 0.750, at least 0.7 asked)",
     );
 
-    let (passed, output) = check(
+    expect(
         "entries-fail",
         &lines,
         &["--min-entries", "3", "--min-share", "0.8"],
-    );
-    assert!(!passed, "{output}");
-    assert!(
-        output.contains("VIOLATION only a share of 0.750 of the samples of calls hold 3 or more"),
-        "{output}"
+        Verdict::Fails,
+        "VIOLATION only a share of 0.750 of the samples of calls hold 3 or more",
     );
 
     assert!(refused(&["--min-entries", "3"]).contains("go together"));
@@ -158,23 +167,34 @@ fn min_entries_asks_a_share_of_samples_with_enough_entries() {
     let (main_start, _) = program.function("main");
     let mut with_elsewhere = lines.to_vec();
     with_elsewhere[3] = line(main_start + 4, &[round]);
-    let (passed, output) = check(
+    expect(
         "entries-ip-in-pass",
         &with_elsewhere,
-        &["--min-entries", "3", "--min-share", "1", "--ip-in", "helper_leaf"],
+        &[
+            "--min-entries",
+            "3",
+            "--min-share",
+            "1",
+            "--ip-in",
+            "helper_leaf",
+        ],
+        Verdict::Passes,
+        "samples with the ip in helper_leaf with 3 or more entries: 3 of 3",
     );
-    assert!(passed, "{output}");
-    assert!(
-        output.contains("samples with the ip in helper_leaf with 3 or more entries: 3 of 3"),
-        "{output}"
-    );
-    let (passed, output) = check(
+    expect(
         "entries-ip-in-fail",
         &lines,
-        &["--min-entries", "3", "--min-share", "1", "--ip-in", "helper_leaf"],
+        &[
+            "--min-entries",
+            "3",
+            "--min-share",
+            "1",
+            "--ip-in",
+            "helper_leaf",
+        ],
+        Verdict::Fails,
+        "(3 of 4)",
     );
-    assert!(!passed, "{output}");
-    assert!(output.contains("(3 of 4)"), "{output}");
 }
 
 #[test]
@@ -195,12 +215,7 @@ fn fresh_newest_tells_fresh_samples_from_stale_ones() {
         line(0xffff_ffff_8000_1000, &[leaf]),
     ];
 
-    let (passed, output) = check("fresh-pass", &lines, &["--fresh-newest", "0.6"]);
-    assert!(passed, "{output}");
-    assert!(
-        output.contains("samples whose newest entry leads to their ip: 2 of 3 with a user ip in the ELF and an entry (share 0.667, at least 0.6 asked)"),
-        "{output}"
-    );
+    expect("fresh-pass", &lines, &["--fresh-newest", "0.6"], Verdict::Passes, "samples whose newest entry leads to their ip: 2 of 3 with a user ip in the ELF and an entry (share 0.667, at least 0.6 asked)");
 
     let (passed, output) = check("fresh-fail", &lines, &["--fresh-newest", "0.9"]);
     assert!(!passed, "{output}");
@@ -236,33 +251,28 @@ fn apart_min_asks_samples_on_both_sides() {
         line(leaf_start + 4, &[leaf]),
     ];
 
-    let (passed, output) = check(
+    expect(
         "apart-pass",
         &lines,
         &["--apart", "op_:helper_", "--apart-min", "1"],
-    );
-    assert!(passed, "{output}");
-    assert!(
-        output.contains("samples touching op_*: 2, touching helper_*: 1"),
-        "{output}"
+        Verdict::Passes,
+        "samples touching op_*: 2, touching helper_*: 1",
     );
 
-    let (passed, output) = check(
+    expect(
         "apart-fail",
         &lines,
         &["--apart", "op_:helper_", "--apart-min", "2"],
-    );
-    assert!(!passed, "{output}");
-    assert!(
-        output.contains("VIOLATION only 1 samples touch helper_* functions, at least 2 asked"),
-        "{output}"
+        Verdict::Fails,
+        "VIOLATION only 1 samples touch helper_* functions, at least 2 asked",
     );
     // Without --apart-min, one side may be missing altogether.
-    let (passed, output) = check("apart-none", &lines[..2], &["--apart", "op_:helper_"]);
-    assert!(passed, "{output}");
-    assert!(
-        output.contains("samples touching op_*: 2, touching helper_*: 0"),
-        "{output}"
+    expect(
+        "apart-none",
+        &lines[..2],
+        &["--apart", "op_:helper_"],
+        Verdict::Passes,
+        "samples touching op_*: 2, touching helper_*: 0",
     );
 
     assert!(refused(&["--apart-min", "1"]).contains("needs --apart"));

@@ -20,7 +20,7 @@ use common::consumers::run_tool;
 use common::{repository, rvperf_binary, scratch};
 use perf_abi::ctr::{encode_ctr_record, CtrBranch, CtrRecordHeader, RVPERF_AUXTRACE_CTR};
 use perf_data::{
-    AuxtraceChunk, EventAttr, EventDesc, PerfDataReader, PerfDataWriter, AUXTRACE_RECORD_SIZE,
+    AuxtraceChunk, EventDesc, PerfDataReader, PerfDataWriter, AUXTRACE_RECORD_SIZE,
     HEADER_AUXTRACE, HEADER_BRANCH_STACK, PERF_RECORD_AUXTRACE, PERF_RECORD_AUXTRACE_INFO,
     PERF_RECORD_MISC_CPUMODE_MASK, PERF_RECORD_MISC_KERNEL, PERF_RECORD_SAMPLE,
 };
@@ -188,7 +188,7 @@ fn keep_aux(converted: &Path, kept: &Path, keep: &Keep) {
         Areas::RoundRobin(ids) => ids.clone(),
     };
     let events = vec![EventDesc {
-        attr: EventAttr::from_bytes(&attr.bytes).unwrap(),
+        attr: perf_abi::attr_from_bytes(&attr.bytes).unwrap(),
         name: attr.name.clone().unwrap_or_default(),
         ids: ids.clone(),
     }];

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -16,10 +16,11 @@ use common::consumers::run_tool;
 use common::{repository, rvperf_binary, scratch};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use perf_abi::sys::bindings::perf_event_attr;
 use perf_data::{
-    AuxtraceChunk, BranchEntry, BranchFlags, BranchStack, EventAttr, EventDesc, Metadata,
-    PerfDataReader, PerfDataWriter, SampleData, ATTR_FLAG_SAMPLE_ID_ALL, PERF_SAMPLE_BRANCH_ANY,
-    PERF_SAMPLE_BRANCH_STACK, PERF_SAMPLE_IP, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
+    AuxtraceChunk, BranchEntry, BranchFlags, BranchStack, EventDesc, Metadata, PerfDataReader,
+    PerfDataWriter, SampleData, PERF_SAMPLE_BRANCH_ANY, PERF_SAMPLE_BRANCH_STACK, PERF_SAMPLE_IP,
+    PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
 };
 
 /// tests/programs/host/NAME.c, built once per test process.
@@ -284,15 +285,7 @@ fn reads_linux_perf_pipe_mode_from_a_file_and_from_stdin() {
 #[test]
 fn branch_stacks_print_exactly_as_linux_perf_prints_them() {
     let data = scratch().join(format!("brstack-{}.data", std::process::id()));
-    let attr = EventAttr {
-        type_: 1,
-        config: 0,
-        sample_period_or_freq: 100_000,
-        sample_type: PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_BRANCH_STACK,
-        read_format: 0,
-        flags: ATTR_FLAG_SAMPLE_ID_ALL,
-        branch_sample_type: PERF_SAMPLE_BRANCH_ANY,
-    };
+    let attr = branch_stack_attr(1, 100_000);
     let file = std::fs::File::create(&data).unwrap();
     let events = vec![EventDesc {
         attr,
@@ -339,15 +332,7 @@ fn branch_stacks_print_exactly_as_linux_perf_prints_them() {
 #[test]
 fn kept_ctr_aux_data_prints_as_its_converted_samples_do() {
     use perf_abi::ctr::{encode_ctr_record, CtrBranch, CtrRecordHeader, RVPERF_AUXTRACE_CTR};
-    let attr = EventAttr {
-        type_: 0,
-        config: 0,
-        sample_period_or_freq: 20_000,
-        sample_type: PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_BRANCH_STACK,
-        read_format: 0,
-        flags: ATTR_FLAG_SAMPLE_ID_ALL,
-        branch_sample_type: PERF_SAMPLE_BRANCH_ANY,
-    };
+    let attr = branch_stack_attr(0, 20_000);
     let events = || {
         vec![EventDesc {
             attr,
@@ -977,6 +962,315 @@ fn event_groups_record_every_member_and_perf_names_them() {
         ips.lines().all(|line| !line.trim().starts_with("ffff")),
         "kernel samples with :u"
     );
+}
+
+/// `perf evlist -v` of an rvperf recording shows exactly the attrs rvperf opened: every
+/// field of each event's perf_event_open(2) call, as strace decodes it, is the field
+/// perf prints from the file (a field one of them leaves out is zero). Only `size`
+/// differs, by design: 144 bytes opened, the first 128 written (perf 6.1's struct).
+/// The options set fields a hand-built attr lost or invented: precise_ip (`p`),
+/// exclude_kernel/exclude_user (`u`/`k`) without exclude_hv, config1/config2, the
+/// watermark wake-up (-m), a group member's flags.
+#[test]
+fn perf_evlist_shows_the_attrs_rvperf_opened() {
+    let cases = [
+        AttrCase {
+            tag: "attr-group",
+            options: &[
+                "-e",
+                "{cpu-clock,task-clock}:upp",
+                "-c",
+                "250000",
+                "-g",
+                "-m",
+                "16",
+            ],
+            names: &["cpu-clock:upp", "task-clock:upp"],
+            opened_with: &[
+                ("precise_ip", "2"),
+                ("exclude_kernel", "1"),
+                ("sample_period_or_freq", "250000"),
+                ("wakeup", "16384"),
+            ],
+        },
+        AttrCase {
+            tag: "attr-terms",
+            options: &[
+                "-e",
+                "software/config=1,config1=0x5,config2=0x7/",
+                "-e",
+                "cpu-clock:k",
+                "-F",
+                "499",
+            ],
+            names: &["software/config=1,config1=0x5,config2=0x7/", "cpu-clock:k"],
+            opened_with: &[("config1", "5"), ("config2", "7"), ("freq", "1")],
+        },
+    ];
+    for AttrCase {
+        tag,
+        options,
+        names,
+        opened_with,
+    } in cases
+    {
+        let data = scratch_data(tag);
+        let trace = data.with_extension("strace");
+        run_tool(
+            Command::new("strace")
+                .args(["-f", "-X", "verbose", "-v", "-s", "4096"])
+                .args(["-e", "trace=perf_event_open", "-o"])
+                .arg(&trace)
+                .arg(rvperf_binary())
+                .arg("record")
+                .args(options)
+                .arg("-o")
+                .arg(&data)
+                .arg("--")
+                .arg(hot_program())
+                .arg("1"),
+            "install strace (apt-get install strace)",
+        );
+        let calls = strace_attrs(&std::fs::read_to_string(&trace).unwrap());
+        let (evlist, _) = run(perf().args(["evlist", "-v", "-i", text(&data)]));
+        let lines: Vec<&str> = evlist.lines().filter(|line| !line.is_empty()).collect();
+        assert_eq!(lines.len(), names.len(), "{evlist}");
+        // Each event is opened once per CPU, the events one after another.
+        assert!(
+            !calls.is_empty() && calls.len() % names.len() == 0,
+            "{} perf_event_open calls for {} events",
+            calls.len(),
+            names.len()
+        );
+        let per_event = calls.len() / names.len();
+        for (index, (name, line)) in names.iter().zip(&lines).enumerate() {
+            let opened = &calls[index * per_event];
+            for (cpu, call) in calls[index * per_event..(index + 1) * per_event]
+                .iter()
+                .enumerate()
+            {
+                assert_eq!(call, opened, "{name}: CPU slot {cpu} opened another attr");
+            }
+            for field in DECODED_FIELDS {
+                assert!(opened.contains_key(field), "strace did not show {field}");
+            }
+            let fields = line
+                .strip_prefix(&format!("{name}: "))
+                .unwrap_or_else(|| panic!("not event {name}: {line}"));
+            let written = attr_fields(fields, ": ");
+            assert_eq!(
+                written.get("size").map(String::as_str),
+                Some("128"),
+                "{line}"
+            );
+            let mismatches: Vec<String> = opened
+                .keys()
+                .chain(written.keys())
+                .filter(|field| *field != "size")
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .filter_map(|field| {
+                    let zero = zero_value(field);
+                    let opened_value = opened.get(field).map_or(zero, String::as_str);
+                    let written_value = written.get(field).map_or(zero, String::as_str);
+                    (opened_value != written_value).then(|| {
+                        format!("{field}: opened {opened_value:?}, perf.data {written_value:?}")
+                    })
+                })
+                .collect();
+            assert!(
+                mismatches.is_empty(),
+                "{tag}, {name}: perf evlist -v differs from the attr opened:\n{}\n\
+                 perf evlist -v: {line}",
+                mismatches.join("\n")
+            );
+        }
+        for (field, value) in opened_with {
+            assert!(
+                calls
+                    .iter()
+                    .any(|call| call.get(*field).map(String::as_str) == Some(value)),
+                "{tag}: no event opened with {field} = {value}"
+            );
+        }
+        let _ = std::fs::remove_file(&trace);
+        let _ = std::fs::remove_file(&data);
+    }
+}
+
+/// One recording of [`perf_evlist_shows_the_attrs_rvperf_opened`].
+struct AttrCase {
+    tag: &'static str,
+    /// rvperf record's options.
+    options: &'static [&'static str],
+    /// The events' names, as perf evlist prints them.
+    names: &'static [&'static str],
+    /// Fields one of the events must have been opened with: the options reach them.
+    opened_with: &'static [(&'static str, &'static str)],
+}
+
+/// Fields strace prints for every perf_event_open attr (branch_sample_type only with
+/// PERF_SAMPLE_BRANCH_STACK), in [`attr_fields`]'s names: the comparison covers them.
+const DECODED_FIELDS: [&str; 25] = [
+    "type",
+    "config",
+    "sample_period_or_freq",
+    "sample_type",
+    "read_format",
+    "disabled",
+    "inherit",
+    "exclude_user",
+    "exclude_kernel",
+    "exclude_hv",
+    "exclude_idle",
+    "mmap",
+    "comm",
+    "freq",
+    "enable_on_exec",
+    "task",
+    "sample_id_all",
+    "mmap2",
+    "comm_exec",
+    "context_switch",
+    "precise_ip",
+    "config1",
+    "config2",
+    "watermark",
+    "wakeup",
+];
+
+/// The attr fields that are sets of flags: strace prints `0x1c7 /* PERF_SAMPLE_IP|... */`,
+/// perf `IP|TID|...`.
+const FLAG_FIELDS: [&str; 3] = ["sample_type", "read_format", "branch_sample_type"];
+
+/// A field's value when it is not printed: perf prints only fields that are not zero.
+fn zero_value(field: &str) -> &'static str {
+    if FLAG_FIELDS.contains(&field) {
+        ""
+    } else {
+        "0"
+    }
+}
+
+/// The attr of every successful perf_event_open(2) in strace's output (`-X verbose -v`),
+/// in call order, by [`attr_fields`].
+fn strace_attrs(trace: &str) -> Vec<BTreeMap<String, String>> {
+    trace
+        .lines()
+        .filter_map(|line| {
+            let (_, call) = line.split_once("perf_event_open({")?;
+            let (_, result) = call.rsplit_once(") = ")?;
+            assert!(
+                result.trim().parse::<i32>().is_ok_and(|fd| fd >= 0),
+                "a perf_event_open failed: {line}"
+            );
+            Some(attr_fields(call, "="))
+        })
+        .collect()
+}
+
+/// The fields of one attr as strace (`name=value`, `separator` "=") or perf evlist -v
+/// (`name: value`, ": ") prints them, separated by ", " (not inside braces or
+/// comments), up to an unmatched `}`, in one form: the field names of perf's unions
+/// (`{ sample_period, sample_freq }`, strace's `sample_freq`, ...) as one name, numbers
+/// in decimal, flag sets as their names without the `PERF_*_` prefix, sorted. strace's
+/// `...` (fields past those it knows) is left out.
+fn attr_fields(text: &str, separator: &str) -> BTreeMap<String, String> {
+    let mut items = Vec::new();
+    let (mut depth, mut in_comment, mut start, mut end) = (0, false, 0, text.len());
+    for (at, character) in text.char_indices() {
+        let rest = &text[at..];
+        if in_comment {
+            in_comment = !rest.starts_with("*/");
+            continue;
+        }
+        if rest.starts_with("/*") {
+            in_comment = true;
+            continue;
+        }
+        match character {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                end = at;
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&text[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&text[start..end]);
+    items
+        .into_iter()
+        .map(str::trim)
+        .filter(|item| !item.is_empty() && *item != "...")
+        .map(|item| {
+            let (name, value) = item
+                .split_once(separator)
+                .unwrap_or_else(|| panic!("not a field: {item:?} in {text}"));
+            let name = match name.trim() {
+                "sample_period" | "sample_freq" | "{ sample_period, sample_freq }" => {
+                    "sample_period_or_freq"
+                }
+                "wakeup_events" | "wakeup_watermark" | "{ wakeup_events, wakeup_watermark }" => {
+                    "wakeup"
+                }
+                "bp_addr" | "{ bp_addr, config1 }" => "config1",
+                "bp_len" | "{ bp_len, config2 }" => "config2",
+                other => other,
+            };
+            (name.to_owned(), field_value(name, value.trim()))
+        })
+        .collect()
+}
+
+/// A field's value in [`attr_fields`]'s form.
+fn field_value(name: &str, value: &str) -> String {
+    if FLAG_FIELDS.contains(&name) {
+        let names = match value.split_once("/*") {
+            Some((_, comment)) => comment.trim_end().trim_end_matches("*/").trim(),
+            None if value == "0" => "",
+            None => value,
+        };
+        let mut names: Vec<&str> = names
+            .split('|')
+            .map(str::trim)
+            .filter(|flag| !flag.is_empty())
+            .map(|flag| {
+                ["PERF_SAMPLE_BRANCH_", "PERF_SAMPLE_", "PERF_FORMAT_"]
+                    .iter()
+                    .find_map(|prefix| flag.strip_prefix(prefix))
+                    .unwrap_or(flag)
+            })
+            .collect();
+        names.sort_unstable();
+        return names.join("|");
+    }
+    // A number, then maybe strace's or perf's comment on it (`0x1 /* PERF_TYPE_... */`).
+    let number = value.split_whitespace().next().unwrap_or_default();
+    let parsed = match number.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => number.parse::<u64>().ok(),
+    };
+    parsed.map_or_else(|| number.to_owned(), |number| number.to_string())
+}
+
+/// An attr of PMU type `type_` (config 0) sampling every `period` events with
+/// IP|TID|TIME and a branch stack of any branch.
+fn branch_stack_attr(type_: u32, period: u64) -> perf_event_attr {
+    let mut attr = perf_event_attr {
+        type_,
+        size: std::mem::size_of::<perf_event_attr>() as u32,
+        sample_type: PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_BRANCH_STACK,
+        branch_sample_type: PERF_SAMPLE_BRANCH_ANY,
+        ..Default::default()
+    };
+    attr.sample_period = period;
+    attr.set_sample_id_all(1);
+    attr
 }
 
 /// A user-mode (PERF_RECORD_MISC_USER) SAMPLE of thread `tid` (its own process) with a

@@ -15,7 +15,10 @@ mod record;
 
 pub use perf_event_open_sys as sys;
 
-pub use attr::{build_attr, AttrOptions, Sampling, Wakeup};
+pub use attr::{
+    attr_bytes, attr_from_bytes, build_attr, AttrBytesError, AttrOptions, Sampling, Wakeup,
+    ATTR_SIZE, ATTR_SIZE_VER0,
+};
 pub use branch::{parse_branch_filters, BranchFilterError, DASH_B_BRANCH_FILTER};
 pub use event::{parse_event, EventError, EventSpec};
 pub use record::{

@@ -29,16 +29,6 @@ pub const PERF_SAMPLE_BRANCH_ANY: u64 = 1 << 3;
 pub const PERF_SAMPLE_BRANCH_TYPE_SAVE: u64 = 1 << 16;
 pub const PERF_SAMPLE_BRANCH_HW_INDEX: u64 = 1 << 17;
 
-/// `perf_event_attr` flag bits (the bitfield word at offset 40).
-pub const ATTR_FLAG_DISABLED: u64 = 1 << 0;
-pub const ATTR_FLAG_MMAP: u64 = 1 << 8;
-pub const ATTR_FLAG_COMM: u64 = 1 << 9;
-pub const ATTR_FLAG_FREQ: u64 = 1 << 10;
-pub const ATTR_FLAG_TASK: u64 = 1 << 13;
-pub const ATTR_FLAG_SAMPLE_ID_ALL: u64 = 1 << 18;
-pub const ATTR_FLAG_MMAP2: u64 = 1 << 23;
-pub const ATTR_FLAG_COMM_EXEC: u64 = 1 << 24;
-
 /// `perf_event_type` values.
 pub const PERF_RECORD_MMAP: u32 = 1;
 pub const PERF_RECORD_LOST: u32 = 2;
@@ -87,8 +77,9 @@ pub const HEADER_EVENT_DESC: u32 = 12;
 pub const HEADER_BRANCH_STACK: u32 = 15;
 pub const HEADER_AUXTRACE: u32 = 18;
 
-/// `sizeof(struct perf_event_attr)` as of PERF_ATTR_SIZE_VER7, which is what perf 6.1 knows;
-/// a larger attr would make older perf versions check the extra bytes for no gain.
+/// `sizeof(struct perf_event_attr)` as of PERF_ATTR_SIZE_VER7, the attr perf.data files
+/// written here hold: perf before 6.3 (6.1 is bookworm's) knows no larger one, and perf
+/// refuses a file whose attr is larger than the struct it was built with.
 pub const PERF_ATTR_SIZE: usize = 128;
 /// `sizeof(struct perf_file_header)`: magic, size, attr_size, 3 sections, 256-bit feature map.
 pub const PERF_FILE_HEADER_SIZE: usize = 104;

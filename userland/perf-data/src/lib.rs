@@ -19,6 +19,6 @@ pub use reader::{
 };
 pub use threads::Threads;
 pub use writer::{
-    AuxtraceChunk, EventAttr, EventDesc, Metadata, Mmap2, Mmap2FileId, PerfDataWriter, SampleData,
-    SampleId, WriteError,
+    AuxtraceChunk, EventDesc, Metadata, Mmap2, Mmap2FileId, PerfDataWriter, SampleData, SampleId,
+    WriteError,
 };

@@ -3,6 +3,9 @@
 //! section, then the feature section table and the feature sections.
 
 use std::io::{self, Seek, SeekFrom, Write};
+use std::mem::offset_of;
+
+use perf_abi::sys::bindings::perf_event_attr;
 
 use crate::abi::*;
 use crate::brstack::BranchStack;
@@ -28,71 +31,67 @@ pub enum WriteError {
     BranchStackMismatch,
     #[error("at least one event attr is required")]
     NoAttrs,
+    /// The event's attr sets a field that perf.data readers such as perf 6.1 cannot
+    /// read (they refuse attrs larger than their own struct).
+    #[error(
+        "event {event:?}: its perf_event_attr sets {field} (byte {offset}), past the \
+         {PERF_ATTR_SIZE} bytes perf.data holds"
+    )]
+    AttrTooNew {
+        event: String,
+        field: &'static str,
+        offset: usize,
+    },
 }
 
-/// The subset of `struct perf_event_attr` this writer fills; everything else is zero.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct EventAttr {
-    pub type_: u32,
-    pub config: u64,
-    /// `sample_period`, or `sample_freq` when `ATTR_FLAG_FREQ` is set.
-    pub sample_period_or_freq: u64,
-    pub sample_type: u64,
-    pub read_format: u64,
-    /// The bitfield word (`ATTR_FLAG_*`).
-    pub flags: u64,
-    pub branch_sample_type: u64,
-}
+/// The fields of `perf_event_attr` past PERF_ATTR_SIZE, by offset: what an attr
+/// this writer refuses sets.
+const FIELDS_PAST_FILE_ATTR: [(usize, &str); 2] = [
+    (offset_of!(perf_event_attr, config3), "config3"),
+    (offset_of!(perf_event_attr, config4), "config4"),
+];
 
-impl EventAttr {
-    /// Serializes to the 128-byte `struct perf_event_attr` (PERF_ATTR_SIZE_VER7).
-    pub fn to_bytes(&self) -> [u8; PERF_ATTR_SIZE] {
-        let mut b = [0u8; PERF_ATTR_SIZE];
-        b[0..4].copy_from_slice(&self.type_.to_le_bytes());
-        b[4..8].copy_from_slice(&(PERF_ATTR_SIZE as u32).to_le_bytes());
-        b[8..16].copy_from_slice(&self.config.to_le_bytes());
-        b[16..24].copy_from_slice(&self.sample_period_or_freq.to_le_bytes());
-        b[24..32].copy_from_slice(&self.sample_type.to_le_bytes());
-        b[32..40].copy_from_slice(&self.read_format.to_le_bytes());
-        b[40..48].copy_from_slice(&self.flags.to_le_bytes());
-        b[72..80].copy_from_slice(&self.branch_sample_type.to_le_bytes());
-        b
-    }
+// The table above covers every byte of the struct past PERF_ATTR_SIZE: a binding that
+// grows the struct must name its new fields there.
+const _: () = assert!(
+    FIELDS_PAST_FILE_ATTR[0].0 == PERF_ATTR_SIZE
+        && FIELDS_PAST_FILE_ATTR[1].0 + 8 == perf_abi::ATTR_SIZE
+);
 
-    /// Reads the fields this struct holds from a `struct perf_event_attr` of any size
-    /// (fields past the end of a short one are zero); `None` when shorter than
-    /// PERF_ATTR_SIZE_VER0 (64 bytes). The inverse of [`to_bytes`](Self::to_bytes) for
-    /// attrs it wrote; other fields of `bytes` are not kept.
-    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
-        if bytes.len() < 64 {
-            return None;
-        }
-        let u64_at = |at: usize| {
-            bytes
-                .get(at..at + 8)
-                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
-        };
-        Some(Self {
-            type_: u32::from_le_bytes(bytes[0..4].try_into().ok()?),
-            config: u64_at(8),
-            sample_period_or_freq: u64_at(16),
-            sample_type: u64_at(24),
-            read_format: u64_at(32),
-            flags: u64_at(40),
-            branch_sample_type: u64_at(72),
-        })
+/// The attr as this writer puts it into perf.data: its first PERF_ATTR_SIZE bytes,
+/// `size` saying so. perf refuses an attr larger than the struct it was built with,
+/// so a larger one would shut out perf 6.1; an attr that sets anything past those
+/// bytes is refused rather than written without it.
+fn file_attr(event: &EventDesc) -> Result<[u8; PERF_ATTR_SIZE], WriteError> {
+    let mut attr = event.attr;
+    attr.size = PERF_ATTR_SIZE as u32;
+    let bytes = perf_abi::attr_bytes(&attr);
+    if let Some(at) = bytes[PERF_ATTR_SIZE..].iter().position(|&byte| byte != 0) {
+        let offset = PERF_ATTR_SIZE + at;
+        let field = FIELDS_PAST_FILE_ATTR
+            .iter()
+            .rev()
+            .find(|(start, _)| *start <= offset)
+            .map_or("a field past PERF_ATTR_SIZE", |(_, name)| name);
+        return Err(WriteError::AttrTooNew {
+            event: event.name.clone(),
+            field,
+            offset,
+        });
     }
-
-    fn sample_id_all(&self) -> bool {
-        self.flags & ATTR_FLAG_SAMPLE_ID_ALL != 0
-    }
+    let mut file = [0; PERF_ATTR_SIZE];
+    // The struct's own byte order: the little-endian file this writer makes on the
+    // little-endian machines rvperf records on (riscv64, x86_64).
+    file.copy_from_slice(&bytes[..PERF_ATTR_SIZE]);
+    Ok(file)
 }
 
 /// One event: its attr, its name (for HEADER_EVENT_DESC) and the sample ids that map
 /// records to it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct EventDesc {
-    pub attr: EventAttr,
+    /// The attr the event was opened with, written as it is (but for `size`).
+    pub attr: perf_event_attr,
     pub name: String,
     pub ids: Vec<u64>,
 }
@@ -217,6 +216,8 @@ fn push_string(out: &mut Vec<u8>, s: &str) {
 pub struct PerfDataWriter<W: Write + Seek> {
     w: W,
     events: Vec<EventDesc>,
+    /// Each event's attr as written ([`file_attr`]), for HEADER_EVENT_DESC too.
+    file_attrs: Vec<[u8; PERF_ATTR_SIZE]>,
     attr_offset: u64,
     data_offset: u64,
     data_size: u64,
@@ -230,6 +231,10 @@ impl<W: Write + Seek> PerfDataWriter<W> {
         if events.is_empty() {
             return Err(WriteError::NoAttrs);
         }
+        let file_attrs = events
+            .iter()
+            .map(file_attr)
+            .collect::<Result<Vec<_>, _>>()?;
         let io = |offset: u64| move |source| WriteError::Io { offset, source };
         let mut buf = vec![0u8; PERF_FILE_HEADER_SIZE];
         // Like perf, the id arrays come first and the perf_file_attr entries point at them.
@@ -241,8 +246,8 @@ impl<W: Write + Seek> PerfDataWriter<W> {
             }
         }
         let attr_offset = buf.len() as u64;
-        for (e, off) in events.iter().zip(&id_offsets) {
-            buf.extend_from_slice(&e.attr.to_bytes());
+        for ((e, off), attr) in events.iter().zip(&id_offsets).zip(&file_attrs) {
+            buf.extend_from_slice(attr);
             buf.extend_from_slice(&off.to_le_bytes());
             buf.extend_from_slice(&((e.ids.len() * 8) as u64).to_le_bytes());
         }
@@ -254,6 +259,7 @@ impl<W: Write + Seek> PerfDataWriter<W> {
         let mut this = Self {
             w,
             events,
+            file_attrs,
             attr_offset,
             data_offset,
             data_size: 0,
@@ -331,7 +337,7 @@ impl<W: Write + Seek> PerfDataWriter<W> {
         sid: &SampleId,
     ) -> Result<(), WriteError> {
         let attr = self.event(attr_index)?.attr;
-        if attr.sample_id_all() {
+        if attr.sample_id_all() != 0 {
             push_sample_id(&mut body, attr.sample_type, sid);
         }
         self.emit_raw(type_, misc, body)
@@ -652,8 +658,8 @@ impl<W: Write + Seek> PerfDataWriter<W> {
         let mut b = Vec::new();
         b.extend_from_slice(&(self.events.len() as u32).to_le_bytes());
         b.extend_from_slice(&(PERF_ATTR_SIZE as u32).to_le_bytes());
-        for e in &self.events {
-            b.extend_from_slice(&e.attr.to_bytes());
+        for (e, attr) in self.events.iter().zip(&self.file_attrs) {
+            b.extend_from_slice(attr);
             b.extend_from_slice(&(e.ids.len() as u32).to_le_bytes());
             push_string(&mut b, &e.name);
             for id in &e.ids {

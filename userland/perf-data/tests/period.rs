@@ -2,22 +2,28 @@
 //! it, else the event's own sample_period (`perf record -c N` does not record PERIOD),
 //! looked up per event through the sample's id.
 
+use perf_abi::sys::bindings::perf_event_attr;
 use perf_data::*;
 
-fn attr(sample_period_or_freq: u64, extra_sample_type: u64, extra_flags: u64) -> EventAttr {
-    EventAttr {
+/// A cpu-clock attr sampling every `sample_period_or_freq` events, or with `freq` that
+/// many times a second.
+fn attr(sample_period_or_freq: u64, extra_sample_type: u64, freq: bool) -> perf_event_attr {
+    let mut attr = perf_event_attr {
         type_: PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<perf_event_attr>() as u32,
         config: PERF_COUNT_SW_CPU_CLOCK,
-        sample_period_or_freq,
         sample_type: PERF_SAMPLE_IDENTIFIER
             | PERF_SAMPLE_IP
             | PERF_SAMPLE_TID
             | PERF_SAMPLE_TIME
             | extra_sample_type,
-        read_format: 0,
-        flags: ATTR_FLAG_SAMPLE_ID_ALL | extra_flags,
-        branch_sample_type: 0,
-    }
+        ..Default::default()
+    };
+    // One union: sample_freq when freq is set.
+    attr.sample_period = sample_period_or_freq;
+    attr.set_freq(freq.into());
+    attr.set_sample_id_all(1);
+    attr
 }
 
 /// The periods `parse_sample` gives the samples of a file with three events: a fixed
@@ -26,17 +32,17 @@ fn attr(sample_period_or_freq: u64, extra_sample_type: u64, extra_flags: u64) ->
 fn periods_of_three_events() -> Vec<(u64, u64)> {
     let events = vec![
         EventDesc {
-            attr: attr(100_000, 0, 0),
+            attr: attr(100_000, 0, false),
             name: "cycles".into(),
             ids: vec![11, 12],
         },
         EventDesc {
-            attr: attr(4000, PERF_SAMPLE_PERIOD, ATTR_FLAG_FREQ),
+            attr: attr(4000, PERF_SAMPLE_PERIOD, true),
             name: "cpu-clock".into(),
             ids: vec![21],
         },
         EventDesc {
-            attr: attr(7, 0, 0),
+            attr: attr(7, 0, false),
             name: "instructions".into(),
             ids: vec![31],
         },

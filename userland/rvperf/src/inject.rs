@@ -64,6 +64,10 @@ pub fn run(arguments: &InjectArgs) -> Result<()> {
             synthesize::inject(&reader, BufWriter::new(file)).map_err(|error| match error {
                 // Names the file and the offset.
                 synthesize::InjectError::Read(_) => anyhow::Error::new(error),
+                // The input's attr, which the output cannot hold.
+                synthesize::InjectError::Write(perf_data::WriteError::AttrTooNew { .. }) => {
+                    anyhow::Error::new(error).context(input.clone())
+                }
                 synthesize::InjectError::Write(_) => {
                     anyhow::Error::new(error).context(format!("cannot write {}", output.display()))
                 }

@@ -21,7 +21,7 @@ use perf_abi::{
     build_attr, parse_branch_filters, parse_event, AttrOptions, Record, SampleFormat, Sampling,
     Wakeup, DASH_B_BRANCH_FILTER,
 };
-use perf_data::{EventAttr, EventDesc, Metadata, PerfDataWriter};
+use perf_data::{EventDesc, Metadata, PerfDataWriter};
 use perf_ring::{online_cpus, poll_readable, Event, RingBuffer};
 
 use crate::workload::{Exit, Workload};
@@ -281,29 +281,6 @@ pub(crate) fn split_modifiers(name: &str) -> (&str, &str) {
     }
 }
 
-pub(crate) fn attr_flags(options: &AttrOptions) -> u64 {
-    // Bit positions of perf_event_attr's flag word (include/uapi/linux/perf_event.h).
-    let bits = [
-        (options.disabled, 0),
-        (options.inherit, 1),
-        (options.exclude_user, 4),
-        (options.exclude_kernel, 5),
-        (options.exclude_kernel || options.exclude_user, 6),
-        (options.mmap, 8),
-        (options.comm, 9),
-        (matches!(options.sampling, Sampling::Frequency(_)), 10),
-        (options.enable_on_exec, 12),
-        (options.task, 13),
-        (options.sample_id_all, 18),
-        (options.mmap2, 23),
-        (options.comm, 24),
-        (options.context_switch, 26),
-    ];
-    bits.iter()
-        .filter(|(on, _)| *on)
-        .fold(0, |flags, (_, bit)| flags | 1 << bit)
-}
-
 pub fn run(arguments: &RecordArgs) -> Result<Outcome> {
     if arguments.command.is_empty() && arguments.pid.is_none() && !arguments.all_cpus {
         bail!("nothing to record: give -- COMMAND, -p PID or -a");
@@ -435,22 +412,9 @@ fn open_events(
             events.push(event);
         }
         placed.push(here);
-        let period = match options.sampling {
-            Sampling::Period(period) => period,
-            Sampling::Frequency(hz) => hz,
-            Sampling::Counting => 0,
-        };
-        let attr_record = EventAttr {
-            type_: spec.pmu_type,
-            config: spec.config,
-            sample_period_or_freq: period,
-            sample_type: attr.sample_type,
-            read_format: attr.read_format,
-            flags: attr_flags(&options),
-            branch_sample_type: attr.branch_sample_type,
-        };
+        // perf.data gets the attr that was opened: `perf evlist -v` shows what ran.
         descs.push(EventDesc {
-            attr: attr_record,
+            attr,
             name: name.clone(),
             ids,
         });

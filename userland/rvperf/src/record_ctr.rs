@@ -18,19 +18,19 @@ use perf_abi::ctr::{
     CtrRecord, CtrRecords, CTR_PMU_NAME, CTR_TRIGGER_HARDWARE, CTR_TRIGGER_HW_CACHE,
     CTR_TRIGGER_RAW,
 };
-use perf_abi::sys::bindings as b;
+use perf_abi::sys::bindings::{self as b, perf_event_attr};
 use perf_abi::{
     build_attr, parse_event, parse_read_values, EventSpec, SampleFormat, Sampling, Wakeup,
 };
 use perf_data::{
-    AuxtraceChunk, BranchEntry, BranchStack, EventAttr, EventDesc, PerfDataWriter, SampleData,
-    SampleId, WriteError,
+    AuxtraceChunk, BranchEntry, BranchStack, EventDesc, PerfDataWriter, SampleData, SampleId,
+    WriteError,
 };
 use perf_ring::{online_cpus, poll_readable, AuxMode, Event, RingBuffer};
 
 use crate::record::{
-    attr_flags, create_output, drain, finish, run_until_done, sampling_options, split_modifiers,
-    start_target, Counts, Mappings, RecordArgs, Step, Writer,
+    create_output, drain, finish, run_until_done, sampling_options, split_modifiers, start_target,
+    Counts, Mappings, RecordArgs, Step, Writer,
 };
 use crate::workload::Exit;
 
@@ -215,21 +215,8 @@ pub fn record(
         opened.push(opened_cpu?);
     }
 
-    let period = match sampling {
-        Sampling::Period(period) => period,
-        Sampling::Frequency(hz) => hz,
-        Sampling::Counting => 0,
-    };
     let desc = EventDesc {
-        attr: EventAttr {
-            type_: trigger_type,
-            config: trigger_config,
-            sample_period_or_freq: period,
-            sample_type: attr.sample_type,
-            read_format: attr.read_format,
-            flags: attr_flags(&options),
-            branch_sample_type: attr.branch_sample_type,
-        },
+        attr: trigger_attr(&attr, trigger_type, trigger_config),
         name: event_name.to_owned(),
         ids: opened.iter().map(|cpu| cpu.id).collect(),
     };
@@ -302,6 +289,24 @@ pub fn record(
         eprintln!("{}", throttle_warning("rvperf record", counts.throttled));
     }
     Ok(exit)
+}
+
+/// The attr perf.data presents the samples under: the rvperf_ctr attr that was opened,
+/// under the trigger's identity (cycles, ...), which is what the samples sample and
+/// what perf knows: the trigger's type and config, and no config1, which holds
+/// rvperf_ctr's trigger-type selector and means nothing for the trigger's type.
+/// Everything else (sampling, sample_type, read_format, branch_sample_type, the flags)
+/// is as opened.
+fn trigger_attr(
+    opened: &perf_event_attr,
+    trigger_type: u32,
+    trigger_config: u64,
+) -> perf_event_attr {
+    let mut attr = *opened;
+    attr.type_ = trigger_type;
+    attr.config = trigger_config;
+    attr.config1 = 0;
+    attr
 }
 
 /// Below this share of its enabled time recorded, a recording says it has gaps. Not 1:
@@ -535,6 +540,40 @@ mod tests {
             .iter()
             .map(|&(enabled, running)| CounterTimes { enabled, running })
             .collect()
+    }
+
+    #[test]
+    fn samples_are_written_under_the_trigger_s_type_and_config() {
+        let ctr = EventSpec {
+            name: "rvperf_ctr/event=0x2,trigger=1/".into(),
+            pmu_type: 42,
+            config: 2,
+            config1: CTR_TRIGGER_HARDWARE,
+            config2: 7,
+        };
+        let mut options = sampling_options(Sampling::Period(20_000));
+        options.branch_sample_type = perf_abi::DASH_B_BRANCH_FILTER;
+        options.exclude_kernel = true;
+        options.aux_watermark = 4096;
+        let mut opened = build_attr(&ctr, &options);
+        opened.set_exclude_hv(1);
+        let written = trigger_attr(&opened, b::PERF_TYPE_HARDWARE, 2);
+        assert_eq!(
+            (written.type_, written.config, written.config1),
+            (b::PERF_TYPE_HARDWARE, 2, 0)
+        );
+        // The rest is the opened attr's, byte for byte.
+        let (opened_bytes, written_bytes) = (
+            perf_abi::attr_bytes(&opened),
+            perf_abi::attr_bytes(&written),
+        );
+        let identity = [0..4, 8..16, 56..64];
+        for at in 0..opened_bytes.len() {
+            if !identity.iter().any(|range| range.contains(&at)) {
+                assert_eq!(written_bytes[at], opened_bytes[at], "byte {at}");
+            }
+        }
+        assert_eq!((written.exclude_hv(), written.config2), (1, 7));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use object::{Object, ObjectSegment, ObjectSymbol, SegmentFlags};
+use perf_abi::sys::bindings::perf_event_attr;
 use perf_data::*;
 
 /// Panics (never skips) when perf is missing: these tests exist to prove interop with it.
@@ -96,29 +97,32 @@ pub fn build_hot_program(dir: &Path) -> HotProgram {
     }
 }
 
-/// The cpu-clock attr of test (a): IP|TID|TIME|CPU|PERIOD with sample_id_all.
-pub fn cpu_clock_attr(extra_sample_type: u64, branch_sample_type: u64) -> EventAttr {
-    EventAttr {
+/// The cpu-clock attr of test (a): IP|TID|TIME|CPU|PERIOD with sample_id_all, as perf
+/// record opens it at 4000 Hz.
+pub fn cpu_clock_attr(extra_sample_type: u64, branch_sample_type: u64) -> perf_event_attr {
+    let mut attr = perf_event_attr {
         type_: PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<perf_event_attr>() as u32,
         config: PERF_COUNT_SW_CPU_CLOCK,
-        sample_period_or_freq: 4000,
         sample_type: PERF_SAMPLE_IP
             | PERF_SAMPLE_TID
             | PERF_SAMPLE_TIME
             | PERF_SAMPLE_CPU
             | PERF_SAMPLE_PERIOD
             | extra_sample_type,
-        read_format: 0,
-        flags: ATTR_FLAG_DISABLED
-            | ATTR_FLAG_MMAP
-            | ATTR_FLAG_COMM
-            | ATTR_FLAG_FREQ
-            | ATTR_FLAG_TASK
-            | ATTR_FLAG_SAMPLE_ID_ALL
-            | ATTR_FLAG_MMAP2
-            | ATTR_FLAG_COMM_EXEC,
         branch_sample_type,
-    }
+        ..Default::default()
+    };
+    attr.sample_freq = 4000;
+    attr.set_freq(1);
+    attr.set_disabled(1);
+    attr.set_mmap(1);
+    attr.set_comm(1);
+    attr.set_task(1);
+    attr.set_sample_id_all(1);
+    attr.set_mmap2(1);
+    attr.set_comm_exec(1);
+    attr
 }
 
 pub const PID: u32 = 4242;
@@ -127,7 +131,7 @@ pub const PID: u32 = 4242;
 /// `samples` (ip, optional branch stack). Returns the file bytes.
 pub fn write_file(
     prog: &HotProgram,
-    attr: EventAttr,
+    attr: perf_event_attr,
     samples: &[(u64, Option<BranchStack>)],
 ) -> Vec<u8> {
     write_file_with_throttles(prog, attr, samples, &[])
@@ -137,7 +141,7 @@ pub fn write_file(
 /// time) right after each sample whose index `throttled` lists.
 pub fn write_file_with_throttles(
     prog: &HotProgram,
-    attr: EventAttr,
+    attr: perf_event_attr,
     samples: &[(u64, Option<BranchStack>)],
     throttled: &[usize],
 ) -> Vec<u8> {

@@ -14,9 +14,10 @@
 use std::io::{Seek, Write};
 
 use perf_abi::ctr::{CtrRecordError, CtrRecords, RVPERF_AUXTRACE_CTR};
+use perf_abi::{attr_from_bytes, AttrBytesError};
 use perf_data::{
-    EventAttr, EventDesc, PerfDataReader, PerfDataWriter, RawRecord, ReadError, SampleData,
-    SampleId, WriteError, AUXTRACE_RECORD_SIZE, HEADER_AUXTRACE, PERF_RECORD_AUXTRACE,
+    EventDesc, PerfDataReader, PerfDataWriter, RawRecord, ReadError, SampleData, SampleId,
+    WriteError, AUXTRACE_RECORD_SIZE, HEADER_AUXTRACE, PERF_RECORD_AUXTRACE,
     PERF_RECORD_AUXTRACE_INFO, PERF_RECORD_EVENT_UPDATE, PERF_RECORD_FINISHED_ROUND,
     PERF_RECORD_HEADER_ATTR, PERF_RECORD_HEADER_FEATURE, PERF_SAMPLE_BRANCH_STACK,
 };
@@ -50,10 +51,15 @@ pub enum InjectError {
         idx: u32,
         offset: u64,
     },
-    /// The attr the decoded samples belong to cannot hold them, or cannot be copied.
+    /// The attr the decoded samples belong to cannot hold them.
     Attr {
         index: usize,
         why: &'static str,
+    },
+    /// An attr that cannot be read, so cannot be copied.
+    AttrBytes {
+        index: usize,
+        source: AttrBytesError,
     },
     Read(ReadError),
     Write(WriteError),
@@ -84,6 +90,12 @@ impl std::fmt::Display for InjectError {
                  the event has no sample id"
             ),
             Self::Attr { index, why } => write!(formatter, "event {index}: {why}"),
+            Self::AttrBytes { index, .. } => {
+                write!(
+                    formatter,
+                    "event {index}: its perf_event_attr cannot be copied"
+                )
+            }
             Self::Read(error) => error.fmt(formatter),
             Self::Write(error) => error.fmt(formatter),
         }
@@ -94,6 +106,7 @@ impl std::error::Error for InjectError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::CorruptAux { source, .. } => Some(source),
+            Self::AttrBytes { source, .. } => Some(source),
             Self::Read(error) => error.source(),
             Self::Write(error) => error.source(),
             _ => None,
@@ -217,22 +230,14 @@ pub fn inject<W: Write + Seek>(
     Ok((out, injected))
 }
 
-/// The file's events with the attrs as it holds them. The decoded samples belong to
-/// the first (rvperf_ctr records one event), which must record branch stacks.
+/// The file's events with the attrs as it holds them, every field kept (a field the
+/// writer cannot write is refused by it). The decoded samples belong to the first
+/// (rvperf_ctr records one event), which must record branch stacks.
 fn events(reader: &PerfDataReader<'_>) -> Result<Vec<EventDesc>, InjectError> {
     let mut events = Vec::new();
     for (index, info) in reader.attrs().iter().enumerate() {
-        let attr = EventAttr::from_bytes(&info.bytes).ok_or(InjectError::Attr {
-            index,
-            why: "perf_event_attr shorter than 64 bytes",
-        })?;
-        if !writes_back(&attr, &info.bytes) {
-            return Err(InjectError::Attr {
-                index,
-                why: "its perf_event_attr sets fields rvperf's perf.data writer does not \
-                      write (not an rvperf recording's attr)",
-            });
-        }
+        let attr = attr_from_bytes(&info.bytes)
+            .map_err(|source| InjectError::AttrBytes { index, source })?;
         events.push(EventDesc {
             attr,
             name: info.name.clone().unwrap_or_default(),
@@ -253,15 +258,6 @@ fn events(reader: &PerfDataReader<'_>) -> Result<Vec<EventDesc>, InjectError> {
         }
         Some(_) => Ok(events),
     }
-}
-
-/// Whether `attr` serializes to `bytes` (but for the size field): nothing of the
-/// file's attr is lost in the copy.
-fn writes_back(attr: &EventAttr, bytes: &[u8]) -> bool {
-    let ours = attr.to_bytes();
-    (0..bytes.len().max(ours.len()))
-        .filter(|at| !(4..8).contains(at))
-        .all(|at| bytes.get(at).copied().unwrap_or(0) == ours.get(at).copied().unwrap_or(0))
 }
 
 /// The sample id of the event whose AUX area a chunk came from (its `idx`); 0 for an
@@ -372,12 +368,25 @@ mod tests {
     use std::io::Cursor;
 
     use perf_abi::ctr::{encode_ctr_record, CtrBranch, CtrRecordHeader, CTR_RECORD_THROTTLED};
+    use perf_abi::sys::bindings::perf_event_attr;
     use perf_data::{
-        AuxtraceChunk, Metadata, ATTR_FLAG_SAMPLE_ID_ALL, PERF_SAMPLE_BRANCH_ANY, PERF_SAMPLE_ID,
-        PERF_SAMPLE_IP, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
+        AuxtraceChunk, Metadata, PERF_SAMPLE_BRANCH_ANY, PERF_SAMPLE_ID, PERF_SAMPLE_IP,
+        PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
     };
 
     use super::*;
+
+    /// A cycles attr with `sample_type`, branch stacks of any branch and sample_id_all.
+    fn attr(sample_type: u64) -> perf_event_attr {
+        let mut attr = perf_event_attr {
+            size: std::mem::size_of::<perf_event_attr>() as u32,
+            sample_type,
+            branch_sample_type: PERF_SAMPLE_BRANCH_ANY,
+            ..Default::default()
+        };
+        attr.set_sample_id_all(1);
+        attr
+    }
 
     /// A kept file of one event with `ids` and one chunk of one record from AUX area
     /// `idx`, with or without AUXTRACE_INFO before it.
@@ -394,13 +403,8 @@ mod tests {
         info: bool,
         flags: &[u8],
     ) -> Vec<u8> {
-        let attr = EventAttr {
-            sample_period_or_freq: 20_000,
-            sample_type,
-            flags: ATTR_FLAG_SAMPLE_ID_ALL,
-            branch_sample_type: PERF_SAMPLE_BRANCH_ANY,
-            ..EventAttr::default()
-        };
+        let mut attr = attr(sample_type);
+        attr.sample_period = 20_000;
         let events = vec![EventDesc {
             attr,
             name: "cycles".to_owned(),
@@ -452,6 +456,14 @@ mod tests {
         | PERF_SAMPLE_ID
         | PERF_SAMPLE_BRANCH_STACK;
 
+    /// Injects the kept file `bytes`, which must give `expected`; the injected file.
+    fn inject_expecting(bytes: &[u8], expected: Injected) -> Vec<u8> {
+        let reader = PerfDataReader::from_bytes(bytes, "kept").unwrap();
+        let (out, injected) = inject(&reader, Cursor::new(Vec::new())).unwrap();
+        assert_eq!(injected, expected);
+        out.into_inner()
+    }
+
     fn inject_bytes(bytes: &[u8]) -> Result<Injected, InjectError> {
         let reader = PerfDataReader::from_bytes(bytes, "kept").unwrap();
         inject(&reader, Cursor::new(Vec::new())).map(|(_, injected)| injected)
@@ -460,17 +472,14 @@ mod tests {
     #[test]
     fn a_chunk_becomes_a_sample_under_its_area_s_event() {
         let bytes = kept(BRANCHES, vec![5, 6], 1, true);
-        let reader = PerfDataReader::from_bytes(&bytes, "kept").unwrap();
-        let (out, injected) = inject(&reader, Cursor::new(Vec::new())).unwrap();
-        assert_eq!(
-            injected,
+        let out = inject_expecting(
+            &bytes,
             Injected {
                 chunks: 1,
                 samples: 1,
-                throttles: 0
-            }
+                throttles: 0,
+            },
         );
-        let out = out.into_inner();
         let reader = PerfDataReader::from_bytes(&out, "injected").unwrap();
         let samples: Vec<_> = reader
             .records()
@@ -488,17 +497,14 @@ mod tests {
     fn a_throttled_record_is_followed_by_a_throttle_record() {
         let flags = [0, CTR_RECORD_THROTTLED, 0];
         let bytes = kept_records(BRANCHES, vec![5], 0, true, &flags);
-        let reader = PerfDataReader::from_bytes(&bytes, "kept").unwrap();
-        let (out, injected) = inject(&reader, Cursor::new(Vec::new())).unwrap();
-        assert_eq!(
-            injected,
+        let out = inject_expecting(
+            &bytes,
             Injected {
                 chunks: 1,
                 samples: 3,
-                throttles: 1
-            }
+                throttles: 1,
+            },
         );
-        let out = out.into_inner();
         let reader = PerfDataReader::from_bytes(&out, "injected").unwrap();
         let format = perf_abi::SampleFormat {
             sample_type: BRANCHES,
@@ -572,22 +578,34 @@ mod tests {
         );
     }
 
+    /// The fields a hand-built attr used to drop (and inject then refused to copy)
+    /// reach the injected file.
     #[test]
-    fn attrs_with_fields_the_writer_drops_are_not_copied() {
-        let attr = EventAttr {
-            type_: 4,
-            config: 0x11,
-            sample_type: BRANCHES,
-            ..EventAttr::default()
-        };
-        let mut bytes = attr.to_bytes().to_vec();
-        assert!(writes_back(&attr, &bytes));
-        // config1 (at 56), which EventAttr does not hold.
-        bytes[56] = 1;
-        assert!(!writes_back(&attr, &bytes));
-        // A longer attr (perf 6.x's 136 bytes) with zeros past 128 is copied.
-        let mut longer = attr.to_bytes().to_vec();
-        longer.resize(136, 0);
-        assert!(writes_back(&attr, &longer));
+    fn every_field_of_the_attr_is_copied() {
+        let mut attr = attr(BRANCHES);
+        attr.config1 = 0x11;
+        attr.config2 = 0x22;
+        attr.set_precise_ip(3);
+        attr.set_exclude_hv(1);
+        attr.aux_watermark = 4096;
+        let events = vec![EventDesc {
+            attr,
+            name: "cycles".to_owned(),
+            ids: vec![5],
+        }];
+        let mut writer = PerfDataWriter::new(Cursor::new(Vec::new()), events).unwrap();
+        writer.write_finished_round().unwrap();
+        let unusual = writer
+            .finish(&Metadata::from_host("test", Vec::new()))
+            .unwrap()
+            .into_inner();
+        let reader = PerfDataReader::from_bytes(&unusual, "kept").unwrap();
+        let (out, _) = inject(&reader, Cursor::new(Vec::new())).unwrap();
+        let out = out.into_inner();
+        let injected = PerfDataReader::from_bytes(&out, "injected").unwrap();
+        assert_eq!(injected.attrs()[0].bytes, reader.attrs()[0].bytes);
+        let copied = attr_from_bytes(&injected.attrs()[0].bytes).unwrap();
+        assert_eq!((copied.config1, copied.config2), (0x11, 0x22));
+        assert_eq!((copied.precise_ip(), copied.exclude_hv()), (3, 1));
     }
 }
