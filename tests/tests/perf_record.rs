@@ -700,11 +700,23 @@ fn record_system_wide_with_a_command_records_other_processes() {
     let (mut ticker, ticks) = start_ticker();
     ticks.wait(1);
     let data = scratch_data("all-command");
-    let recorder = recorder(&[CLOCK_EVERY_MS, &["-a"]].concat(), &data)
-        .args(["--", "sleep", "1"])
+    // The command says when it runs (the events are open by then) and ends when its
+    // input does: the recording lasts exactly while the ticker does 3 ticks of work,
+    // however fast the machine is.
+    let mut recorder = recorder(&[CLOCK_EVERY_MS, &["-a"]].concat(), &data)
+        .args(["--", "sh", "-c", "echo recording; read line; exit 0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = recorder_success(recorder, "rvperf record -a -- sleep 1");
+    let mut started = String::new();
+    BufReader::new(recorder.stdout.take().unwrap())
+        .read_line(&mut started)
+        .unwrap();
+    assert_eq!(started, "recording\n", "the command did not start");
+    ticks.wait(3);
+    drop(recorder.stdin.take());
+    let stderr = recorder_success(recorder, "rvperf record -a -- sh -c 'read line'");
     ticker.kill().unwrap();
     ticker.wait().unwrap();
     let counts = assert_summary_matches_the_file(&data, &stderr);
