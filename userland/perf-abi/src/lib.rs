@@ -1,6 +1,7 @@
-//! The Linux perf ABI without I/O: perf's event syntax, `-j` branch filters,
-//! `perf_event_attr` construction and a zero-copy parser for the records the
-//! kernel writes into the ring buffer (and perf writes into perf.data).
+//! The Linux perf ABI without I/O: perf's event syntax (events, groups and
+//! modifiers), `-j` branch filters, `perf_event_attr` construction and a
+//! zero-copy parser for the records the kernel writes into the ring buffer (and
+//! perf writes into perf.data).
 //!
 //! Struct layouts, constants and the attr type come from `perf-event-open-sys`
 //! (re-exported as [`sys`]) so that this crate never re-declares kernel ABI.
@@ -11,6 +12,7 @@ mod attr;
 mod branch;
 pub mod ctr;
 mod event;
+mod event_list;
 mod record;
 
 pub use perf_event_open_sys as sys;
@@ -21,6 +23,10 @@ pub use attr::{
 };
 pub use branch::{parse_branch_filters, BranchFilterError, DASH_B_BRANCH_FILTER};
 pub use event::{parse_event, EventError, EventSpec};
+pub use event_list::{
+    expand_groups, parse_modifiers, split_modifiers, EventListEntry, EventListError, EventModifier,
+    ModifiedEvent,
+};
 pub use record::{
     format_brstack_entry, parse_read_values, parse_record, AuxRecord, BranchEntry, BranchFlags,
     BranchStack, CommRecord, LostRecord, Mmap2FileId, Mmap2Record, MmapRecord, ReadGroupEntry,
