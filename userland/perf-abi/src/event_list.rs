@@ -219,8 +219,7 @@ mod tests {
 
     #[test]
     fn commas_inside_pmu_terms_do_not_split_a_group() {
-        let expanded =
-            expand_groups(&names(&["{pmu/config=1,config1=2/,instructions}"])).unwrap();
+        let expanded = expand_groups(&names(&["{pmu/config=1,config1=2/,instructions}"])).unwrap();
         assert_eq!(
             expanded,
             [
@@ -239,7 +238,9 @@ mod tests {
             })
         );
         assert_eq!(
-            expand_groups(&names(&["{cycles,}"])).unwrap_err().to_string(),
+            expand_groups(&names(&["{cycles,}"]))
+                .unwrap_err()
+                .to_string(),
             "event group {cycles,}: empty member"
         );
     }

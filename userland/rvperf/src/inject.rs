@@ -88,7 +88,7 @@ pub fn run(arguments: &InjectArgs) -> Result<()> {
     if injected.throttles > 0 {
         eprintln!(
             "{}",
-            crate::record_ctr::throttle_warning("rvperf inject", injected.throttles)
+            crate::record::throttle_warning("rvperf inject", injected.throttles)
         );
     }
     Ok(())

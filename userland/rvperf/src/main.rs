@@ -9,11 +9,9 @@ mod lost;
 mod output;
 mod perf_input;
 mod record;
-mod record_ctr;
 mod report;
 mod script;
 mod trace_file;
-mod workload;
 
 use std::process::ExitCode;
 

@@ -158,18 +158,6 @@ fn is_special(path: &std::path::Path) -> bool {
     std::fs::metadata(path).is_ok_and(|metadata| !metadata.is_file())
 }
 
-/// Moves a finished temporary file to `output`: renamed over a regular file (or to a
-/// new name), copied into anything else, which a rename would replace.
-pub fn place_output(temporary: &std::path::Path, output: &std::path::Path) -> io::Result<()> {
-    if !is_special(output) {
-        return std::fs::rename(temporary, output);
-    }
-    let mut source = std::fs::File::open(temporary)?;
-    let mut destination = std::fs::OpenOptions::new().write(true).open(output)?;
-    io::copy(&mut source, &mut destination)?;
-    std::fs::remove_file(temporary)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -457,7 +457,7 @@ impl AuxDecoding {
             .with_context(|| format!("rvperf_ctr AUXTRACE data at file offset {data_at:#x}"))?
         {
             // The SAMPLE `rvperf record` converts the record into, as read back.
-            let sample = crate::record_ctr::ctr_sample(&ctr, 0);
+            let sample = perf_data::ctr::ctr_sample(&ctr, 0);
             samples.push(Sample {
                 misc: sample.misc,
                 ip: Some(sample.ip),

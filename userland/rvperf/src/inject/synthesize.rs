@@ -23,7 +23,7 @@ use perf_data::{
 };
 
 use crate::perf_input::OrderedEvents;
-use crate::record_ctr::{ctr_sample, ctr_throttle, write_ctr_throttle};
+use perf_data::ctr::{ctr_sample, ctr_throttle, write_ctr_throttle};
 
 /// `PERF_RECORD_HEADER_EVENT_TYPE`, pipe mode's event names before EVENT_UPDATE.
 const PERF_RECORD_HEADER_EVENT_TYPE: u32 = 65;

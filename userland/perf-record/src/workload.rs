@@ -1,4 +1,4 @@
-//! The command `rvperf record -- CMD ARGS...` samples, started the way Linux perf starts
+//! The command a recording samples (`rvperf record -- CMD ARGS...`), started the way Linux perf starts
 //! its workload (`evlist__prepare_workload`): forked at once, but held before its
 //! `exec` until the recorder has opened its events with `enable_on_exec`, so that the
 //! command's first instruction is sampled and nothing of rvperf's is.
@@ -11,7 +11,6 @@
 use std::ffi::{c_char, CString};
 use std::os::fd::OwnedFd;
 
-use anyhow::{bail, Context, Result};
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::signal::{kill, signal, SigHandler, Signal};
@@ -20,34 +19,60 @@ use nix::unistd::{fork, pipe2, read, write, ForkResult, Pid};
 
 /// How a workload ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Exit {
+pub enum WorkloadExit {
     /// It exited with this status (WEXITSTATUS).
     Code(i32),
     /// A signal killed it (WTERMSIG).
     Signal(Signal),
 }
 
-impl std::fmt::Display for Exit {
+impl std::fmt::Display for WorkloadExit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Exit::Code(code) => write!(f, "exited with status {code}"),
-            Exit::Signal(signal) => write!(f, "was killed by {}", signal.as_str()),
+            WorkloadExit::Code(code) => write!(f, "exited with status {code}"),
+            WorkloadExit::Signal(signal) => write!(f, "was killed by {}", signal.as_str()),
         }
     }
+}
+
+/// Why a workload could not be started, released or waited for. The errno is each
+/// variant's `source`, not part of its message, so that an error chain prints it once.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("no command to run")]
+    NoCommand,
+    #[error("command argument {argument:?} contains a NUL byte")]
+    NulByte {
+        argument: String,
+        source: std::ffi::NulError,
+    },
+    #[error("cannot create a pipe")]
+    Pipe { source: Errno },
+    #[error("cannot fork the workload")]
+    Fork { source: Errno },
+    #[error("cannot release the workload")]
+    Release { source: Errno },
+    #[error("cannot learn whether the workload started")]
+    ExecStatus { source: Errno },
+    /// The exec failed: `reason` is the errno's description (perf's wording).
+    #[error("cannot run '{program}': {reason}")]
+    Exec { program: String, reason: String },
+    #[error("cannot wait for the workload")]
+    Wait { source: Errno },
 }
 
 /// A forked workload, held before its exec until [`Workload::release`]. Dropped before
 /// it has been reaped, it is cancelled (held) or sent SIGTERM (released), and reaped:
 /// an error of the recorder never leaves the command running on its own.
 #[derive(Debug)]
-pub(crate) struct Workload {
+pub struct Workload {
     pid: Pid,
     program: String,
     /// The go pipe's write end, until the release.
     go: Option<OwnedFd>,
     /// The exec-error pipe's read end, until the release has read it.
     exec_error: Option<OwnedFd>,
-    exit: Option<Exit>,
+    exit: Option<WorkloadExit>,
 }
 
 /// The status of the child's failed exec: the shell's "command not found" status.
@@ -55,27 +80,30 @@ const EXEC_FAILED: i32 = 127;
 
 impl Workload {
     /// Forks the workload, which waits for [`Workload::release`] before its exec.
-    pub(crate) fn start(command: &[String]) -> Result<Workload> {
+    pub fn start(command: &[String]) -> Result<Workload, WorkloadError> {
         let Some(program) = command.first() else {
-            bail!("no command to run");
+            return Err(WorkloadError::NoCommand);
         };
         // Everything the child needs is made here: between fork and exec it may only
         // make async-signal-safe calls, and allocating is not one.
         let arguments = command
             .iter()
             .map(|argument| {
-                CString::new(argument.as_bytes())
-                    .with_context(|| format!("command argument {argument:?} contains a NUL byte"))
+                CString::new(argument.as_bytes()).map_err(|source| WorkloadError::NulByte {
+                    argument: argument.clone(),
+                    source,
+                })
             })
-            .collect::<Result<Vec<CString>>>()?;
+            .collect::<Result<Vec<CString>, WorkloadError>>()?;
         let mut argv: Vec<*const c_char> = arguments.iter().map(|a| a.as_ptr()).collect();
         argv.push(std::ptr::null());
-        let (go_read, go_write) = pipe2(OFlag::O_CLOEXEC).context("cannot create a pipe")?;
-        let (error_read, error_write) = pipe2(OFlag::O_CLOEXEC).context("cannot create a pipe")?;
+        let pipe = || pipe2(OFlag::O_CLOEXEC).map_err(|source| WorkloadError::Pipe { source });
+        let (go_read, go_write) = pipe()?;
+        let (error_read, error_write) = pipe()?;
         // SAFETY: the child runs only async-signal-safe code (`hold_then_exec`: signal,
         // close, read, execvp, write, _exit) on memory prepared before the fork, and
         // never returns into Rust code that could allocate, unwind or run destructors.
-        match unsafe { fork() }.context("cannot fork the workload")? {
+        match unsafe { fork() }.map_err(|source| WorkloadError::Fork { source })? {
             ForkResult::Child => hold_then_exec(go_read, go_write, error_read, error_write, &argv),
             ForkResult::Parent { child } => Ok(Workload {
                 pid: child,
@@ -87,15 +115,17 @@ impl Workload {
         }
     }
 
-    pub(crate) fn pid(&self) -> i32 {
+    /// The workload's process id.
+    pub fn pid(&self) -> i32 {
         self.pid.as_raw()
     }
 
     /// Lets the workload exec; fails with "cannot run 'CMD': REASON" (the workload
     /// reaped) when the exec fails.
-    pub(crate) fn release(&mut self) -> Result<()> {
+    pub fn release(&mut self) -> Result<(), WorkloadError> {
         if let Some(go) = self.go.take() {
-            retry_interrupted(|| write(&go, b"g")).context("cannot release the workload")?;
+            retry_interrupted(|| write(&go, b"g"))
+                .map_err(|source| WorkloadError::Release { source })?;
         }
         let Some(exec_error) = self.exec_error.take() else {
             return Ok(());
@@ -104,7 +134,7 @@ impl Workload {
         let mut filled = 0;
         while filled < errno.len() {
             match retry_interrupted(|| read(&exec_error, &mut errno[filled..]))
-                .context("cannot learn whether the workload started")?
+                .map_err(|source| WorkloadError::ExecStatus { source })?
             {
                 0 => break,
                 read => filled += read,
@@ -119,14 +149,17 @@ impl Workload {
         } else {
             "the exec failed"
         };
-        bail!("cannot run '{}': {reason}", self.program)
+        Err(WorkloadError::Exec {
+            program: self.program.clone(),
+            reason: reason.to_owned(),
+        })
     }
 
     /// The workload's end, if it has ended (not blocking).
-    pub(crate) fn try_wait(&mut self) -> Result<Option<Exit>> {
+    pub fn try_wait(&mut self) -> Result<Option<WorkloadExit>, WorkloadError> {
         if self.exit.is_none() {
             let status = retry_interrupted(|| waitpid(self.pid, Some(WaitPidFlag::WNOHANG)))
-                .context("cannot wait for the workload")?;
+                .map_err(|source| WorkloadError::Wait { source })?;
             self.exit = exit_of(status);
         }
         Ok(self.exit)
@@ -134,7 +167,7 @@ impl Workload {
 
     /// Ends the workload as perf does when the recording stops first: SIGTERM if it
     /// still runs, then waits for it. Returns how it ended.
-    pub(crate) fn terminate(&mut self) -> Result<Exit> {
+    pub fn terminate(&mut self) -> Result<WorkloadExit, WorkloadError> {
         if self.try_wait()?.is_none() {
             // Not yet released: closing the go pipe makes it exit instead of exec.
             self.go = None;
@@ -144,7 +177,7 @@ impl Workload {
     }
 
     /// Waits for the workload to end.
-    fn wait(&mut self) -> Result<Exit> {
+    fn wait(&mut self) -> Result<WorkloadExit, WorkloadError> {
         // Released workloads no longer read the go pipe; held ones exit on its end.
         self.go = None;
         loop {
@@ -152,7 +185,7 @@ impl Workload {
                 return Ok(exit);
             }
             let status = retry_interrupted(|| waitpid(self.pid, None))
-                .context("cannot wait for the workload")?;
+                .map_err(|source| WorkloadError::Wait { source })?;
             self.exit = exit_of(status);
         }
     }
@@ -166,15 +199,15 @@ impl Drop for Workload {
     }
 }
 
-fn exit_of(status: WaitStatus) -> Option<Exit> {
+fn exit_of(status: WaitStatus) -> Option<WorkloadExit> {
     match status {
-        WaitStatus::Exited(_, code) => Some(Exit::Code(code)),
-        WaitStatus::Signaled(_, signal, _) => Some(Exit::Signal(signal)),
+        WaitStatus::Exited(_, code) => Some(WorkloadExit::Code(code)),
+        WaitStatus::Signaled(_, signal, _) => Some(WorkloadExit::Signal(signal)),
         _ => None,
     }
 }
 
-/// Repeats `call` while a signal handler (rvperf's SIGINT/SIGTERM) interrupts it.
+/// Repeats `call` while a signal handler (the recorder's SIGINT/SIGTERM) interrupts it.
 fn retry_interrupted<T>(mut call: impl FnMut() -> nix::Result<T>) -> nix::Result<T> {
     loop {
         match call() {
