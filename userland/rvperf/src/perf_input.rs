@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use perf_abi::ctr::{CtrRecords, RVPERF_AUXTRACE_CTR};
-use perf_abi::{parse_record, Mmap2FileId, Record, SampleFormat};
-use perf_data::{PerfDataReader, RawRecord, Sample, Threads, AUXTRACE_RECORD_SIZE};
+use perf_abi::{parse_record, Mmap2FileId, Record, Sample, SampleFormat};
+use perf_data::{PerfDataReader, RawRecord, Threads, AUXTRACE_RECORD_SIZE};
 use symbolize::{Symbolizer, SymbolizerOptions};
 
 /// Process address spaces (in the symbolizer) and threads with their command names,
@@ -25,6 +25,22 @@ pub struct Place {
     pub function_start: Option<u64>,
     /// The offset in the mapped file, for an address in a file mapping.
     pub file_offset: Option<u64>,
+}
+
+/// A sample as the tools weigh it: the record, its event and the weight perf gives it.
+pub struct SampleEvent<'a> {
+    /// Index into the reader's attrs: the sample's event (for samples decoded from AUX
+    /// data, the event that recorded it).
+    pub attr_index: Option<usize>,
+    /// perf's `sample->period`: [`Sample::period_or_attr`] with the event's attr.
+    pub period: u64,
+    pub sample: Sample<'a>,
+}
+
+/// A pid or tid as perf keeps it (`pid_t`): -1 when the sample has none.
+pub fn thread_id(id: Option<u32>) -> i32 {
+    // The kernel writes pid_t values into u32 fields: -1 is u32::MAX.
+    id.map_or(-1, |id| i32::from_ne_bytes(id.to_ne_bytes()))
 }
 
 /// Where to find the recorded programs' files, and how much to resolve.
@@ -274,14 +290,14 @@ pub fn for_each_sample<'a>(
     reader: &'a PerfDataReader<'_>,
     file_size: u64,
     processes: &mut Processes,
-    mut visit: impl FnMut(&mut Processes, Option<usize>, &Sample) -> Result<()>,
+    mut visit: impl FnMut(&mut Processes, &SampleEvent<'a>) -> Result<()>,
 ) -> Result<u64> {
     let mut records = reader.records();
     let mut samples = 0;
     let mut queue = OrderedEvents::default();
     let mut deliver = |processes: &mut Processes, event: TimedEvent<'a>| -> Result<()> {
         match event {
-            TimedEvent::Sample(attr, sample) => visit(processes, attr, &sample),
+            TimedEvent::Sample(sample) => visit(processes, &sample),
             TimedEvent::SideBand {
                 record_type,
                 misc,
@@ -302,7 +318,7 @@ pub fn for_each_sample<'a>(
                 for sample in aux.samples(&record)? {
                     samples += 1;
                     let time = sample.time;
-                    let event = TimedEvent::Sample(Some(0), sample);
+                    let event = TimedEvent::Sample(weighed(reader, Some(0), sample));
                     if let Some(event) = queue.queue(time, event) {
                         deliver(processes, event)?;
                     }
@@ -312,7 +328,7 @@ pub fn for_each_sample<'a>(
                 let sample = reader.parse_sample(&record)?;
                 samples += 1;
                 let time = sample.time;
-                let event = TimedEvent::Sample(record.attr_index, sample);
+                let event = TimedEvent::Sample(weighed(reader, record.attr_index, sample));
                 if let Some(event) = queue.queue(time, event) {
                     deliver(processes, event)?;
                 }
@@ -341,6 +357,23 @@ pub fn for_each_sample<'a>(
     progress.done();
     aux.report_undecoded();
     Ok(samples)
+}
+
+/// A sample of event `attr_index` with the weight perf gives it.
+fn weighed<'a>(
+    reader: &PerfDataReader<'_>,
+    attr_index: Option<usize>,
+    sample: Sample<'a>,
+) -> SampleEvent<'a> {
+    let attr = attr_index.and_then(|index| reader.attrs().get(index));
+    let period = attr.map_or(sample.period.unwrap_or(0), |attr| {
+        sample.period_or_attr(&attr.attr)
+    });
+    SampleEvent {
+        attr_index,
+        period,
+        sample,
+    }
 }
 
 /// perf's ordered-events queue: records wait here, sorted by time, until a round
@@ -417,7 +450,7 @@ struct Timed<T> {
 }
 
 enum TimedEvent<'a> {
-    Sample(Option<usize>, Sample),
+    Sample(SampleEvent<'a>),
     SideBand {
         record_type: u32,
         misc: u16,
@@ -443,7 +476,7 @@ impl AuxDecoding {
             .map(|word| u32::from_le_bytes([word[0], word[1], word[2], word[3]]));
     }
 
-    fn samples(&mut self, record: &RawRecord<'_>) -> Result<Vec<Sample>> {
+    fn samples<'a>(&mut self, record: &RawRecord<'a>) -> Result<Vec<Sample<'a>>> {
         if self.auxtrace_type != Some(RVPERF_AUXTRACE_CTR) {
             self.undecoded_chunks += 1;
             self.undecoded_bytes += record.aux_data.len() as u64;
@@ -457,18 +490,9 @@ impl AuxDecoding {
             .with_context(|| format!("rvperf_ctr AUXTRACE data at file offset {data_at:#x}"))?
         {
             // The SAMPLE `rvperf record` converts the record into, as read back.
-            let sample = crate::record_ctr::ctr_sample(&ctr, 0);
             samples.push(Sample {
-                misc: sample.misc,
-                ip: Some(sample.ip),
-                pid: Some(sample.pid as i32),
-                tid: Some(sample.tid as i32),
-                time: Some(sample.time),
-                cpu: Some(sample.cpu),
-                period: sample.period,
                 id: None,
-                callchain: sample.callchain,
-                branch_stack: sample.branch_stack,
+                ..crate::record_ctr::ctr_sample(&ctr, 0)
             });
         }
         Ok(samples)

@@ -21,7 +21,7 @@ use perf_abi::{
     build_attr, parse_branch_filters, parse_event, AttrOptions, Record, SampleFormat, Sampling,
     Wakeup, DASH_B_BRANCH_FILTER,
 };
-use perf_data::{EventDesc, Metadata, PerfDataWriter};
+use perf_data::{BuildIdEntry, EventDesc, Metadata, PerfDataWriter};
 use perf_ring::{online_cpus, poll_readable, Event, RingBuffer};
 
 use crate::workload::{Exit, Workload};
@@ -572,12 +572,12 @@ pub(crate) fn finish(
                 .and_then(|elf| elf.build_id)
         });
         if let Some(build_id) = build_id {
-            metadata.build_ids.push((
-                *pid,
+            metadata.build_ids.push(BuildIdEntry {
+                pid: *pid,
+                misc: u16::try_from(b::PERF_RECORD_MISC_USER).unwrap_or(2),
                 build_id,
-                filename.clone(),
-                u16::try_from(b::PERF_RECORD_MISC_USER).unwrap_or(2),
-            ));
+                filename: filename.clone(),
+            });
         }
     }
     let mut inner = writer.finish(&metadata)?;

@@ -20,12 +20,10 @@ use perf_abi::ctr::{
 };
 use perf_abi::sys::bindings::{self as b, perf_event_attr};
 use perf_abi::{
-    build_attr, parse_event, parse_read_values, EventSpec, SampleFormat, Sampling, Wakeup,
+    build_attr, parse_event, parse_read_values, EventSpec, Sample, SampleFormat, SampleId,
+    Sampling, ThrottleRecord, Wakeup,
 };
-use perf_data::{
-    AuxtraceChunk, BranchEntry, BranchStack, EventDesc, PerfDataWriter, SampleData, SampleId,
-    WriteError,
-};
+use perf_data::{AuxtraceChunk, EventDesc, PerfDataWriter, WriteError};
 use perf_ring::{online_cpus, poll_readable, AuxMode, Event, RingBuffer};
 
 use crate::record::{
@@ -469,64 +467,56 @@ fn drain_all(
 /// A record as the SAMPLE a recording writes for it under the CPU event `id` (of the
 /// triggering event's attr): what `rvperf record` writes, what `rvperf inject` writes
 /// for kept AUX data and what `rvperf script` reads kept AUX data as.
-pub(crate) fn ctr_sample(record: &CtrRecord<'_>, id: u64) -> SampleData {
+pub(crate) fn ctr_sample<'a>(record: &CtrRecord<'a>, id: u64) -> Sample<'a> {
     let misc = if record.is_kernel() {
         b::PERF_RECORD_MISC_KERNEL
     } else {
         b::PERF_RECORD_MISC_USER
     };
-    SampleData {
-        ip: record.header.ip,
-        pid: record.header.pid,
-        tid: record.header.tid,
-        time: record.header.time,
-        id,
-        cpu: record.header.cpu,
-        period: record.header.period,
-        branch_stack: Some(ctr_branch_stack(record)),
+    Sample {
+        ip: Some(record.header.ip),
+        pid: Some(record.header.pid),
+        tid: Some(record.header.tid),
+        time: Some(record.header.time),
+        id: Some(id),
+        cpu: Some(record.header.cpu),
+        period: Some(record.header.period),
+        // Newest first, no hw_idx: the record's own entries.
+        branch_stack: Some(record.branch_stack()),
         misc: misc as u16,
-        ..SampleData::default()
+        ..Sample::default()
     }
 }
 
-/// When perf throttled the trigger at a record: the sample_id of the PERF_RECORD_THROTTLE
-/// that follows its sample (for the CPU event `id`, at the sample's time), as the kernel
-/// writes one for an event it throttles. `rvperf record` and `rvperf inject` write it
-/// with [`write_ctr_throttle`].
-pub(crate) fn ctr_throttle(record: &CtrRecord<'_>, id: u64) -> Option<SampleId> {
-    record.is_throttled().then_some(SampleId {
-        pid: record.header.pid,
-        tid: record.header.tid,
-        time: record.header.time,
+/// When perf throttled the trigger at a record: the PERF_RECORD_THROTTLE that follows
+/// its sample (for the CPU event `id`, at the sample's time), as the kernel writes one
+/// for an event it throttles. `rvperf record` and `rvperf inject` write it with
+/// [`write_ctr_throttle`].
+pub(crate) fn ctr_throttle(record: &CtrRecord<'_>, id: u64) -> Option<ThrottleRecord> {
+    let time = record.header.time;
+    // The event that counted: the event itself, as nothing is inherited.
+    let stream_id = id;
+    record.is_throttled().then_some(ThrottleRecord {
+        time,
         id,
-        // The event that counted: the event itself, as nothing is inherited.
-        stream_id: id,
-        cpu: record.header.cpu,
+        stream_id,
+        sample_id: SampleId {
+            pid: Some(record.header.pid),
+            tid: Some(record.header.tid),
+            time: Some(time),
+            id: Some(id),
+            stream_id: Some(stream_id),
+            cpu: Some(record.header.cpu),
+        },
     })
 }
 
 /// Writes the PERF_RECORD_THROTTLE of [`ctr_throttle`] under the triggering event's attr.
 pub(crate) fn write_ctr_throttle<W: Write + Seek>(
     writer: &mut PerfDataWriter<W>,
-    throttle: &SampleId,
+    throttle: &ThrottleRecord,
 ) -> Result<(), WriteError> {
-    writer.write_throttle(0, throttle.time, throttle.id, throttle.stream_id, throttle)
-}
-
-/// A record's branches as perf's PERF_SAMPLE_BRANCH_STACK (newest first, no hw_idx):
-/// what a recording writes for it, and what a reader of kept AUX data decodes it to.
-fn ctr_branch_stack(record: &CtrRecord<'_>) -> BranchStack {
-    BranchStack {
-        hw_idx: None,
-        entries: record
-            .branches()
-            .map(|branch| BranchEntry {
-                from: branch.from,
-                to: branch.to,
-                flags: branch.flags_word,
-            })
-            .collect(),
-    }
+    writer.write_throttle(0, throttle)
 }
 
 #[cfg(test)]
@@ -635,16 +625,17 @@ mod tests {
         let sample = ctr_sample(&record, 9);
         let throttle = ctr_throttle(&record, 9).unwrap();
         assert_eq!(
-            throttle,
+            throttle.sample_id,
             SampleId {
-                pid: 40,
-                tid: 41,
+                pid: Some(40),
+                tid: Some(41),
                 time: sample.time,
-                id: 9,
-                stream_id: 9,
-                cpu: 3,
+                id: Some(9),
+                stream_id: Some(9),
+                cpu: Some(3),
             }
         );
+        assert_eq!((throttle.time, throttle.id, throttle.stream_id), (5_000, 9, 9));
         let plain = encode_ctr_record(&CtrRecordHeader { flags: 0, ..header }, &[]);
         let record = CtrRecords::new(&plain).next_record().unwrap().unwrap();
         assert_eq!(ctr_throttle(&record, 9), None);
