@@ -453,7 +453,10 @@ fn header_string(bytes: &[u8]) -> Option<String> {
 
 /// The text of a NUL-terminated (or NUL-padded) string.
 fn c_string(bytes: &[u8]) -> String {
-    let end = bytes.iter().position(|&byte| byte == 0).unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .position(|&byte| byte == 0)
+        .unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
@@ -673,7 +676,12 @@ fn file_layout(bytes: &[u8], bad: BadData<'_>) -> Result<Layout, ReadError> {
         let attr_len = attr_size(entry)
             .map(|size| size.min(file_attr_size - PERF_FILE_SECTION_SIZE))
             .filter(|&len| len >= perf_abi::ATTR_SIZE_VER0)
-            .ok_or_else(|| bad(offset_u64(at), "perf_event_attr shorter than its first version"))?;
+            .ok_or_else(|| {
+                bad(
+                    offset_u64(at),
+                    "perf_event_attr shorter than its first version",
+                )
+            })?;
         let attr_bytes = &entry[..attr_len];
         let ids_section = FileSection::read(entry, file_attr_size - PERF_FILE_SECTION_SIZE);
         let ids = ids_section

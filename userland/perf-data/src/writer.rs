@@ -7,8 +7,8 @@ use std::mem::offset_of;
 
 use perf_abi::sys::bindings::{self as abi, perf_event_attr};
 use perf_abi::{
-    CommRecord, LostRecord, Mmap2FileId, Mmap2Record, Sample, SampleId, TaskRecord,
-    ThrottleRecord, RECORD_HEADER_SIZE,
+    CommRecord, LostRecord, Mmap2FileId, Mmap2Record, Sample, SampleId, TaskRecord, ThrottleRecord,
+    RECORD_HEADER_SIZE,
 };
 
 use crate::format::*;
@@ -370,7 +370,11 @@ impl<W: Write + Seek> PerfDataWriter<W> {
     /// it selects, 0 for those the sample lacks (PERF_SAMPLE_IDENTIFIER and
     /// PERF_SAMPLE_ID both hold the id: whichever of `identifier` and `id` is given),
     /// with the sample's `misc` as the header's.
-    pub fn write_sample(&mut self, attr_index: usize, sample: &Sample<'_>) -> Result<(), WriteError> {
+    pub fn write_sample(
+        &mut self,
+        attr_index: usize,
+        sample: &Sample<'_>,
+    ) -> Result<(), WriteError> {
         let attr = self.event(attr_index)?.attr;
         let sample_type = attr.sample_type;
         let supported = [
@@ -421,7 +425,11 @@ impl<W: Write + Seek> PerfDataWriter<W> {
         if has(abi::PERF_SAMPLE_CALLCHAIN) {
             let addresses = sample.callchain.map_or(0, |callchain| callchain.len());
             body.extend_from_slice(&as_u64(addresses).to_le_bytes());
-            for address in sample.callchain.iter().flat_map(|callchain| callchain.iter()) {
+            for address in sample
+                .callchain
+                .iter()
+                .flat_map(|callchain| callchain.iter())
+            {
                 body.extend_from_slice(&address.to_le_bytes());
             }
         }
@@ -438,13 +446,23 @@ impl<W: Write + Seek> PerfDataWriter<W> {
     }
 
     /// Writes a `PERF_RECORD_COMM` (PERF_RECORD_MISC_COMM_EXEC when `comm.exec`).
-    pub fn write_comm(&mut self, attr_index: usize, comm: &CommRecord<'_>) -> Result<(), WriteError> {
+    pub fn write_comm(
+        &mut self,
+        attr_index: usize,
+        comm: &CommRecord<'_>,
+    ) -> Result<(), WriteError> {
         let mut body = Vec::new();
         body.extend_from_slice(&comm.pid.to_le_bytes());
         body.extend_from_slice(&comm.tid.to_le_bytes());
         push_padded_cstr(&mut body, comm.comm);
         let misc = if comm.exec { MISC_COMM_EXEC } else { 0 };
-        self.emit(abi::PERF_RECORD_COMM, misc, body, attr_index, &comm.sample_id)
+        self.emit(
+            abi::PERF_RECORD_COMM,
+            misc,
+            body,
+            attr_index,
+            &comm.sample_id,
+        )
     }
 
     /// Writes a `PERF_RECORD_MMAP2` (inode or build-id form), `cpumode` its header's
@@ -488,7 +506,13 @@ impl<W: Write + Seek> PerfDataWriter<W> {
         body.extend_from_slice(&mmap.prot.to_le_bytes());
         body.extend_from_slice(&mmap.flags.to_le_bytes());
         push_padded_cstr(&mut body, mmap.filename);
-        self.emit(abi::PERF_RECORD_MMAP2, misc, body, attr_index, &mmap.sample_id)
+        self.emit(
+            abi::PERF_RECORD_MMAP2,
+            misc,
+            body,
+            attr_index,
+            &mmap.sample_id,
+        )
     }
 
     /// Writes a `PERF_RECORD_FORK` or `PERF_RECORD_EXIT`.

@@ -65,14 +65,14 @@ fn branch_samples(prog: &HotProgram, hw_index: bool) -> Vec<(u64, Option<Branche
         from: lo + i,
         to: lo + 0x10 + i,
         flags: BranchFlags {
-                mispred,
-                predicted,
-                in_tx,
-                abort,
-                cycles,
-                branch_type: type_,
-                new_type: if type_ == 15 { 2 } else { 0 },
-                ..BranchFlags::default()
+            mispred,
+            predicted,
+            in_tx,
+            abort,
+            cycles,
+            branch_type: type_,
+            new_type: if type_ == 15 { 2 } else { 0 },
+            ..BranchFlags::default()
         },
     };
     (0..4u64)

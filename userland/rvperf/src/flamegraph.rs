@@ -178,7 +178,11 @@ fn fold(input: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedSta
             }
             // Collected leaf first; folded stacks are root first.
             stack.reverse();
-            let weight = if !arguments.samples { sampled.period } else { 1 };
+            let weight = if !arguments.samples {
+                sampled.period
+            } else {
+                1
+            };
             folder.add(&stack, weight);
             Ok(())
         },
@@ -330,11 +334,7 @@ fn frame_names(symbolized: &Symbolized) -> impl Iterator<Item = Cow<'_, str>> {
 }
 
 /// The addresses of a sample's stack, leaf first, each with whether it is the leaf.
-fn stack_addresses(
-    sample: &Sample<'_>,
-    from_call_stack: bool,
-    addresses: &mut Vec<(u64, bool)>,
-) {
+fn stack_addresses(sample: &Sample<'_>, from_call_stack: bool, addresses: &mut Vec<(u64, bool)>) {
     addresses.clear();
     let user_callchain = sample
         .callchain

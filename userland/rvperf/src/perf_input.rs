@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use perf_abi::ctr::{CtrRecords, RVPERF_AUXTRACE_CTR};
+use perf_abi::ctr::{CtrRecord, CtrRecords, RVPERF_AUXTRACE_CTR};
 use perf_abi::{parse_record, Mmap2FileId, Record, Sample, SampleFormat};
 use perf_data::{PerfDataReader, RawRecord, Threads, AUXTRACE_RECORD_SIZE};
 use symbolize::{Symbolizer, SymbolizerOptions};
@@ -285,7 +285,8 @@ pub fn open(path: &Path) -> Result<PerfDataReader<'static>> {
 /// delivered, oldest first and in file order among equal times, so memory holds about
 /// two rounds of records, not the file. A record without a time (no sample_id_all, or
 /// time 0 as on the records perf synthesizes from /proc at the start) is not queued
-/// but delivered at once, as perf delivers it.
+/// but delivered at once, as perf delivers it. As in perf, records wait unparsed and a
+/// sample is parsed when it is delivered.
 pub fn for_each_sample<'a>(
     reader: &'a PerfDataReader<'_>,
     file_size: u64,
@@ -297,14 +298,21 @@ pub fn for_each_sample<'a>(
     let mut queue = OrderedEvents::default();
     let mut deliver = |processes: &mut Processes, event: TimedEvent<'a>| -> Result<()> {
         match event {
-            TimedEvent::Sample(sample) => visit(processes, &sample),
-            TimedEvent::SideBand {
-                record_type,
-                misc,
-                body,
-            } => {
-                processes.observe(record_type, misc, body);
+            TimedEvent::Record(record) if record.record_type == SAMPLE => {
+                let sample = reader.parse_sample(&record)?;
+                visit(processes, &weighed(reader, record.attr_index, sample))
+            }
+            TimedEvent::Record(record) => {
+                processes.observe(record.record_type, record.misc, record.body);
                 Ok(())
+            }
+            TimedEvent::Ctr(ctr) => {
+                // The SAMPLE `rvperf record` converts the record into, as read back.
+                let sample = Sample {
+                    id: None,
+                    ..crate::record_ctr::ctr_sample(&ctr, 0)
+                };
+                visit(processes, &weighed(reader, Some(0), sample))
             }
         }
     };
@@ -315,21 +323,18 @@ pub fn for_each_sample<'a>(
         match record.record_type {
             AUXTRACE_INFO => aux.info(&record),
             AUXTRACE => {
-                for sample in aux.samples(&record)? {
+                for ctr in aux.records(&record)? {
                     samples += 1;
-                    let time = sample.time;
-                    let event = TimedEvent::Sample(weighed(reader, Some(0), sample));
-                    if let Some(event) = queue.queue(time, event) {
+                    let time = Some(ctr.header.time);
+                    if let Some(event) = queue.queue(time, TimedEvent::Ctr(ctr)) {
                         deliver(processes, event)?;
                     }
                 }
             }
-            perf_abi::sys::bindings::PERF_RECORD_SAMPLE => {
-                let sample = reader.parse_sample(&record)?;
+            SAMPLE => {
                 samples += 1;
-                let time = sample.time;
-                let event = TimedEvent::Sample(weighed(reader, record.attr_index, sample));
-                if let Some(event) = queue.queue(time, event) {
+                let time = reader.record_time(&record);
+                if let Some(event) = queue.queue(time, TimedEvent::Record(record)) {
                     deliver(processes, event)?;
                 }
             }
@@ -339,12 +344,8 @@ pub fn for_each_sample<'a>(
                 }
             }
             record_type if Processes::is_side_band(record_type) => {
-                let event = TimedEvent::SideBand {
-                    record_type,
-                    misc: record.misc,
-                    body: record.body,
-                };
-                if let Some(event) = queue.queue(reader.record_time(&record), event) {
+                let time = reader.record_time(&record);
+                if let Some(event) = queue.queue(time, TimedEvent::Record(record)) {
                     deliver(processes, event)?;
                 }
             }
@@ -449,13 +450,12 @@ struct Timed<T> {
     event: T,
 }
 
+/// What waits in the ordered-events queue: small, and parsed when delivered.
 enum TimedEvent<'a> {
-    Sample(SampleEvent<'a>),
-    SideBand {
-        record_type: u32,
-        misc: u16,
-        body: &'a [u8],
-    },
+    /// A SAMPLE or side-band record of the file.
+    Record(RawRecord<'a>),
+    /// An rvperf_ctr record of AUX data, delivered as the sample it converts to.
+    Ctr(CtrRecord<'a>),
 }
 
 /// AUX data kept in the file as PERF_RECORD_AUXTRACE, decoded into samples: rvperf_ctr
@@ -476,7 +476,8 @@ impl AuxDecoding {
             .map(|word| u32::from_le_bytes([word[0], word[1], word[2], word[3]]));
     }
 
-    fn samples<'a>(&mut self, record: &RawRecord<'a>) -> Result<Vec<Sample<'a>>> {
+    /// The rvperf_ctr records of one AUXTRACE chunk (none for other trace types).
+    fn records<'a>(&mut self, record: &RawRecord<'a>) -> Result<Vec<CtrRecord<'a>>> {
         if self.auxtrace_type != Some(RVPERF_AUXTRACE_CTR) {
             self.undecoded_chunks += 1;
             self.undecoded_bytes += record.aux_data.len() as u64;
@@ -484,18 +485,14 @@ impl AuxDecoding {
         }
         let data_at = record.offset + AUXTRACE_RECORD_SIZE;
         let mut records = CtrRecords::new(record.aux_data);
-        let mut samples = Vec::new();
+        let mut decoded = Vec::new();
         while let Some(ctr) = records
             .next_record()
             .with_context(|| format!("rvperf_ctr AUXTRACE data at file offset {data_at:#x}"))?
         {
-            // The SAMPLE `rvperf record` converts the record into, as read back.
-            samples.push(Sample {
-                id: None,
-                ..crate::record_ctr::ctr_sample(&ctr, 0)
-            });
+            decoded.push(ctr);
         }
-        Ok(samples)
+        Ok(decoded)
     }
 
     fn report_undecoded(&self) {
@@ -558,6 +555,7 @@ impl Progress {
 /// the bit COMM records use for exec).
 const PERF_RECORD_MISC_FORK_EXEC: u16 = 1 << 13;
 
+const SAMPLE: u32 = perf_abi::sys::bindings::PERF_RECORD_SAMPLE;
 /// Record types of the perf tool (not the kernel).
 const FINISHED_ROUND: u32 = perf_data::PERF_RECORD_FINISHED_ROUND;
 const AUXTRACE_INFO: u32 = perf_data::PERF_RECORD_AUXTRACE_INFO;
@@ -565,22 +563,27 @@ const AUXTRACE: u32 = perf_data::PERF_RECORD_AUXTRACE;
 
 #[cfg(test)]
 mod tests {
+    use perf_data::RawRecord;
+
     use super::{OrderedEvents, TimedEvent};
 
     /// A side-band event told apart by its record type.
     fn event(tag: u32) -> TimedEvent<'static> {
-        TimedEvent::SideBand {
+        TimedEvent::Record(RawRecord {
+            attr_index: Some(0),
             record_type: tag,
             misc: 0,
             body: &[],
-        }
+            aux_data: &[],
+            offset: 0,
+        })
     }
 
     fn tags<'a>(events: impl Iterator<Item = TimedEvent<'a>>) -> Vec<u32> {
         events
             .map(|event| match event {
-                TimedEvent::SideBand { record_type, .. } => record_type,
-                TimedEvent::Sample(..) => u32::MAX,
+                TimedEvent::Record(record) => record.record_type,
+                TimedEvent::Ctr(..) => u32::MAX,
             })
             .collect()
     }
@@ -594,7 +597,7 @@ mod tests {
         for time in [None, Some(0), Some(u64::MAX)] {
             assert!(matches!(
                 queue.queue(time, event(3)),
-                Some(TimedEvent::SideBand { record_type: 3, .. })
+                Some(TimedEvent::Record(RawRecord { record_type: 3, .. }))
             ));
         }
         // The first round delivers nothing: it only sets the limit of the next.

@@ -635,7 +635,10 @@ mod tests {
                 cpu: Some(3),
             }
         );
-        assert_eq!((throttle.time, throttle.id, throttle.stream_id), (5_000, 9, 9));
+        assert_eq!(
+            (throttle.time, throttle.id, throttle.stream_id),
+            (5_000, 9, 9)
+        );
         let plain = encode_ctr_record(&CtrRecordHeader { flags: 0, ..header }, &[]);
         let record = CtrRecords::new(&plain).next_record().unwrap().unwrap();
         assert_eq!(ctr_throttle(&record, 9), None);

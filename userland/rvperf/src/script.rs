@@ -125,12 +125,7 @@ impl<'a> LinePrinter<'a> {
         }
     }
 
-    fn print(
-        &self,
-        line: &mut String,
-        processes: &mut Processes,
-        event: &SampleEvent<'_>,
-    ) {
+    fn print(&self, line: &mut String, processes: &mut Processes, event: &SampleEvent<'_>) {
         use std::fmt::Write as _;
         let sample = &event.sample;
         // perf's values for fields the sample lacks.

@@ -13,9 +13,9 @@
 
 use std::io::{Seek, Write};
 
-use perf_abi::ctr::{CtrRecordError, CtrRecords, RVPERF_AUXTRACE_CTR};
+use perf_abi::ctr::{CtrRecord, CtrRecordError, CtrRecords, RVPERF_AUXTRACE_CTR};
 use perf_abi::sys::bindings as abi;
-use perf_abi::{attr_from_bytes, AttrBytesError, Sample, ThrottleRecord, RECORD_HEADER_SIZE};
+use perf_abi::{attr_from_bytes, AttrBytesError, ThrottleRecord, RECORD_HEADER_SIZE};
 use perf_data::{
     EventDesc, FeatureSection, PerfDataReader, PerfDataWriter, RawRecord, ReadError, WriteError,
     AUXTRACE_RECORD_SIZE, HEADER_AUXTRACE, PERF_RECORD_AUXTRACE, PERF_RECORD_AUXTRACE_INFO,
@@ -179,10 +179,11 @@ pub fn inject<W: Write + Seek>(
                 })?;
                 injected.chunks += 1;
                 let id = sample_id(&record, &ids)?;
-                for (sample, throttle) in decoder.samples(&record, id)? {
+                for ctr in decoder.records(&record)? {
                     injected.samples += 1;
-                    let time = sample.time;
-                    if let Some(now) = queue.queue(time, Pending::Sample(sample)) {
+                    let time = Some(ctr.header.time);
+                    let throttle = ctr_throttle(&ctr, id);
+                    if let Some(now) = queue.queue(time, Pending::Ctr { record: ctr, id }) {
                         write(&mut writer, now)?;
                     }
                     // At the sample's time, queued after it: written right after it.
@@ -252,9 +253,7 @@ fn events(reader: &PerfDataReader<'_>) -> Result<Vec<EventDesc>, InjectError> {
             index: 0,
             why: "the file has no event",
         }),
-        Some(first)
-            if first.attr.sample_type & u64::from(abi::PERF_SAMPLE_BRANCH_STACK) == 0 =>
-        {
+        Some(first) if first.attr.sample_type & u64::from(abi::PERF_SAMPLE_BRANCH_STACK) == 0 => {
             Err(InjectError::Attr {
                 index: 0,
                 why: "no PERF_SAMPLE_BRANCH_STACK for the branch stacks of the AUX data \
@@ -307,13 +306,8 @@ impl Decoder {
         }
     }
 
-    /// The samples of one PERF_RECORD_AUXTRACE chunk, for the event `id`, each with
-    /// the sample_id of the PERF_RECORD_THROTTLE that follows it, if any.
-    fn samples<'a>(
-        self,
-        record: &RawRecord<'a>,
-        id: u64,
-    ) -> Result<Vec<(Sample<'a>, Option<ThrottleRecord>)>, InjectError> {
+    /// The records of one PERF_RECORD_AUXTRACE chunk, each a sample ([`ctr_sample`]).
+    fn records<'a>(self, record: &RawRecord<'a>) -> Result<Vec<CtrRecord<'a>>, InjectError> {
         match self {
             Self::Ctr => {
                 let data_at = record.offset + AUXTRACE_RECORD_SIZE;
@@ -322,9 +316,7 @@ impl Decoder {
                 loop {
                     let at = records.offset();
                     match records.next_record() {
-                        Ok(Some(ctr)) => {
-                            samples.push((ctr_sample(&ctr, id), ctr_throttle(&ctr, id)))
-                        }
+                        Ok(Some(ctr)) => samples.push(ctr),
                         Ok(None) => return Ok(samples),
                         Err(source) => {
                             return Err(InjectError::CorruptAux {
@@ -343,8 +335,8 @@ impl Decoder {
 enum Pending<'a> {
     /// Copied as it was.
     Record(RawRecord<'a>),
-    /// Decoded from AUX data.
-    Sample(Sample<'a>),
+    /// An rvperf_ctr record of AUX data, written as its sample for the event `id`.
+    Ctr { record: CtrRecord<'a>, id: u64 },
     /// The PERF_RECORD_THROTTLE after a decoded sample.
     Throttle(ThrottleRecord),
 }
@@ -354,7 +346,7 @@ fn write<W: Write + Seek>(
     pending: Pending<'_>,
 ) -> Result<(), WriteError> {
     match pending {
-        Pending::Sample(sample) => writer.write_sample(0, &sample),
+        Pending::Ctr { record, id } => writer.write_sample(0, &ctr_sample(&record, id)),
         Pending::Throttle(throttle) => write_ctr_throttle(writer, &throttle),
         Pending::Record(record) => {
             let size = RECORD_HEADER_SIZE + record.body.len();
