@@ -19,7 +19,7 @@ pub use format::*;
 pub use reader::{
     AttrInfo, BuildIdEntry, HeaderInfo, PerfDataReader, RawRecord, ReadError, Records,
 };
-pub use threads::Threads;
+pub use threads::{ExitedThreads, Threads};
 pub use writer::{
     AuxtraceChunk, EventDesc, FeatureSection, Metadata, PerfDataWriter, TaskEvent, WriteError,
 };

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use perf_abi::ctr::{CtrRecord, CtrRecords, RVPERF_AUXTRACE_CTR};
 use perf_abi::{parse_record, Mmap2FileId, Record, Sample, SampleFormat};
-use perf_data::{PerfDataReader, RawRecord, Threads, AUXTRACE_RECORD_SIZE};
+use perf_data::{ExitedThreads, PerfDataReader, RawRecord, Threads, AUXTRACE_RECORD_SIZE};
 use symbolize::{Symbolizer, SymbolizerOptions};
 
 /// Process address spaces (in the symbolizer) and threads with their command names,
@@ -122,7 +122,7 @@ impl Processes {
     /// Threads keep their names after their EXIT, as in `perf report` (perf script
     /// forgets them: a later sample of the thread shows `:TID`).
     pub fn keep_exited_threads(&mut self) {
-        self.threads.keep_exited(true);
+        self.threads.set_exited(ExitedThreads::Keep);
     }
 
     /// Whether [`observe`](Self::observe) uses records of this type, which must then
