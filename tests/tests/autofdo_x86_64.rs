@@ -26,12 +26,16 @@ use common::consumers::{
 };
 use common::{repository, rvperf_binary, scratch};
 use object::{Object, ObjectSegment, SegmentFlags};
-use perf_abi::sys::bindings::{perf_event_attr, PERF_COUNT_HW_CPU_CYCLES, PERF_TYPE_HARDWARE};
-use perf_data::{
-    BranchEntry, BranchStack, EventDesc, Metadata, Mmap2, Mmap2FileId, PerfDataWriter, SampleData,
-    SampleId, PERF_RECORD_MISC_USER, PERF_SAMPLE_BRANCH_ANY, PERF_SAMPLE_BRANCH_STACK,
-    PERF_SAMPLE_BRANCH_USER, PERF_SAMPLE_IP, PERF_SAMPLE_PERIOD, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
+use perf_abi::sys::bindings::{
+    perf_event_attr, PERF_COUNT_HW_CPU_CYCLES, PERF_RECORD_MISC_USER, PERF_SAMPLE_BRANCH_ANY,
+    PERF_SAMPLE_BRANCH_STACK, PERF_SAMPLE_BRANCH_USER, PERF_SAMPLE_IP, PERF_SAMPLE_PERIOD,
+    PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_HARDWARE,
 };
+use perf_abi::{BranchEntry, BranchStack, CommRecord, Mmap2FileId, Mmap2Record, Sample, SampleId};
+use perf_data::{BuildIdEntry, EventDesc, Metadata, PerfDataWriter};
+
+/// PERF_RECORD_MISC_USER as `perf_event_header.misc`.
+const MISC_USER: u16 = PERF_RECORD_MISC_USER as u16;
 use trace_gen::qemu::{ExecLogReader, QemuUser};
 
 const INSTALL: &str =
@@ -211,12 +215,14 @@ fn write_recording(data: &Path, binary: &Path, code: &Code, pcs: &[u64]) {
         type_: PERF_TYPE_HARDWARE,
         size: std::mem::size_of::<perf_event_attr>() as u32,
         config: u64::from(PERF_COUNT_HW_CPU_CYCLES),
-        sample_type: PERF_SAMPLE_IP
-            | PERF_SAMPLE_TID
-            | PERF_SAMPLE_TIME
-            | PERF_SAMPLE_PERIOD
-            | PERF_SAMPLE_BRANCH_STACK,
-        branch_sample_type: PERF_SAMPLE_BRANCH_ANY | PERF_SAMPLE_BRANCH_USER,
+        sample_type: u64::from(
+            PERF_SAMPLE_IP
+                | PERF_SAMPLE_TID
+                | PERF_SAMPLE_TIME
+                | PERF_SAMPLE_PERIOD
+                | PERF_SAMPLE_BRANCH_STACK,
+        ),
+        branch_sample_type: u64::from(PERF_SAMPLE_BRANCH_ANY | PERF_SAMPLE_BRANCH_USER),
         ..Default::default()
     };
     attr.sample_period = PERIOD;
@@ -235,12 +241,21 @@ fn write_recording(data: &Path, binary: &Path, code: &Code, pcs: &[u64]) {
     let file = std::fs::File::create(data).unwrap();
     let mut writer = PerfDataWriter::new(BufWriter::new(file), vec![event]).unwrap();
     let side_band = SampleId {
-        pid: PID,
-        tid: PID,
+        pid: Some(PID),
+        tid: Some(PID),
         ..SampleId::default()
     };
     writer
-        .write_comm(0, PID, PID, "autofdo", true, &side_band)
+        .write_comm(
+            0,
+            &CommRecord {
+                pid: PID,
+                tid: PID,
+                comm: b"autofdo",
+                exec: true,
+                sample_id: side_band,
+            },
+        )
         .unwrap();
     let path = std::fs::canonicalize(binary).unwrap();
     const PAGE: u64 = 4096;
@@ -250,13 +265,14 @@ fn write_recording(data: &Path, binary: &Path, code: &Code, pcs: &[u64]) {
         writer
             .write_mmap2(
                 0,
-                &Mmap2 {
+                MISC_USER,
+                &Mmap2Record {
                     pid: PID,
                     tid: PID,
                     addr: start,
                     len: (address + bytes.len() as u64 - start).div_ceil(PAGE) * PAGE,
                     pgoff: offset - (address - start),
-                    file_id: code.build_id.clone().map_or(
+                    file_id: code.build_id.as_deref().map_or(
                         Mmap2FileId::Inode {
                             maj: 0,
                             min: 0,
@@ -267,10 +283,9 @@ fn write_recording(data: &Path, binary: &Path, code: &Code, pcs: &[u64]) {
                     ),
                     prot: (libc::PROT_READ | libc::PROT_EXEC) as u32,
                     flags: libc::MAP_PRIVATE as u32,
-                    filename: text(&path).to_owned(),
-                    cpumode: PERF_RECORD_MISC_USER,
+                    filename: text(&path).as_bytes(),
+                    sample_id: side_band,
                 },
-                &side_band,
             )
             .unwrap();
     }
@@ -301,7 +316,7 @@ fn write_recording(data: &Path, binary: &Path, code: &Code, pcs: &[u64]) {
             lbr.push_front(BranchEntry {
                 from: pc,
                 to: next,
-                flags: 0,
+                ..BranchEntry::default()
             });
         }
         until_sample -= 1;
@@ -309,21 +324,19 @@ fn write_recording(data: &Path, binary: &Path, code: &Code, pcs: &[u64]) {
             let period = next_period();
             until_sample = period;
             samples += 1;
+            let entries: Vec<u8> = lbr.iter().flat_map(BranchEntry::to_bytes).collect();
             writer
                 .write_sample(
                     0,
-                    &SampleData {
-                        ip: next,
-                        pid: PID,
-                        tid: PID,
-                        time: 1_000_000 + index as u64,
-                        period,
-                        branch_stack: Some(BranchStack {
-                            hw_idx: None,
-                            entries: lbr.iter().copied().collect(),
-                        }),
-                        misc: PERF_RECORD_MISC_USER,
-                        ..SampleData::default()
+                    &Sample {
+                        ip: Some(next),
+                        pid: Some(PID),
+                        tid: Some(PID),
+                        time: Some(1_000_000 + index as u64),
+                        period: Some(period),
+                        branch_stack: BranchStack::from_bytes(None, &entries),
+                        misc: MISC_USER,
+                        ..Sample::default()
                     },
                 )
                 .unwrap();
@@ -332,12 +345,12 @@ fn write_recording(data: &Path, binary: &Path, code: &Code, pcs: &[u64]) {
     assert!(samples >= 100, "only {samples} samples");
     let mut metadata = Metadata::from_host("rvperf-tests", vec!["autofdo".to_owned()]);
     if let Some(build_id) = &code.build_id {
-        metadata.build_ids.push((
-            -1,
-            build_id.clone(),
-            text(&path).to_owned(),
-            PERF_RECORD_MISC_USER,
-        ));
+        metadata.build_ids.push(BuildIdEntry {
+            pid: -1,
+            misc: MISC_USER,
+            build_id: build_id.clone(),
+            filename: text(&path).to_owned(),
+        });
     }
     writer.finish(&metadata).unwrap();
 }

@@ -237,6 +237,7 @@ fn inline_frames_appear_only_with_inline() {
 /// timestamps, same round) changes nothing.
 #[test]
 fn side_band_records_apply_in_time_order_not_file_order() {
+    use perf_abi::sys::bindings as abi;
     let case = repository().join("tests/fixtures/flamegraph/riscv64-callchain");
     let original = std::fs::read(case.join("perf.data")).unwrap();
     let reader = perf_data::PerfDataReader::from_bytes(&original, "perf.data").unwrap();
@@ -248,12 +249,12 @@ fn side_band_records_apply_in_time_order_not_file_order() {
         let end = start + 8 + record.body.len() + record.aux_data.len();
         match record.record_type {
             perf_data::PERF_RECORD_FINISHED_ROUND => break,
-            perf_data::PERF_RECORD_COMM
-                if record.misc & perf_data::PERF_RECORD_MISC_COMM_EXEC != 0 =>
+            abi::PERF_RECORD_COMM
+                if u32::from(record.misc) & abi::PERF_RECORD_MISC_COMM_EXEC != 0 =>
             {
                 exec = Some(start..end)
             }
-            perf_data::PERF_RECORD_MMAP2 if exec.is_some() => last_mmap_end = Some(end),
+            abi::PERF_RECORD_MMAP2 if exec.is_some() => last_mmap_end = Some(end),
             _ => {}
         }
     }

@@ -19,10 +19,12 @@ use std::process::{Command, Output};
 use common::consumers::run_tool;
 use common::{repository, rvperf_binary, scratch};
 use perf_abi::ctr::{encode_ctr_record, CtrBranch, CtrRecordHeader, RVPERF_AUXTRACE_CTR};
-use perf_data::{
-    AuxtraceChunk, EventDesc, PerfDataReader, PerfDataWriter, AUXTRACE_RECORD_SIZE,
-    HEADER_AUXTRACE, HEADER_BRANCH_STACK, PERF_RECORD_AUXTRACE, PERF_RECORD_AUXTRACE_INFO,
+use perf_abi::sys::bindings::{
     PERF_RECORD_MISC_CPUMODE_MASK, PERF_RECORD_MISC_KERNEL, PERF_RECORD_SAMPLE,
+};
+use perf_data::{
+    AuxtraceChunk, EventDesc, FeatureSection, PerfDataReader, PerfDataWriter, AUXTRACE_RECORD_SIZE,
+    HEADER_AUXTRACE, HEADER_BRANCH_STACK, PERF_RECORD_AUXTRACE, PERF_RECORD_AUXTRACE_INFO,
 };
 
 const INSTALL: &str = "run tools/install-deps.sh (as root) for Linux perf and llvm-profgen-19";
@@ -237,30 +239,25 @@ fn keep_aux(converted: &Path, kept: &Path, keep: &Keep) {
             continue;
         }
         let sample = reader.parse_sample(&record).unwrap();
-        let pid = sample.pid.unwrap() as u32;
+        let pid = sample.pid.unwrap();
         workload = pid;
         let idx = match &keep.areas {
             Areas::AsRecorded => ids.iter().position(|&id| Some(id) == sample.id).unwrap(),
             Areas::RoundRobin(ids) => samples % ids.len(),
         } as u32;
         samples += 1;
-        let kernel = record.misc & PERF_RECORD_MISC_CPUMODE_MASK == PERF_RECORD_MISC_KERNEL;
-        let branches: Vec<CtrBranch> = sample
-            .branch_stack
-            .unwrap()
-            .entries
-            .iter()
-            .map(common::ctr_branch)
-            .collect();
+        let kernel =
+            u32::from(record.misc) & PERF_RECORD_MISC_CPUMODE_MASK == PERF_RECORD_MISC_KERNEL;
+        let branches: Vec<CtrBranch> = common::ctr_branches(&sample.branch_stack.unwrap());
         let header = CtrRecordHeader {
             flags: u8::from(kernel),
             cpu: sample.cpu.unwrap(),
             pid,
-            tid: sample.tid.unwrap() as u32,
+            tid: sample.tid.unwrap(),
             depth: 32,
             time: sample.time.unwrap(),
             ip: sample.ip.unwrap(),
-            period: sample.period,
+            period: sample.period_or_attr(&reader.attrs()[record.attr_index.unwrap()].attr),
         };
         let (cpu, data) = drain.entry(idx).or_insert((header.cpu, Vec::new()));
         *cpu = header.cpu;
@@ -271,7 +268,10 @@ fn keep_aux(converted: &Path, kept: &Path, keep: &Keep) {
         .info()
         .features
         .iter()
-        .map(|&feature| (feature, reader.feature_section(feature).unwrap().to_vec()))
+        .map(|&feature| FeatureSection {
+            feature,
+            bytes: reader.feature_section(feature).unwrap().to_vec(),
+        })
         .collect();
     writer.finish_with_sections(features).unwrap();
 }

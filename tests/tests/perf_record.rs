@@ -17,11 +17,12 @@ use common::{repository, rvperf_binary, scratch};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use perf_abi::sys::bindings::perf_event_attr;
-use perf_data::{
-    AuxtraceChunk, BranchEntry, BranchFlags, BranchStack, EventDesc, Metadata, PerfDataReader,
-    PerfDataWriter, SampleData, PERF_SAMPLE_BRANCH_ANY, PERF_SAMPLE_BRANCH_STACK, PERF_SAMPLE_IP,
-    PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
+use perf_abi::sys::bindings::{
+    PERF_RECORD_LOST, PERF_RECORD_SAMPLE, PERF_SAMPLE_BRANCH_ANY, PERF_SAMPLE_BRANCH_STACK,
+    PERF_SAMPLE_IP, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
 };
+use perf_abi::{BranchEntry, BranchFlags, BranchStack, Sample};
+use perf_data::{AuxtraceChunk, EventDesc, Metadata, PerfDataReader, PerfDataWriter};
 
 /// tests/programs/host/NAME.c, built once per test process.
 fn host_program(name: &str) -> PathBuf {
@@ -116,7 +117,9 @@ fn record_finds_the_hot_function_and_linux_perf_reads_the_file() {
         match record.record_type {
             9 => {
                 samples += 1;
-                cpu_nanoseconds += reader.parse_sample(&record).unwrap().period;
+                let sample = reader.parse_sample(&record).unwrap();
+                let attr = &reader.attrs()[record.attr_index.unwrap()].attr;
+                cpu_nanoseconds += sample.period_or_attr(attr);
             }
             10 => mmap2 += 1,
             3 => comm += 1,
@@ -273,8 +276,9 @@ fn reads_linux_perf_pipe_mode_from_a_file_and_from_stdin() {
     let mut records = reader.records();
     let mut callchains = 0;
     while let Some(record) = records.next_record().unwrap() {
-        if record.record_type == perf_data::PERF_RECORD_SAMPLE {
-            callchains += usize::from(reader.parse_sample(&record).unwrap().callchain.len() > 1);
+        if record.record_type == PERF_RECORD_SAMPLE {
+            let callchain = reader.parse_sample(&record).unwrap().callchain;
+            callchains += usize::from(callchain.map_or(0, |callchain| callchain.len()) > 1);
         }
     }
     assert!(callchains > 20, "only {callchains} samples with callchains");
@@ -305,14 +309,21 @@ fn branch_stacks_print_exactly_as_linux_perf_prints_them() {
                     branch_type: [1u8, 4, 6, 0][entry as usize],
                     ..BranchFlags::default()
                 };
-                BranchEntry::new(
-                    0x40_1000 + sample * 16 + entry,
-                    0x40_2000 + entry * 8,
+                BranchEntry {
+                    from: 0x40_1000 + sample * 16 + entry,
+                    to: 0x40_2000 + entry * 8,
                     flags,
-                )
+                }
+                .to_bytes()
             })
-            .collect();
-        let data = user_branch_sample(0x40_1000 + sample, 4242, 1_000_000 + sample * 1000, entries);
+            .collect::<Vec<_>>()
+            .concat();
+        let data = user_branch_sample(
+            0x40_1000 + sample,
+            4242,
+            1_000_000 + sample * 1000,
+            &entries,
+        );
         writer.write_sample(0, &data).unwrap();
     }
     writer
@@ -388,10 +399,10 @@ fn kept_ctr_aux_data_prints_as_its_converted_samples_do() {
         for sample in chunk * 2..chunk * 2 + 2 {
             let (header, branches) = record(sample);
             bytes.extend(encode_ctr_record(&header, &branches));
-            let entries = branches.iter().map(common::branch_entry).collect();
-            let data = SampleData {
-                pid: header.pid,
-                ..user_branch_sample(header.ip, header.tid, header.time, entries)
+            let entries = common::branch_entries(&branches);
+            let data = Sample {
+                pid: Some(header.pid),
+                ..user_branch_sample(header.ip, header.tid, header.time, &entries)
             };
             samples_writer.write_sample(0, &data).unwrap();
         }
@@ -467,14 +478,18 @@ fn file_counts(data: &Path) -> FileCounts {
     let word = |body: &[u8], at: usize| u64::from_le_bytes(body[at..at + 8].try_into().unwrap());
     while let Some(record) = records.next_record().unwrap() {
         match record.record_type {
-            perf_data::PERF_RECORD_SAMPLE => {
+            PERF_RECORD_SAMPLE => {
                 counts.samples += 1;
-                let pid = reader.parse_sample(&record).unwrap().pid;
+                let pid = reader
+                    .parse_sample(&record)
+                    .unwrap()
+                    .pid
+                    .map(|pid| pid as i32);
                 counts.first_pid = counts.first_pid.or(pid);
                 counts.pids.extend(pid);
             }
             // struct { u64 id; u64 lost; sample_id }
-            perf_data::PERF_RECORD_LOST => {
+            PERF_RECORD_LOST => {
                 counts.lost += word(record.body, 8);
                 counts.lost_records += 1;
             }
@@ -1276,8 +1291,10 @@ fn branch_stack_attr(type_: u32, period: u64) -> perf_event_attr {
     let mut attr = perf_event_attr {
         type_,
         size: std::mem::size_of::<perf_event_attr>() as u32,
-        sample_type: PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_BRANCH_STACK,
-        branch_sample_type: PERF_SAMPLE_BRANCH_ANY,
+        sample_type: u64::from(
+            PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_BRANCH_STACK,
+        ),
+        branch_sample_type: PERF_SAMPLE_BRANCH_ANY.into(),
         ..Default::default()
     };
     attr.sample_period = period;
@@ -1286,19 +1303,16 @@ fn branch_stack_attr(type_: u32, period: u64) -> perf_event_attr {
 }
 
 /// A user-mode (PERF_RECORD_MISC_USER) SAMPLE of thread `tid` (its own process) with a
-/// branch stack.
-fn user_branch_sample(ip: u64, tid: u32, time: u64, entries: Vec<BranchEntry>) -> SampleData {
-    SampleData {
-        ip,
-        pid: tid,
-        tid,
-        time,
-        branch_stack: Some(BranchStack {
-            hw_idx: None,
-            entries,
-        }),
+/// branch stack of `entries` (`struct perf_branch_entry` after another).
+fn user_branch_sample(ip: u64, tid: u32, time: u64, entries: &[u8]) -> Sample<'_> {
+    Sample {
+        ip: Some(ip),
+        pid: Some(tid),
+        tid: Some(tid),
+        time: Some(time),
+        branch_stack: Some(BranchStack::from_bytes(None, entries).unwrap()),
         misc: 2,
-        ..SampleData::default()
+        ..Sample::default()
     }
 }
 

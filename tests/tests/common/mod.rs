@@ -17,7 +17,7 @@ use std::sync::{Mutex, OnceLock};
 use code_image::{load_elf, CodeImage, SymbolTable};
 use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
 use perf_abi::ctr::CtrBranch;
-use perf_data::BranchEntry;
+use perf_abi::BranchStack;
 use trace_elements::{ElementKind, TraceElement};
 use trace_gen::qemu::{ExecLogReader, QemuUser};
 
@@ -200,21 +200,27 @@ pub fn rvperf_binary() -> PathBuf {
         .clone()
 }
 
-/// A CTR branch (an entry of an rvperf_ctr record) as the perf branch-stack entry it is
-/// converted to: the same addresses and flags word.
-pub fn branch_entry(branch: &CtrBranch) -> BranchEntry {
-    BranchEntry {
-        from: branch.from,
-        to: branch.to,
-        flags: branch.flags_word,
-    }
+/// CTR branches (entries of an rvperf_ctr record) as the perf branch-stack entries they
+/// are converted to (`struct perf_branch_entry` after another, for
+/// `perf_abi::BranchStack::from_bytes`): the same addresses and flags words.
+pub fn branch_entries(branches: &[CtrBranch]) -> Vec<u8> {
+    branches
+        .iter()
+        .flat_map(|branch| [branch.from, branch.to, branch.flags_word])
+        .flat_map(u64::to_ne_bytes)
+        .collect()
 }
 
-/// A perf branch-stack entry as the CTR branch it was converted from.
-pub fn ctr_branch(entry: &BranchEntry) -> CtrBranch {
-    CtrBranch {
-        from: entry.from,
-        to: entry.to,
-        flags_word: entry.flags,
-    }
+/// A perf branch stack as the CTR branches it was converted from, flags words bit for bit.
+pub fn ctr_branches(stack: &BranchStack<'_>) -> Vec<CtrBranch> {
+    let word = |bytes: &[u8]| u64::from_ne_bytes(bytes.try_into().unwrap());
+    stack
+        .as_bytes()
+        .chunks_exact(24)
+        .map(|entry| CtrBranch {
+            from: word(&entry[..8]),
+            to: word(&entry[8..16]),
+            flags_word: word(&entry[16..]),
+        })
+        .collect()
 }

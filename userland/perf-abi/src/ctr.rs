@@ -10,7 +10,7 @@
 
 use perf_event_open_sys::bindings::perf_branch_entry;
 
-use crate::record::BranchFlags;
+use crate::record::{BranchFlags, BranchStack};
 
 /// The PMU's name in /sys/bus/event_source/devices.
 pub const CTR_PMU_NAME: &str = "rvperf_ctr";
@@ -168,6 +168,13 @@ impl<'a> CtrRecord<'a> {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// The branches as perf's PERF_SAMPLE_BRANCH_STACK (newest first, no hw_idx),
+    /// borrowed: the module writes `struct perf_branch_entry` as the kernel does.
+    pub fn branch_stack(&self) -> BranchStack<'a> {
+        // Whole entries: `next_record` checked the size against the entry count.
+        BranchStack::from_bytes(None, self.entries).unwrap_or_default()
     }
 
     /// The branches, newest first.

@@ -37,6 +37,93 @@ impl SampleFormat {
     fn has(&self, bit: u32) -> bool {
         self.sample_type & u64::from(bit) != 0
     }
+
+    /// The event id of a kernel record without parsing it, where perf looks for it
+    /// (`evsel->id_pos` for samples, `evsel->is_pos` from the end of the
+    /// `sample_id_all` trailer for the rest): PERF_SAMPLE_IDENTIFIER when the format
+    /// has it, else PERF_SAMPLE_ID. `None` when the format records no id or the body
+    /// is too short.
+    pub fn record_id(&self, record_type: u32, body: &[u8]) -> Option<u64> {
+        if record_type == b::PERF_RECORD_SAMPLE {
+            let before: &[u32] = if self.has(b::PERF_SAMPLE_IDENTIFIER) {
+                &[]
+            } else if self.has(b::PERF_SAMPLE_ID) {
+                &[
+                    b::PERF_SAMPLE_IP,
+                    b::PERF_SAMPLE_TID,
+                    b::PERF_SAMPLE_TIME,
+                    b::PERF_SAMPLE_ADDR,
+                ]
+            } else {
+                return None;
+            };
+            self.word_from_start(body, before)
+        } else if self.has(b::PERF_SAMPLE_IDENTIFIER) {
+            self.trailer_word(body, &[b::PERF_SAMPLE_IDENTIFIER])
+        } else if self.has(b::PERF_SAMPLE_ID) {
+            self.trailer_word(
+                body,
+                &[
+                    b::PERF_SAMPLE_ID,
+                    b::PERF_SAMPLE_STREAM_ID,
+                    b::PERF_SAMPLE_CPU,
+                ],
+            )
+        } else {
+            None
+        }
+    }
+
+    /// The time of a kernel record without parsing it: a sample's PERF_SAMPLE_TIME, or
+    /// the time in the `sample_id_all` trailer of any other record. `None` when the
+    /// format records no time there or the body is too short.
+    pub fn record_time(&self, record_type: u32, body: &[u8]) -> Option<u64> {
+        if !self.has(b::PERF_SAMPLE_TIME) {
+            return None;
+        }
+        if record_type == b::PERF_RECORD_SAMPLE {
+            self.word_from_start(
+                body,
+                &[
+                    b::PERF_SAMPLE_IDENTIFIER,
+                    b::PERF_SAMPLE_IP,
+                    b::PERF_SAMPLE_TID,
+                ],
+            )
+        } else {
+            self.trailer_word(
+                body,
+                &[
+                    b::PERF_SAMPLE_TIME,
+                    b::PERF_SAMPLE_ID,
+                    b::PERF_SAMPLE_STREAM_ID,
+                    b::PERF_SAMPLE_CPU,
+                    b::PERF_SAMPLE_IDENTIFIER,
+                ],
+            )
+        }
+    }
+
+    /// The u64 of a sample body after the fixed-size fields `before` the format has.
+    fn word_from_start(&self, body: &[u8], before: &[u32]) -> Option<u64> {
+        let at = 8 * before.iter().filter(|&&bit| self.has(bit)).count();
+        word_at(body, at)
+    }
+
+    /// The u64 of the `sample_id_all` trailer that starts as many words from the end
+    /// as the format has of `from_here_on` (the word's own field and those after it).
+    fn trailer_word(&self, body: &[u8], from_here_on: &[u32]) -> Option<u64> {
+        if !self.sample_id_all {
+            return None;
+        }
+        let from_end = 8 * from_here_on.iter().filter(|&&bit| self.has(bit)).count();
+        word_at(body, body.len().checked_sub(from_end)?)
+    }
+}
+
+fn word_at(bytes: &[u8], at: usize) -> Option<u64> {
+    let word = bytes.get(at..at.checked_add(8)?)?;
+    Some(u64::from_ne_bytes(word.try_into().ok()?))
 }
 
 /// A record that does not fit its declared format. `offset` is the byte
@@ -67,6 +154,12 @@ pub struct U64Slice<'a> {
 }
 
 impl<'a> U64Slice<'a> {
+    /// A view of `bytes` as u64s in native byte order; `None` unless its length is a
+    /// multiple of 8 (for writers that build records from owned values).
+    pub fn from_bytes(bytes: &'a [u8]) -> Option<Self> {
+        (bytes.len() % 8 == 0).then_some(Self { bytes })
+    }
+
     pub fn len(&self) -> usize {
         self.bytes.len() / 8
     }
@@ -193,8 +286,20 @@ pub struct BranchEntry {
     pub flags: BranchFlags,
 }
 
+impl BranchEntry {
+    /// The entry as `struct perf_branch_entry` holds it, in native byte order: what
+    /// [`BranchStack::from_bytes`] reads.
+    pub fn to_bytes(&self) -> [u8; BRANCH_ENTRY_SIZE] {
+        let mut bytes = [0; BRANCH_ENTRY_SIZE];
+        bytes[..8].copy_from_slice(&self.from.to_ne_bytes());
+        bytes[8..16].copy_from_slice(&self.to.to_ne_bytes());
+        bytes[16..].copy_from_slice(&self.flags.to_word().to_ne_bytes());
+        bytes
+    }
+}
+
 /// PERF_SAMPLE_BRANCH_STACK: entries are decoded on access.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct BranchStack<'a> {
     /// Present when the attr had PERF_SAMPLE_BRANCH_HW_INDEX.
     pub hw_idx: Option<u64>,
@@ -204,6 +309,18 @@ pub struct BranchStack<'a> {
 const BRANCH_ENTRY_SIZE: usize = std::mem::size_of::<perf_branch_entry>();
 
 impl<'a> BranchStack<'a> {
+    /// A branch stack over `entries`, `struct perf_branch_entry` after another in native
+    /// byte order (as a record or rvperf_ctr's AUX data holds them); `None` unless
+    /// their length is a multiple of the entry size.
+    pub fn from_bytes(hw_idx: Option<u64>, entries: &'a [u8]) -> Option<Self> {
+        (entries.len() % BRANCH_ENTRY_SIZE == 0).then_some(Self { hw_idx, entries })
+    }
+
+    /// The entries' bytes, as the record holds them (flag words bit for bit).
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.entries
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len() / BRANCH_ENTRY_SIZE
     }
@@ -244,12 +361,16 @@ pub struct Regs<'a> {
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Sample<'a> {
+    /// The record header's `misc`: its `PERF_RECORD_MISC_CPUMODE_MASK` bits say
+    /// whether the sample was taken in the kernel or in user mode.
+    pub misc: u16,
     pub identifier: Option<u64>,
     pub ip: Option<u64>,
     pub pid: Option<u32>,
     pub tid: Option<u32>,
     pub time: Option<u64>,
     pub addr: Option<u64>,
+    /// PERF_SAMPLE_ID, else PERF_SAMPLE_IDENTIFIER (the same id).
     pub id: Option<u64>,
     pub stream_id: Option<u64>,
     pub cpu: Option<u32>,
@@ -270,6 +391,18 @@ pub struct Sample<'a> {
     pub data_page_size: Option<u64>,
     pub code_page_size: Option<u64>,
     pub aux: Option<&'a [u8]>,
+}
+
+impl Sample<'_> {
+    /// The weight perf gives the sample (its `sample->period`): the PERIOD field when
+    /// the event records it, else the attr's `sample_period` (a fixed-period
+    /// recording, `perf record -c N`, does not record it). As in perf's
+    /// `evsel__parse_sample`, which starts from the union `sample_period`/`sample_freq`,
+    /// an event in frequency mode without PERIOD gives its frequency, and a counting
+    /// event 0.
+    pub fn period_or_attr(&self, attr: &perf_event_attr) -> u64 {
+        self.period.unwrap_or(attr.sample_period)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -576,7 +709,7 @@ pub fn parse_record<'a>(
 ) -> Result<Record<'a>, RecordError> {
     let misc32 = u32::from(misc);
     if record_type == b::PERF_RECORD_SAMPLE {
-        return parse_sample(body, format).map(Record::Sample);
+        return parse_sample(misc, body, format).map(Record::Sample);
     }
     let known = matches!(
         record_type,
@@ -726,14 +859,21 @@ pub fn parse_record<'a>(
     Ok(record)
 }
 
-fn parse_sample<'a>(body: &'a [u8], format: &SampleFormat) -> Result<Sample<'a>, RecordError> {
+fn parse_sample<'a>(
+    misc: u16,
+    body: &'a [u8],
+    format: &SampleFormat,
+) -> Result<Sample<'a>, RecordError> {
     let mut c = Cursor {
         record_type: b::PERF_RECORD_SAMPLE,
         body,
         pos: 0,
     };
     let f = format;
-    let mut s = Sample::default();
+    let mut s = Sample {
+        misc,
+        ..Sample::default()
+    };
     if f.has(b::PERF_SAMPLE_IDENTIFIER) {
         s.identifier = Some(c.u64("identifier")?);
     }
@@ -752,6 +892,10 @@ fn parse_sample<'a>(body: &'a [u8], format: &SampleFormat) -> Result<Sample<'a>,
     }
     if f.has(b::PERF_SAMPLE_ID) {
         s.id = Some(c.u64("id")?);
+    } else {
+        // The identifier is the id for streams without PERF_SAMPLE_ID, as in the
+        // sample_id trailer.
+        s.id = s.identifier;
     }
     if f.has(b::PERF_SAMPLE_STREAM_ID) {
         s.stream_id = Some(c.u64("stream_id")?);

@@ -9,46 +9,53 @@ use std::io::{Seek, Write};
 
 use perf_abi::ctr::CtrRecord;
 use perf_abi::sys::bindings as b;
+use perf_abi::{Sample, SampleId, ThrottleRecord};
 
-use crate::brstack::{BranchEntry, BranchStack};
-use crate::writer::{PerfDataWriter, SampleData, SampleId, WriteError};
+use crate::writer::{PerfDataWriter, WriteError};
 
 /// A record as the SAMPLE written for it under the CPU event `id` (of the triggering
-/// event's attr, the writer's attr 0).
-pub fn ctr_sample(record: &CtrRecord<'_>, id: u64) -> SampleData {
+/// event's attr, the writer's attr 0), borrowing the record's branches (newest first,
+/// no hw_idx: perf's PERF_SAMPLE_BRANCH_STACK order).
+pub fn ctr_sample<'a>(record: &CtrRecord<'a>, id: u64) -> Sample<'a> {
     let misc = if record.is_kernel() {
         b::PERF_RECORD_MISC_KERNEL
     } else {
         b::PERF_RECORD_MISC_USER
     };
-    SampleData {
-        ip: record.header.ip,
-        pid: record.header.pid,
-        tid: record.header.tid,
-        time: record.header.time,
-        id,
-        cpu: record.header.cpu,
-        period: record.header.period,
-        branch_stack: Some(ctr_branch_stack(record)),
+    Sample {
+        ip: Some(record.header.ip),
+        pid: Some(record.header.pid),
+        tid: Some(record.header.tid),
+        time: Some(record.header.time),
+        id: Some(id),
+        cpu: Some(record.header.cpu),
+        period: Some(record.header.period),
+        branch_stack: Some(record.branch_stack()),
         // The misc values are small constants (1 and 2) of a u32-typed binding.
         misc: misc as u16,
-        ..SampleData::default()
+        ..Sample::default()
     }
 }
 
-/// When perf throttled the trigger at a record: the sample_id of the
-/// PERF_RECORD_THROTTLE that follows its sample (for the CPU event `id`, at the
-/// sample's time), as the kernel writes one for an event it throttles. Written with
-/// [`write_ctr_throttle`].
-pub fn ctr_throttle(record: &CtrRecord<'_>, id: u64) -> Option<SampleId> {
-    record.is_throttled().then_some(SampleId {
-        pid: record.header.pid,
-        tid: record.header.tid,
-        time: record.header.time,
+/// When perf throttled the trigger at a record: the PERF_RECORD_THROTTLE that follows
+/// its sample (for the CPU event `id`, at the sample's time), as the kernel writes one
+/// for an event it throttles. Written with [`write_ctr_throttle`].
+pub fn ctr_throttle(record: &CtrRecord<'_>, id: u64) -> Option<ThrottleRecord> {
+    let time = record.header.time;
+    // The event that counted: the event itself, as nothing is inherited.
+    let stream_id = id;
+    record.is_throttled().then_some(ThrottleRecord {
+        time,
         id,
-        // The event that counted: the event itself, as nothing is inherited.
-        stream_id: id,
-        cpu: record.header.cpu,
+        stream_id,
+        sample_id: SampleId {
+            pid: Some(record.header.pid),
+            tid: Some(record.header.tid),
+            time: Some(time),
+            id: Some(id),
+            stream_id: Some(stream_id),
+            cpu: Some(record.header.cpu),
+        },
     })
 }
 
@@ -56,24 +63,9 @@ pub fn ctr_throttle(record: &CtrRecord<'_>, id: u64) -> Option<SampleId> {
 /// attr (the writer's attr 0).
 pub fn write_ctr_throttle<W: Write + Seek>(
     writer: &mut PerfDataWriter<W>,
-    throttle: &SampleId,
+    throttle: &ThrottleRecord,
 ) -> Result<(), WriteError> {
-    writer.write_throttle(0, throttle.time, throttle.id, throttle.stream_id, throttle)
-}
-
-/// A record's branches as perf's PERF_SAMPLE_BRANCH_STACK (newest first, no hw_idx).
-pub fn ctr_branch_stack(record: &CtrRecord<'_>) -> BranchStack {
-    BranchStack {
-        hw_idx: None,
-        entries: record
-            .branches()
-            .map(|branch| BranchEntry {
-                from: branch.from,
-                to: branch.to,
-                flags: branch.flags_word,
-            })
-            .collect(),
-    }
+    writer.write_throttle(0, throttle)
 }
 
 #[cfg(test)]
@@ -105,15 +97,19 @@ mod tests {
         let sample = ctr_sample(&record, 9);
         let throttle = ctr_throttle(&record, 9).unwrap();
         assert_eq!(
-            throttle,
+            throttle.sample_id,
             SampleId {
-                pid: 40,
-                tid: 41,
+                pid: Some(40),
+                tid: Some(41),
                 time: sample.time,
-                id: 9,
-                stream_id: 9,
-                cpu: 3,
+                id: Some(9),
+                stream_id: Some(9),
+                cpu: Some(3),
             }
+        );
+        assert_eq!(
+            (throttle.time, throttle.id, throttle.stream_id),
+            (5_000, 9, 9)
         );
         let plain = encode_ctr_record(&header(0), &[]);
         let record = CtrRecords::new(&plain).next_record().unwrap().unwrap();
@@ -138,35 +134,21 @@ mod tests {
         let record = CtrRecords::new(&bytes).next_record().unwrap().unwrap();
         let sample = ctr_sample(&record, 7);
         // In the module's order, which is perf's: the newest branch first.
-        let expected_stack = BranchStack {
-            hw_idx: None,
-            entries: vec![
-                BranchEntry {
-                    from: 0x10,
-                    to: 0x20,
-                    flags: 1,
-                },
-                BranchEntry {
-                    from: 0x30,
-                    to: 0x40,
-                    flags: 2,
-                },
-            ],
-        };
+        let entries: Vec<(u64, u64, u64)> = sample
+            .branch_stack
+            .expect("a branch stack")
+            .iter()
+            .map(|entry| (entry.from, entry.to, entry.flags.to_word()))
+            .collect();
+        assert_eq!(entries, [(0x10, 0x20, 1), (0x30, 0x40, 2)]);
         assert_eq!(
-            sample,
-            SampleData {
-                ip: 0x1000,
-                pid: 40,
-                tid: 41,
-                time: 5_000,
-                id: 7,
-                cpu: 3,
-                period: 100,
-                branch_stack: Some(expected_stack),
-                misc: b::PERF_RECORD_MISC_KERNEL as u16,
-                ..SampleData::default()
-            }
+            (sample.ip, sample.pid, sample.tid, sample.time),
+            (Some(0x1000), Some(40), Some(41), Some(5_000))
         );
+        assert_eq!(
+            (sample.id, sample.cpu, sample.period),
+            (Some(7), Some(3), Some(100))
+        );
+        assert_eq!(sample.misc, b::PERF_RECORD_MISC_KERNEL as u16);
     }
 }

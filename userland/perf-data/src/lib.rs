@@ -1,26 +1,27 @@
-//! Read and write Linux `perf.data` files in file mode (`PERFILE2`).
+//! Read and write Linux `perf.data` files: file mode (`PERFILE2`) and, for reading,
+//! pipe mode (`perf record -o -`), little-endian.
 //!
-//! Reading goes through the `linux-perf-data` / `linux-perf-event-reader` crates, wrapped so
-//! that corrupt input yields a typed error with the byte offset instead of a panic or an
-//! absurd allocation. No crate writes perf.data, so [`PerfDataWriter`] follows
-//! `tools/perf/util/header.c` of Linux directly; [`ctr`] converts rvperf_ctr records to the
-//! samples and throttle records it writes. [`Threads`] keeps the threads of a
-//! recording and their command names by perf's own rules.
+//! No crate both reads every record rvperf needs and writes perf.data, so both sides
+//! follow `tools/perf/util/header.c` of Linux directly. Records are `perf_abi`'s: the
+//! reader parses them with `perf_abi::parse_record`, the parser rvperf reads ring
+//! buffers with, borrowing from the mapped file ([`PerfDataReader`]), and the writer
+//! writes the same types ([`PerfDataWriter`]); attrs are the kernel's
+//! `perf_event_attr`. Corrupt input yields a [`ReadError`] with the file and the byte
+//! offset, never a panic or an allocation sized by the file. [`ctr`] converts rvperf_ctr
+//! records to the samples and throttle records the writer writes. [`Threads`] keeps the
+//! threads of a recording and their command names by perf's own rules.
 
-mod abi;
-mod brstack;
 pub mod ctr;
+mod format;
 mod reader;
 mod threads;
 mod writer;
 
-pub use abi::*;
-pub use brstack::{format_brstack, BranchEntry, BranchFlags, BranchStack};
+pub use format::*;
 pub use reader::{
-    AttrInfo, BuildIdEntry, HeaderInfo, PerfDataReader, RawRecord, ReadError, Records, Sample,
+    AttrInfo, BuildIdEntry, HeaderInfo, PerfDataReader, RawRecord, ReadError, Records,
 };
-pub use threads::Threads;
+pub use threads::{ExitedThreads, Threads};
 pub use writer::{
-    AuxtraceChunk, EventDesc, Metadata, Mmap2, Mmap2FileId, PerfDataWriter, SampleData, SampleId,
-    WriteError,
+    AuxtraceChunk, EventDesc, FeatureSection, Metadata, PerfDataWriter, TaskEvent, WriteError,
 };

@@ -1,27 +1,24 @@
-//! Reader for perf.data in file mode and in pipe mode (`perf record -o -`), built on `linux-perf-data` for the metadata and
-//! `linux-perf-event-reader` for record parsing.
+//! Reader for perf.data in file mode and in pipe mode (`perf record -o -`). The header,
+//! attrs and feature sections are read here, following tools/perf/util/header.c; records
+//! are parsed by `perf_abi`'s parser, the one rvperf reads ring buffers with, borrowing
+//! from the mapped file.
 //!
-//! The data section is walked here, in file order, instead of through
-//! `linux_perf_data::PerfRecordIter`: that iterator re-sorts records by time and does not
-//! report file offsets, and callers need both the offset (for error reports) and the raw
-//! order. Every offset and length read from the file is checked against the buffer before
-//! the wrapped crates see it, because they allocate by declared sizes.
+//! The data section is walked in file order: callers need each record's offset (for
+//! error reports) and the raw order (perf's ordered-events rules are theirs to apply).
+//! Every offset, size and count read from the file is checked against the buffer before
+//! it is used, with checked arithmetic: a corrupt file gives a [`ReadError`] naming the
+//! file and the offset, never a panic or an allocation sized by the file.
 
 use std::collections::HashMap;
-use std::io::Cursor;
+use std::ops::Range;
 use std::path::Path;
 
-use linux_perf_data::{Feature, PerfFileReader};
-use linux_perf_event_reader::{
-    get_record_id, get_record_identifier, get_record_timestamp, AttrFlags, BranchSampleFormat,
-    Endianness, PerfEventAttr, RawData, RecordParseInfo, RecordType, SampleFormat, SampleRecord,
-    SamplingPolicy,
+use perf_abi::sys::bindings::{self as abi, perf_event_attr};
+use perf_abi::{
+    attr_from_bytes, parse_record, Record, RecordError, Sample, SampleFormat, RECORD_HEADER_SIZE,
 };
 
-use crate::abi::*;
-use crate::brstack::{BranchEntry, BranchStack};
-
-type Le = byteorder::LittleEndian;
+use crate::format::*;
 
 /// Errors from [`PerfDataReader`]: every variant names the file and, for bad data, the
 /// byte offset where the problem was found.
@@ -39,19 +36,14 @@ pub enum ReadError {
         offset: u64,
         what: String,
     },
-    #[error("{file}: offset {offset:#x}: bad perf.data metadata")]
-    Metadata {
-        file: String,
-        offset: u64,
-        #[source]
-        source: linux_perf_data::Error,
-    },
+    /// A record whose body does not hold what its event's format says; `offset` is
+    /// the file offset of its header, the source says where in the body.
     #[error("{file}: offset {offset:#x}: bad record body")]
     Record {
         file: String,
         offset: u64,
         #[source]
-        source: std::io::Error,
+        source: RecordError,
     },
 }
 
@@ -81,7 +73,8 @@ pub struct HeaderInfo {
 /// One event of the file.
 #[derive(Debug, Clone)]
 pub struct AttrInfo {
-    pub attr: PerfEventAttr,
+    /// The attr the event was opened with (the fields this build knows; see `bytes`).
+    pub attr: perf_event_attr,
     pub name: Option<String>,
     pub ids: Vec<u64>,
     /// The `struct perf_event_attr` as the file holds it (its own `size` bytes), for
@@ -89,7 +82,8 @@ pub struct AttrInfo {
     pub bytes: Vec<u8>,
 }
 
-/// A record of the data section, unparsed.
+/// A record of the data section, located and unparsed: [`PerfDataReader::parse_record`]
+/// and [`PerfDataReader::parse_sample`] parse it with its event's format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawRecord<'a> {
     /// Index into [`PerfDataReader::attrs`]; `None` for records synthesized by the perf
@@ -105,27 +99,6 @@ pub struct RawRecord<'a> {
     pub offset: u64,
 }
 
-/// SAMPLE fields needed by a `perf script`-like printer.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Sample {
-    /// The record header's `misc`: its `PERF_RECORD_MISC_CPUMODE_MASK` bits say
-    /// whether the sample was taken in the kernel or in user mode.
-    pub misc: u16,
-    pub ip: Option<u64>,
-    pub pid: Option<i32>,
-    pub tid: Option<i32>,
-    pub time: Option<u64>,
-    pub cpu: Option<u32>,
-    /// The weight perf gives the sample (its `sample->period`): the PERIOD field when
-    /// the event records it, else the event's own `sample_period` (a fixed-period
-    /// recording, `perf record -c N`, does not record it). As in perf, an event in
-    /// frequency mode without PERIOD would give its frequency, and a counting event 0.
-    pub period: u64,
-    pub id: Option<u64>,
-    pub callchain: Vec<u64>,
-    pub branch_stack: Option<BranchStack>,
-}
-
 /// A parsed perf.data file held in memory.
 #[derive(Debug)]
 pub struct PerfDataReader<'a> {
@@ -133,28 +106,34 @@ pub struct PerfDataReader<'a> {
     file: String,
     info: HeaderInfo,
     attrs: Vec<AttrInfo>,
-    parse_infos: Vec<RecordParseInfo>,
+    /// The record layout of each event, by attr index.
+    formats: Vec<SampleFormat>,
     id_to_attr: HashMap<u64, usize>,
-    data_start: u64,
-    data_end: u64,
-    /// Feature bit -> (offset, size) of its section in `data`.
-    sections: HashMap<u32, (u64, u64)>,
+    /// Where the records are in `data`.
+    records: Range<usize>,
+    /// Feature bit -> where its section is in `data`.
+    sections: HashMap<u32, Range<usize>>,
 }
 
-fn rd_u64(b: &[u8], at: usize) -> Option<u64> {
+fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(
-        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
+        bytes.get(at..at.checked_add(8)?)?.try_into().ok()?,
     ))
 }
-fn rd_u32(b: &[u8], at: usize) -> Option<u32> {
+fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(
-        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
+        bytes.get(at..at.checked_add(4)?)?.try_into().ok()?,
     ))
 }
-fn rd_u16(b: &[u8], at: usize) -> Option<u16> {
+fn read_u16(bytes: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(
-        b.get(at..at.checked_add(2)?)?.try_into().ok()?,
+        bytes.get(at..at.checked_add(2)?)?.try_into().ok()?,
     ))
+}
+
+/// A file offset for an error report (`usize` is never wider than `u64` here).
+fn offset_u64(offset: usize) -> u64 {
+    u64::try_from(offset).unwrap_or(u64::MAX)
 }
 
 /// The bytes of a perf.data image: mapped from its file, read into memory, or
@@ -183,6 +162,9 @@ impl std::fmt::Debug for Bytes<'_> {
         write!(formatter, "{} bytes", self.len())
     }
 }
+
+/// Makes the [`ReadError::Malformed`] of one file.
+type BadData<'f> = &'f dyn Fn(u64, &str) -> ReadError;
 
 impl PerfDataReader<'static> {
     /// Maps and parses the file at `path` (reads it when it cannot be mapped, as
@@ -229,54 +211,43 @@ impl<'a> PerfDataReader<'a> {
             offset,
             what: what.to_string(),
         };
-        let b: &[u8] = &data;
-        if b.len() < PERF_PIPE_HEADER_SIZE {
+        let bytes: &[u8] = &data;
+        if bytes.len() < PERF_PIPE_HEADER_SIZE {
             return Err(bad(
-                b.len() as u64,
+                offset_u64(bytes.len()),
                 "file shorter than the 16-byte perf.data pipe header",
             ));
         }
-        if &b[0..8] != b"PERFILE2" {
-            // Big-endian files are not produced on the hosts this serves.
+        if cfg!(target_endian = "big") || &bytes[0..8] != b"PERFILE2" {
+            // perf_abi parses records in this machine's byte order; big-endian files,
+            // and hosts, are not among those rvperf serves.
             return Err(bad(0, "not a little-endian perf.data (magic PERFILE2)"));
         }
-        let layout = if rd_u64(b, 8) == Some(PERF_PIPE_HEADER_SIZE as u64) {
-            pipe_layout(b, &bad)?
+        let layout = if read_u64(bytes, 8) == Some(offset_u64(PERF_PIPE_HEADER_SIZE)) {
+            pipe_layout(bytes, &bad)?
         } else {
-            file_layout(b, &bad, &file)?
+            file_layout(bytes, &bad)?
         };
         let Layout {
             attrs,
             sections,
-            features: feats,
-            data_start,
-            data_end,
+            features,
+            records,
         } = layout;
-        let section = |f: u32| {
+        let section = |feature: u32| {
             sections
-                .get(&f)
-                .map(|&(off, size)| (off, &b[off as usize..(off + size) as usize]))
+                .get(&feature)
+                .map(|range| (range.start, &bytes[range.clone()]))
         };
-        let string = |f: u32| section(f).and_then(|(_, s)| header_string(s));
-        let cmdline = section(HEADER_CMDLINE).map(|(_, s)| {
-            let n = rd_u32(s, 0).unwrap_or(0) as usize;
-            let mut rest = s.get(4..).unwrap_or(&[]);
-            let mut v = Vec::new();
-            while v.len() < n && rest.len() >= 4 {
-                let l = rd_u32(rest, 0).unwrap_or(0) as usize;
-                v.push(header_string(rest).unwrap_or_default());
-                rest = rest.get(4 + l..).unwrap_or(&[]);
-            }
-            v
-        });
+        let string = |feature: u32| section(feature).and_then(|(_, text)| header_string(text));
+        let cmdline = section(HEADER_CMDLINE).map(|(_, cmdline)| parse_cmdline(cmdline));
         let build_ids = match section(HEADER_BUILD_ID) {
-            Some((off, s)) => {
-                parse_build_ids(s, off).map_err(|at| bad(at, "bad HEADER_BUILD_ID entry"))?
-            }
+            Some((start, entries)) => parse_build_ids(entries, start)
+                .map_err(|at| bad(offset_u64(at), "bad HEADER_BUILD_ID entry"))?,
             None => Vec::new(),
         };
         let info = HeaderInfo {
-            features: feats,
+            features,
             hostname: string(HEADER_HOSTNAME),
             os_release: string(HEADER_OSRELEASE),
             perf_version: string(HEADER_VERSION),
@@ -285,14 +256,14 @@ impl<'a> PerfDataReader<'a> {
             cmdline,
             build_ids,
         };
-        let parse_infos = attrs
+        let formats = attrs
             .iter()
-            .map(|a| RecordParseInfo::new(&a.attr, Endianness::LittleEndian))
+            .map(|attr| SampleFormat::from_attr(&attr.attr))
             .collect();
         let mut id_to_attr = HashMap::new();
-        for (i, a) in attrs.iter().enumerate() {
-            for &id in &a.ids {
-                id_to_attr.insert(id, i);
+        for (index, attr) in attrs.iter().enumerate() {
+            for &id in &attr.ids {
+                id_to_attr.insert(id, index);
             }
         }
         Ok(Self {
@@ -300,10 +271,9 @@ impl<'a> PerfDataReader<'a> {
             file,
             info,
             attrs,
-            parse_infos,
+            formats,
             id_to_attr,
-            data_start,
-            data_end,
+            records,
             sections,
         })
     }
@@ -317,8 +287,7 @@ impl<'a> PerfDataReader<'a> {
     /// file mode or from a pipe-mode HEADER_FEATURE record: for tools that copy a
     /// file's features into another (`rvperf inject`).
     pub fn feature_section(&self, feature: u32) -> Option<&[u8]> {
-        let &(offset, size) = self.sections.get(&feature)?;
-        self.data.get(offset as usize..(offset + size) as usize)
+        self.data.get(self.sections.get(&feature)?.clone())
     }
 
     /// The events, in attr-section order; [`RawRecord::attr_index`] indexes this.
@@ -330,7 +299,7 @@ impl<'a> PerfDataReader<'a> {
     pub fn event_names(&self) -> Vec<String> {
         self.attrs
             .iter()
-            .map(|a| a.name.clone().unwrap_or_default())
+            .map(|attr| attr.name.clone().unwrap_or_default())
             .collect()
     }
 
@@ -338,124 +307,87 @@ impl<'a> PerfDataReader<'a> {
     pub fn records(&self) -> Records<'_> {
         Records {
             reader: self,
-            pos: self.data_start,
+            position: self.records.start,
             failed: false,
         }
     }
 
+    /// The event a kernel record belongs to, found by its id as perf finds it.
     fn attr_of(&self, record_type: u32, body: &[u8]) -> Option<usize> {
-        let rt = RecordType(record_type);
         if record_type >= PERF_RECORD_USER_TYPE_START {
             return None;
         }
-        if self.attrs.len() <= 1 {
-            return Some(0);
-        }
-        let first = &self.attrs[0].attr;
-        let data = RawData::from(body);
-        let id = if self
-            .attrs
-            .iter()
-            .all(|a| a.attr.sample_format.contains(SampleFormat::IDENTIFIER))
-        {
-            get_record_identifier::<Le>(rt, data, first.flags.contains(AttrFlags::SAMPLE_ID_ALL))
-        } else {
-            get_record_id::<Le>(rt, data, &self.parse_infos[0].id_parse_info)
+        let first = match self.formats.as_slice() {
+            [] | [_] => return Some(0),
+            [first, ..] => first,
         };
         // Records without a usable id go to the first event, as perf does.
         Some(
-            id.and_then(|id| self.id_to_attr.get(&id).copied())
+            first
+                .record_id(record_type, body)
+                .and_then(|id| self.id_to_attr.get(&id).copied())
                 .unwrap_or(0),
         )
     }
 
-    /// The time of a kernel record: a sample's `time` field, or the
-    /// `sample_id_all` trailer of a side-band record (MMAP, COMM, FORK, ...).
-    /// `None` when the event records no time, or for records synthesized by
-    /// the perf tool.
-    pub fn record_time(&self, rec: &RawRecord<'_>) -> Option<u64> {
-        let parse_info = self.parse_infos.get(rec.attr_index?)?;
-        get_record_timestamp::<Le>(
-            RecordType(rec.record_type),
-            RawData::from(rec.body),
-            parse_info,
-        )
+    /// The record layout of `record`'s event (the default, which reads no trailer,
+    /// for records of no event).
+    fn format_of(&self, record: &RawRecord<'_>) -> SampleFormat {
+        record
+            .attr_index
+            .and_then(|index| self.formats.get(index))
+            .copied()
+            .unwrap_or_default()
     }
 
-    /// Decodes a SAMPLE record.
-    pub fn parse_sample(&self, rec: &RawRecord<'_>) -> Result<Sample, ReadError> {
+    /// The time of a kernel record without parsing it: a sample's `time` field, or
+    /// the `sample_id_all` trailer of a side-band record (MMAP, COMM, FORK, ...).
+    /// `None` when the event records no time, or for records synthesized by
+    /// the perf tool.
+    pub fn record_time(&self, record: &RawRecord<'_>) -> Option<u64> {
+        self.formats
+            .get(record.attr_index?)?
+            .record_time(record.record_type, record.body)
+    }
+
+    /// Parses a record with its event's format; records of the perf tool and kernel
+    /// records perf_abi does not decode come back as [`Record::Other`].
+    pub fn parse_record<'r>(&self, record: &RawRecord<'r>) -> Result<Record<'r>, ReadError> {
+        parse_record(
+            record.record_type,
+            record.misc,
+            record.body,
+            &self.format_of(record),
+        )
+        .map_err(|source| ReadError::Record {
+            file: self.file.clone(),
+            offset: record.offset,
+            source,
+        })
+    }
+
+    /// Parses a SAMPLE record. Its weight, as perf gives it, is
+    /// [`Sample::period_or_attr`] with its event's attr.
+    pub fn parse_sample<'r>(&self, record: &RawRecord<'r>) -> Result<Sample<'r>, ReadError> {
         let bad = |what: &str| ReadError::Malformed {
             file: self.file.clone(),
-            offset: rec.offset,
+            offset: record.offset,
             what: what.to_string(),
         };
-        if rec.record_type != PERF_RECORD_SAMPLE {
+        if record.record_type != abi::PERF_RECORD_SAMPLE {
             return Err(bad("not a SAMPLE record"));
         }
-        let idx = rec
+        let index = record
             .attr_index
             .ok_or_else(|| bad("SAMPLE without an event"))?;
         // A file without attrs still gives its records to event 0.
-        let (Some(pi), Some(attr)) = (self.parse_infos.get(idx), self.attrs.get(idx)) else {
+        if index >= self.formats.len() {
             return Err(bad("SAMPLE of a file without events"));
-        };
-        // linux-perf-event-reader multiplies the callchain length from the file without an
-        // overflow check, so the variable-length fields are bounds-checked here first.
-        let variable = SampleFormat::CALLCHAIN | SampleFormat::RAW | SampleFormat::BRANCH_STACK;
-        let prefix = if pi.sample_format.intersects(variable) {
-            Some(
-                branch_stack_offset(rec.body, pi)
-                    .ok_or_else(|| bad("SAMPLE too short for its sample_type"))?,
-            )
-        } else {
-            None
-        };
-        let s =
-            SampleRecord::parse::<Le>(RawData::from(rec.body), rec.misc, pi).map_err(|source| {
-                ReadError::Record {
-                    file: self.file.clone(),
-                    offset: rec.offset,
-                    source,
-                }
-            })?;
-        let callchain = s
-            .callchain
-            .map(|c| (0..c.len()).filter_map(|i| c.get(i)).collect())
-            .unwrap_or_default();
-        let branch_stack = if let (true, Some(at)) = (
-            pi.sample_format.contains(SampleFormat::BRANCH_STACK),
-            prefix,
-        ) {
-            Some(
-                parse_branch_stack(rec.body, at, pi)
-                    .ok_or_else(|| bad("branch stack truncated"))?,
-            )
-        } else {
-            None
-        };
-        Ok(Sample {
-            misc: rec.misc,
-            ip: s.ip,
-            pid: s.pid,
-            tid: s.tid,
-            time: s.timestamp,
-            cpu: s.cpu,
-            period: s.period.unwrap_or_else(|| attr_sample_period(&attr.attr)),
-            id: s.id,
-            callchain,
-            branch_stack,
-        })
-    }
-}
-
-/// `perf_event_attr.sample_period` as the file holds it: the union with
-/// `sample_freq`, 0 for a counting event. perf's `evsel__parse_sample` starts every
-/// sample's period from it.
-fn attr_sample_period(attr: &PerfEventAttr) -> u64 {
-    match attr.sampling_policy {
-        SamplingPolicy::NoSampling => 0,
-        SamplingPolicy::Period(period) => period.get(),
-        SamplingPolicy::Frequency(frequency) => frequency,
+        }
+        match self.parse_record(record)? {
+            Record::Sample(sample) => Ok(sample),
+            _ => Err(bad("not a SAMPLE record")),
+        }
     }
 }
 
@@ -463,37 +395,37 @@ fn attr_sample_period(attr: &PerfEventAttr) -> u64 {
 #[derive(Debug)]
 pub struct Records<'r> {
     reader: &'r PerfDataReader<'r>,
-    pos: u64,
+    position: usize,
     failed: bool,
 }
 
 impl<'r> Records<'r> {
     /// The next record; `Ok(None)` at the end of the data section.
     pub fn next_record(&mut self) -> Result<Option<RawRecord<'r>>, ReadError> {
-        let r = self.reader;
-        if self.pos >= r.data_end {
+        let reader = self.reader;
+        let end = reader.records.end;
+        if self.position >= end {
             return Ok(None);
         }
-        let b: &'r [u8] = &r.data;
+        let bytes: &'r [u8] = &reader.data;
         let bad = |offset: u64, what: &str| ReadError::Malformed {
-            file: r.file.clone(),
+            file: reader.file.clone(),
             offset,
             what: what.to_string(),
         };
-        let at = self.pos;
-        let (ty, size, extra) = record_extent(b, at, r.data_end, &bad)?;
-        let p = at as usize;
-        let misc = rd_u16(b, p + 4).unwrap_or(0);
-        let body = &b[p + PERF_EVENT_HEADER_SIZE..p + size as usize];
-        let aux_data = &b[p + size as usize..(at + size + extra) as usize];
-        self.pos += size + extra;
+        let at = self.position;
+        let extent = record_extent(bytes, at, end, &bad)?;
+        // record_extent checked that the record and its trailing data end by `end`.
+        let body = &bytes[at + RECORD_HEADER_SIZE..extent.end_of_record];
+        let aux_data = &bytes[extent.end_of_record..extent.end];
+        self.position = extent.end;
         Ok(Some(RawRecord {
-            attr_index: r.attr_of(ty, body),
-            record_type: ty,
-            misc,
+            attr_index: reader.attr_of(extent.record_type, body),
+            record_type: extent.record_type,
+            misc: extent.misc,
             body,
             aux_data,
-            offset: at,
+            offset: offset_u64(at),
         }))
     }
 }
@@ -506,273 +438,296 @@ impl<'r> Iterator for Records<'r> {
         if self.failed {
             return None;
         }
-        let r = self.next_record().transpose();
-        self.failed = matches!(r, Some(Err(_)));
-        r
+        let next = self.next_record().transpose();
+        self.failed = matches!(next, Some(Err(_)));
+        next
     }
-}
-
-/// Checks HEADER_EVENT_DESC counts against its length; returns the bad offset on failure.
-fn check_event_desc(s: &[u8], base: u64) -> Result<(), u64> {
-    let nr = rd_u32(s, 0).ok_or(base)? as usize;
-    let attr_size = rd_u32(s, 4).ok_or(base + 4)? as usize;
-    if !(64..=4096).contains(&attr_size) {
-        return Err(base + 4);
-    }
-    let mut at = 8usize;
-    for _ in 0..nr {
-        let bad = base + at as u64;
-        // The attr's own size field must fit the declared attr size.
-        let own = rd_u32(s, at + 4).ok_or(bad)? as usize;
-        if own > attr_size {
-            return Err(bad);
-        }
-        at += attr_size;
-        let nr_ids = rd_u32(s, at).ok_or(bad)? as usize;
-        let str_len = rd_u32(s, at + 4).ok_or(bad)? as usize;
-        at = at
-            .checked_add(8 + str_len)
-            .and_then(|a| a.checked_add(nr_ids.checked_mul(8)?))
-            .ok_or(bad)?;
-        if at > s.len() {
-            return Err(bad);
-        }
-    }
-    Ok(())
 }
 
 /// `struct perf_header_string`: u32 len, then a NUL-padded string.
-fn header_string(s: &[u8]) -> Option<String> {
-    let len = rd_u32(s, 0)? as usize;
-    let raw = s.get(4..4usize.checked_add(len)?)?;
-    let end = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
-    Some(String::from_utf8_lossy(&raw[..end]).into_owned())
+fn header_string(bytes: &[u8]) -> Option<String> {
+    let len = usize::try_from(read_u32(bytes, 0)?).ok()?;
+    let raw = bytes.get(4..4usize.checked_add(len)?)?;
+    Some(c_string(raw))
 }
 
-fn parse_build_ids(s: &[u8], base: u64) -> Result<Vec<BuildIdEntry>, u64> {
-    let mut v = Vec::new();
+/// The text of a NUL-terminated (or NUL-padded) string.
+fn c_string(bytes: &[u8]) -> String {
+    let end = bytes
+        .iter()
+        .position(|&byte| byte == 0)
+        .unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// HEADER_CMDLINE: u32 count, then that many `perf_header_string`s; what is there of
+/// them (a short section gives fewer).
+fn parse_cmdline(section: &[u8]) -> Vec<String> {
+    let count = read_u32(section, 0).unwrap_or(0);
+    let mut rest = section.get(4..).unwrap_or(&[]);
+    let mut arguments = Vec::new();
+    while u32::try_from(arguments.len()).is_ok_and(|done| done < count) {
+        let Some(argument) = header_string(rest) else {
+            break;
+        };
+        arguments.push(argument);
+        let next = read_u32(rest, 0)
+            .and_then(|len| usize::try_from(len).ok())
+            .and_then(|len| len.checked_add(4));
+        rest = next.and_then(|next| rest.get(next..)).unwrap_or(&[]);
+    }
+    arguments
+}
+
+/// HEADER_EVENT_DESC: the event names, in event order; checks every count against
+/// the section's length. `Err` holds the offset (in the file; `base` is the section's)
+/// of the bad entry.
+fn parse_event_desc(section: &[u8], base: usize) -> Result<Vec<String>, usize> {
+    let at_file = |at: usize| base.saturating_add(at);
+    let count = read_u32(section, 0).ok_or(base)?;
+    let attr_size = read_u32(section, 4)
+        .and_then(|size| usize::try_from(size).ok())
+        .filter(|size| (64..=4096).contains(size))
+        .ok_or(at_file(4))?;
+    let mut names = Vec::new();
+    let mut at = 8usize;
+    for _ in 0..count {
+        let entry = at_file(at);
+        // The attr's own size field must fit the declared attr size.
+        let own_size = read_u32(section, at.checked_add(4).ok_or(entry)?).ok_or(entry)?;
+        if usize::try_from(own_size).map_or(true, |own| own > attr_size) {
+            return Err(entry);
+        }
+        at = at.checked_add(attr_size).ok_or(entry)?;
+        let id_count = read_u32(section, at).ok_or(entry)?;
+        let name_at = at.checked_add(4).ok_or(entry)?;
+        let name_len = read_u32(section, name_at)
+            .and_then(|len| usize::try_from(len).ok())
+            .ok_or(entry)?;
+        let name = section
+            .get(name_at..)
+            .and_then(header_string)
+            .ok_or(entry)?;
+        let ids_len = usize::try_from(id_count)
+            .ok()
+            .and_then(|count| count.checked_mul(8))
+            .ok_or(entry)?;
+        at = name_at
+            .checked_add(4)
+            .and_then(|end| end.checked_add(name_len))
+            .and_then(|end| end.checked_add(ids_len))
+            .filter(|&end| end <= section.len())
+            .ok_or(entry)?;
+        names.push(name);
+    }
+    Ok(names)
+}
+
+/// HEADER_BUILD_ID: `struct perf_record_header_build_id` after another. `Err` holds
+/// the file offset (`base` is the section's) of the bad entry.
+fn parse_build_ids(section: &[u8], base: usize) -> Result<Vec<BuildIdEntry>, usize> {
+    /// Header, pid, build_id[24]: where the file name starts.
+    const FILENAME_AT: usize = 36;
+    let mut entries = Vec::new();
     let mut at = 0usize;
-    while at < s.len() {
-        let bad = base + at as u64;
-        let misc = rd_u16(s, at + 4).ok_or(bad)?;
-        let size = rd_u16(s, at + 6).ok_or(bad)? as usize;
-        if size < 36 || at + size > s.len() {
+    while at < section.len() {
+        let bad = base.saturating_add(at);
+        let entry = section.get(at..).ok_or(bad)?;
+        let misc = read_u16(entry, 4).ok_or(bad)?;
+        let size = usize::from(read_u16(entry, 6).ok_or(bad)?);
+        if size < FILENAME_AT || size > entry.len() {
             return Err(bad);
         }
-        let pid = rd_u32(s, at + 8).ok_or(bad)? as i32;
-        let id = &s[at + 12..at + 32];
-        let n = if misc & PERF_RECORD_MISC_BUILD_ID_SIZE != 0 {
-            usize::from(s[at + 32]).min(20)
+        let pid = i32::from_le_bytes(entry[8..12].try_into().map_err(|_| bad)?);
+        let id = &entry[12..32];
+        let id_len = if misc & PERF_RECORD_MISC_BUILD_ID_SIZE != 0 {
+            usize::from(entry[32]).min(20)
         } else {
             20
         };
-        let name = &s[at + 36..at + size];
-        let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
-        v.push(BuildIdEntry {
+        entries.push(BuildIdEntry {
             pid,
             misc,
-            build_id: id[..n].to_vec(),
-            filename: String::from_utf8_lossy(&name[..end]).into_owned(),
+            build_id: id[..id_len].to_vec(),
+            filename: c_string(&entry[FILENAME_AT..size]),
         });
         at += size;
     }
-    Ok(v)
-}
-
-/// Offset of the branch stack in a SAMPLE body: the fields before it, in perf_event.h order.
-fn branch_stack_offset(b: &[u8], pi: &RecordParseInfo) -> Option<usize> {
-    use linux_perf_event_reader::ReadFormat;
-    let f = pi.sample_format;
-    let mut at = 0usize;
-    for bit in [
-        SampleFormat::IDENTIFIER,
-        SampleFormat::IP,
-        SampleFormat::TID,
-        SampleFormat::TIME,
-        SampleFormat::ADDR,
-        SampleFormat::ID,
-        SampleFormat::STREAM_ID,
-        SampleFormat::CPU,
-        SampleFormat::PERIOD,
-    ] {
-        if f.contains(bit) {
-            at += 8;
-        }
-    }
-    if f.contains(SampleFormat::READ) {
-        let rf = pi.read_format;
-        let extra = [
-            ReadFormat::TOTAL_TIME_ENABLED,
-            ReadFormat::TOTAL_TIME_RUNNING,
-        ]
-        .iter()
-        .filter(|&&x| rf.contains(x))
-        .count();
-        let per_value = if rf.contains(ReadFormat::ID) { 16 } else { 8 };
-        if rf.contains(ReadFormat::GROUP) {
-            let nr = usize::try_from(rd_u64(b, at)?).ok()?;
-            at = at
-                .checked_add(8 + extra * 8)?
-                .checked_add(nr.checked_mul(per_value)?)?;
-        } else {
-            at += 8 + extra * 8 + per_value - 8;
-        }
-    }
-    if f.contains(SampleFormat::CALLCHAIN) {
-        let nr = usize::try_from(rd_u64(b, at)?).ok()?;
-        at = at.checked_add(8)?.checked_add(nr.checked_mul(8)?)?;
-    }
-    if f.contains(SampleFormat::RAW) {
-        let size = rd_u32(b, at)? as usize;
-        at = at.checked_add(4)?.checked_add(size)?;
-    }
-    (at <= b.len()).then_some(at)
-}
-
-fn parse_branch_stack(b: &[u8], mut at: usize, pi: &RecordParseInfo) -> Option<BranchStack> {
-    let nr = usize::try_from(rd_u64(b, at)?).ok()?;
-    at += 8;
-    let hw_idx = if pi
-        .branch_sample_format
-        .contains(BranchSampleFormat::HW_INDEX)
-    {
-        at += 8;
-        Some(rd_u64(b, at - 8)?)
-    } else {
-        None
-    };
-    if nr.checked_mul(24)? > b.len().saturating_sub(at) {
-        return None;
-    }
-    let entries = (0..nr)
-        .map(|i| {
-            let e = at + i * 24;
-            Some(BranchEntry {
-                from: rd_u64(b, e)?,
-                to: rd_u64(b, e + 8)?,
-                flags: rd_u64(b, e + 16)?,
-            })
-        })
-        .collect::<Option<Vec<_>>>()?;
-    Some(BranchStack { hw_idx, entries })
-}
-
-#[allow(dead_code)]
-fn _feature_consts_match() {
-    // Keeps our HEADER_* numbering tied to linux-perf-data's at compile time.
-    const _: () = assert!(Feature::EVENT_DESC.0 == HEADER_EVENT_DESC);
-    const _: () = assert!(Feature::BUILD_ID.0 == HEADER_BUILD_ID);
+    Ok(entries)
 }
 
 /// Where a file's parts are, whichever of perf's two layouts it uses.
 struct Layout {
     attrs: Vec<AttrInfo>,
-    /// Feature bit -> (offset, size) of its section in the buffer.
-    sections: HashMap<u32, (u64, u64)>,
+    /// Feature bit -> where its section is in the buffer.
+    sections: HashMap<u32, Range<usize>>,
     features: Vec<u32>,
-    data_start: u64,
-    data_end: u64,
+    /// Where the records are in the buffer.
+    records: Range<usize>,
 }
 
-type BadData<'f> = &'f dyn Fn(u64, &str) -> ReadError;
+/// A `struct perf_file_section` of the file header: where one of its parts is.
+#[derive(Debug, Clone, Copy)]
+struct FileSection {
+    offset: u64,
+    size: u64,
+}
+
+impl FileSection {
+    /// The section at `at` of `bytes` (zero where the header is short).
+    fn read(bytes: &[u8], at: usize) -> Self {
+        Self {
+            offset: read_u64(bytes, at).unwrap_or(0),
+            size: read_u64(bytes, at.saturating_add(8)).unwrap_or(0),
+        }
+    }
+
+    /// The section's bytes as a range of `bytes`, if it lies inside.
+    fn range_in(self, bytes: &[u8]) -> Option<Range<usize>> {
+        let start = usize::try_from(self.offset).ok()?;
+        let end = start.checked_add(usize::try_from(self.size).ok()?)?;
+        (end <= bytes.len()).then_some(start..end)
+    }
+}
+
+/// Offsets in `struct perf_file_header`.
+mod file_header {
+    pub const SIZE: usize = 8;
+    pub const ATTR_SIZE: usize = 16;
+    pub const ATTRS: usize = 24;
+    pub const DATA: usize = 40;
+    pub const EVENT_TYPES: usize = 56;
+    pub const FEATURES: usize = 72;
+}
+
+/// Events in one file at most: a bound on what a corrupt attr section can make this
+/// reader allocate.
+const MAX_EVENTS: usize = 4096;
 
 /// File mode: the header points at the attrs, the data and (after the data) the table of
-/// feature sections. Every offset and size is checked before `linux-perf-data` sees it.
-fn file_layout(b: &[u8], bad: BadData<'_>, file: &str) -> Result<Layout, ReadError> {
-    if b.len() < PERF_FILE_HEADER_SIZE {
+/// feature sections. Every offset and size is checked against the file before use.
+fn file_layout(bytes: &[u8], bad: BadData<'_>) -> Result<Layout, ReadError> {
+    if bytes.len() < PERF_FILE_HEADER_SIZE {
         return Err(bad(
-            b.len() as u64,
+            offset_u64(bytes.len()),
             "file shorter than the 104-byte perf.data header",
         ));
     }
-    let hdr = |at: usize| rd_u64(b, at).unwrap_or(0);
-    let len = b.len() as u64;
-    let in_file = |off: u64, size: u64| off.checked_add(size).is_some_and(|end| end <= len);
-    let attr_size = hdr(16);
-    let (attrs_off, attrs_size) = (hdr(24), hdr(32));
-    let (data_start, data_size) = (hdr(40), hdr(48));
-    let (et_off, et_size) = (hdr(56), hdr(64));
-    if hdr(8) < PERF_FILE_HEADER_SIZE as u64 {
+    let header_word = |at: usize| read_u64(bytes, at).unwrap_or(0);
+    if header_word(file_header::SIZE) < offset_u64(PERF_FILE_HEADER_SIZE) {
         return Err(bad(8, "header size field too small"));
     }
-    if !(64 + 16..=4096).contains(&attr_size) {
-        return Err(bad(16, "implausible perf_file_attr size"));
-    }
-    if !in_file(attrs_off, attrs_size) {
-        return Err(bad(24, "attr section outside the file"));
-    }
-    if !in_file(data_start, data_size) {
-        return Err(bad(40, "data section outside the file"));
-    }
-    if !in_file(et_off, et_size) {
+    // perf_file_attr: the attr, then the perf_file_section of its ids.
+    let file_attr_size = usize::try_from(header_word(file_header::ATTR_SIZE))
+        .ok()
+        .filter(|size| (64 + PERF_FILE_SECTION_SIZE..=4096).contains(size))
+        .ok_or_else(|| bad(16, "implausible perf_file_attr size"))?;
+    let attrs_range = FileSection::read(bytes, file_header::ATTRS)
+        .range_in(bytes)
+        .ok_or_else(|| bad(24, "attr section outside the file"))?;
+    let records = FileSection::read(bytes, file_header::DATA)
+        .range_in(bytes)
+        .ok_or_else(|| bad(40, "data section outside the file"))?;
+    let event_types = FileSection::read(bytes, file_header::EVENT_TYPES);
+    if event_types.range_in(bytes).is_none() {
         return Err(bad(56, "event_types section outside the file"));
     }
-    let data_end = data_start + data_size;
-    let mut features = Vec::new();
-    for word in 0..4 {
-        let bits = hdr(72 + word * 8);
-        for bit in 0..64 {
-            if bits & (1 << bit) != 0 {
-                features.push((word * 64 + bit) as u32);
-            }
-        }
-    }
-    let mut sections = HashMap::new();
-    for (i, &f) in features.iter().enumerate() {
-        let at = data_end + 16 * i as u64;
-        if !in_file(at, 16) {
-            return Err(bad(at, "feature section table truncated"));
-        }
-        let (off, size) = (hdr(at as usize), hdr(at as usize + 8));
-        if !in_file(off, size) {
-            return Err(bad(at, "feature section outside the file"));
-        }
-        sections.insert(f, (off, size));
-    }
-    let desc = sections.get(&HEADER_EVENT_DESC).copied();
-    if let Some((off, size)) = desc {
-        check_event_desc(&b[off as usize..(off + size) as usize], off)
-            .map_err(|at| bad(at, "HEADER_EVENT_DESC is malformed"))?;
-    } else if et_size == 0 && attrs_size / attr_size > 4096 {
-        return Err(bad(32, "too many attrs"));
-    } else if et_size != 0 {
-        // The pre-2012 event_types layout: rejected rather than validated.
-        return Err(bad(56, "legacy event_types section not supported"));
-    }
-    let meta_at = desc.map_or(attrs_off, |(off, _)| off);
-    let PerfFileReader { perf_file, .. } =
-        PerfFileReader::parse_file(Cursor::new(b)).map_err(|source| ReadError::Metadata {
-            file: file.to_string(),
-            offset: meta_at,
-            source,
-        })?;
-    // perf_file_attr entries: the attr (attr_size - 16 bytes at most), then its ids section.
-    let attr_bytes = |index: u64| {
-        let at = attrs_off + index * attr_size;
-        let own = rd_u32(b, at as usize + 4).map_or(0, u64::from);
-        let end = (at + own.min(attr_size - 16)).min(attrs_off + attrs_size);
-        b.get(at as usize..end as usize)
-            .unwrap_or_default()
-            .to_vec()
-    };
-    let attrs = perf_file
-        .event_attributes()
-        .iter()
-        .zip(0..)
-        .map(|(a, index)| AttrInfo {
-            attr: a.attr,
-            name: a.name.clone(),
-            ids: a.event_ids.clone(),
-            bytes: attr_bytes(index),
-        })
+    // A 256-bit map, in four u64 words.
+    let features: Vec<u32> = (0..256usize)
+        .filter(|bit| header_word(file_header::FEATURES + 8 * (bit / 64)) & 1 << (bit % 64) != 0)
+        .filter_map(|bit| u32::try_from(bit).ok())
         .collect();
+    // The table of feature sections follows the data, one entry per feature bit.
+    let mut sections = HashMap::new();
+    for (index, &feature) in features.iter().enumerate() {
+        let at = index
+            .checked_mul(PERF_FILE_SECTION_SIZE)
+            .and_then(|offset| records.end.checked_add(offset))
+            .filter(|at| {
+                at.checked_add(PERF_FILE_SECTION_SIZE)
+                    .is_some_and(|end| end <= bytes.len())
+            })
+            .ok_or_else(|| bad(offset_u64(records.end), "feature section table truncated"))?;
+        let range = FileSection::read(bytes, at)
+            .range_in(bytes)
+            .ok_or_else(|| bad(offset_u64(at), "feature section outside the file"))?;
+        sections.insert(feature, range);
+    }
+    let names = match sections.get(&HEADER_EVENT_DESC) {
+        Some(range) => parse_event_desc(&bytes[range.clone()], range.start)
+            .map_err(|at| bad(offset_u64(at), "HEADER_EVENT_DESC is malformed"))?,
+        None if event_types.size != 0 => {
+            // The pre-2012 event_types layout: rejected rather than validated.
+            return Err(bad(56, "legacy event_types section not supported"));
+        }
+        None => Vec::new(),
+    };
+    let count = attrs_range.len() / file_attr_size;
+    if count > MAX_EVENTS {
+        return Err(bad(32, "too many attrs"));
+    }
+    // As perf_session__read_header: the attrs and their ids from the attr section,
+    // the names from HEADER_EVENT_DESC, event by event.
+    let mut attrs = Vec::with_capacity(count);
+    for index in 0..count {
+        // In bounds: `count` entries fit the attr section, which fits the file.
+        let at = attrs_range.start + index * file_attr_size;
+        let entry = &bytes[at..at + file_attr_size];
+        let attr_len = attr_size(entry)
+            .map(|size| size.min(file_attr_size - PERF_FILE_SECTION_SIZE))
+            .filter(|&len| len >= perf_abi::ATTR_SIZE_VER0)
+            .ok_or_else(|| {
+                bad(
+                    offset_u64(at),
+                    "perf_event_attr shorter than its first version",
+                )
+            })?;
+        let attr_bytes = &entry[..attr_len];
+        let ids_section = FileSection::read(entry, file_attr_size - PERF_FILE_SECTION_SIZE);
+        let ids = ids_section
+            .range_in(bytes)
+            .map(|range| read_ids(&bytes[range]))
+            .ok_or_else(|| bad(offset_u64(at), "attr ids outside the file"))?;
+        attrs.push(AttrInfo {
+            attr: attr_of_bytes(attr_bytes),
+            name: names.get(index).cloned(),
+            ids,
+            bytes: attr_bytes.to_vec(),
+        });
+    }
     Ok(Layout {
         attrs,
         sections,
         features,
-        data_start,
-        data_end,
+        records,
     })
+}
+
+/// The `size` of the attr at the start of `entry` (PERF_ATTR_SIZE_VER0 when 0, as perf
+/// reads it).
+fn attr_size(entry: &[u8]) -> Option<usize> {
+    match usize::try_from(read_u32(entry, 4)?).ok()? {
+        0 => Some(perf_abi::ATTR_SIZE_VER0),
+        size => Some(size),
+    }
+}
+
+/// The attr of an event from its bytes: the fields this build knows (a newer perf's
+/// fields past them do not change the layout of records, which is all a reader needs;
+/// `rvperf inject`, which copies attrs, refuses them).
+fn attr_of_bytes(bytes: &[u8]) -> perf_event_attr {
+    let known = &bytes[..bytes.len().min(perf_abi::ATTR_SIZE)];
+    // `known` is at least PERF_ATTR_SIZE_VER0 bytes and has no byte past ATTR_SIZE,
+    // which is all attr_from_bytes refuses.
+    attr_from_bytes(known).unwrap_or_default()
+}
+
+/// An array of u64 ids (a trailing partial one is ignored).
+fn read_ids(bytes: &[u8]) -> Vec<u64> {
+    bytes
+        .chunks_exact(8)
+        .map(|id| u64::from_le_bytes(id.try_into().unwrap_or_default()))
+        .collect()
 }
 
 /// Pipe mode (`perf record -o -`): a 16-byte header, then one stream of records in which
@@ -780,73 +735,76 @@ fn file_layout(b: &[u8], bad: BadData<'_>, file: &str) -> Result<Layout, ReadErr
 /// (with its ids), HEADER_FEATURE for each feature section, EVENT_UPDATE for names. They
 /// may come anywhere in the stream, so the whole stream is scanned once for them; the
 /// data walk then skips them like any other tool record.
-fn pipe_layout(b: &[u8], bad: BadData<'_>) -> Result<Layout, ReadError> {
-    let data_start = PERF_PIPE_HEADER_SIZE as u64;
-    let data_end = b.len() as u64;
+fn pipe_layout(bytes: &[u8], bad: BadData<'_>) -> Result<Layout, ReadError> {
+    let records = PERF_PIPE_HEADER_SIZE..bytes.len();
     let mut attrs: Vec<AttrInfo> = Vec::new();
     let mut sections = HashMap::new();
     let mut features = Vec::new();
-    let mut names: Vec<(u64, String)> = Vec::new();
-    let mut at = data_start;
-    while at < data_end {
-        let (record_type, size, extra) = record_extent(b, at, data_end, bad)?;
-        let body_at = at + PERF_EVENT_HEADER_SIZE as u64;
-        let body = &b[body_at as usize..(at + size) as usize];
-        match record_type {
+    let mut names: Vec<EventName> = Vec::new();
+    let mut at = records.start;
+    while at < records.end {
+        let extent = record_extent(bytes, at, records.end, bad)?;
+        let body_at = at + RECORD_HEADER_SIZE;
+        let body = &bytes[body_at..extent.end_of_record];
+        let body_offset = offset_u64(body_at);
+        match extent.record_type {
             PERF_RECORD_HEADER_ATTR => {
-                let (attr, attr_size) =
-                    PerfEventAttr::parse::<_, Le>(Cursor::new(body)).map_err(|_| {
+                let attr_len = attr_size(body)
+                    .filter(|&len| len >= perf_abi::ATTR_SIZE_VER0)
+                    .ok_or_else(|| {
                         bad(
-                            body_at,
+                            body_offset,
                             "HEADER_ATTR record with a malformed perf_event_attr",
                         )
                     })?;
-                let ids_bytes = usize::try_from(attr_size)
-                    .ok()
-                    .and_then(|attr_size| body.get(attr_size..))
-                    .ok_or_else(|| bad(body_at, "HEADER_ATTR shorter than its attr"))?;
-                let ids = ids_bytes
-                    .chunks_exact(8)
-                    .map(|id| u64::from_le_bytes(id.try_into().unwrap_or_default()))
-                    .collect();
+                let attr_bytes = body
+                    .get(..attr_len)
+                    .ok_or_else(|| bad(body_offset, "HEADER_ATTR shorter than its attr"))?;
+                let ids = read_ids(&body[attr_bytes.len()..]);
+                if attrs.len() == MAX_EVENTS {
+                    return Err(bad(body_offset, "too many attrs"));
+                }
                 attrs.push(AttrInfo {
-                    attr,
+                    attr: attr_of_bytes(attr_bytes),
                     name: None,
                     ids,
-                    bytes: body[..body.len() - ids_bytes.len()].to_vec(),
+                    bytes: attr_bytes.to_vec(),
                 });
             }
             PERF_RECORD_HEADER_FEATURE => {
-                let feature = rd_u64(body, 0)
-                    .ok_or_else(|| bad(body_at, "HEADER_FEATURE without a feature id"))?;
+                let feature = read_u64(body, 0)
+                    .ok_or_else(|| bad(body_offset, "HEADER_FEATURE without a feature id"))?;
                 let feature = u32::try_from(feature)
                     .ok()
-                    .filter(|&f| f < 256)
-                    .ok_or_else(|| bad(body_at, "HEADER_FEATURE id out of range"))?;
+                    .filter(|&feature| feature < 256)
+                    .ok_or_else(|| bad(body_offset, "HEADER_FEATURE id out of range"))?;
                 if !sections.contains_key(&feature) {
                     features.push(feature);
                 }
-                sections.insert(feature, (body_at + 8, size - 16));
+                // The section is the body after the feature id.
+                sections.insert(feature, body_at + 8..extent.end_of_record);
             }
             // struct perf_record_event_update: u64 type, u64 id, then the payload.
-            PERF_RECORD_EVENT_UPDATE if rd_u64(body, 0) == Some(PERF_EVENT_UPDATE__NAME) => {
-                if let (Some(id), Some(name)) = (rd_u64(body, 8), body.get(16..)) {
-                    let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
-                    names.push((id, String::from_utf8_lossy(&name[..end]).into_owned()));
+            PERF_RECORD_EVENT_UPDATE if read_u64(body, 0) == Some(PERF_EVENT_UPDATE__NAME) => {
+                if let (Some(id), Some(name)) = (read_u64(body, 8), body.get(16..)) {
+                    names.push(EventName {
+                        id,
+                        name: c_string(name),
+                    });
                 }
             }
             _ => {}
         }
-        at += size + extra;
+        at = extent.end;
     }
     if attrs.is_empty() {
         return Err(bad(
-            data_start,
+            offset_u64(records.start),
             "pipe-mode stream without a HEADER_ATTR record",
         ));
     }
-    for (id, name) in names {
-        if let Some(attr) = attrs.iter_mut().find(|a| a.ids.contains(&id)) {
+    for EventName { id, name } in names {
+        if let Some(attr) = attrs.iter_mut().find(|attr| attr.ids.contains(&id)) {
             attr.name = Some(name);
         }
     }
@@ -855,48 +813,76 @@ fn pipe_layout(b: &[u8], bad: BadData<'_>) -> Result<Layout, ReadError> {
         attrs,
         sections,
         features,
-        data_start,
-        data_end,
+        records,
     })
 }
 
-/// Type, size and trailing payload length of the record at `at`, checked to lie before
-/// `end`. PERF_RECORD_AUXTRACE is the one record whose size does not cover all of it:
-/// the trace data it announces follows it, `size` bytes (a multiple of 8).
+/// The name an EVENT_UPDATE record gives the event of one id.
+struct EventName {
+    id: u64,
+    name: String,
+}
+
+/// Where one record is: its type and misc, and where it and what follows it end.
+struct Extent {
+    record_type: u32,
+    misc: u16,
+    /// The end of the record (`header.size` bytes from its start).
+    end_of_record: usize,
+    /// The end of the record and its trailing data (AUXTRACE's trace data).
+    end: usize,
+}
+
+/// The record at `at`, checked to lie before `end` (which is at most `bytes.len()`).
+/// PERF_RECORD_AUXTRACE is the one record whose size does not cover all of it: the
+/// trace data it announces follows it, `size` bytes (a multiple of 8).
 fn record_extent(
-    b: &[u8],
-    at: u64,
-    end: u64,
+    bytes: &[u8],
+    at: usize,
+    end: usize,
     bad: BadData<'_>,
-) -> Result<(u32, u64, u64), ReadError> {
-    if end - at < PERF_EVENT_HEADER_SIZE as u64 {
-        return Err(bad(at, "truncated perf_event_header at end of data"));
+) -> Result<Extent, ReadError> {
+    let offset = offset_u64(at);
+    let left = end.saturating_sub(at);
+    if left < RECORD_HEADER_SIZE {
+        return Err(bad(offset, "truncated perf_event_header at end of data"));
     }
-    let p = at as usize;
-    let (record_type, size) = match (rd_u32(b, p), rd_u16(b, p + 6)) {
-        (Some(t), Some(s)) => (t, u64::from(s)),
-        _ => return Err(bad(at, "truncated perf_event_header")),
+    let (Some(record_type), Some(misc), Some(size)) = (
+        read_u32(bytes, at),
+        read_u16(bytes, at + 4),
+        read_u16(bytes, at + 6),
+    ) else {
+        return Err(bad(offset, "truncated perf_event_header"));
     };
-    if size < PERF_EVENT_HEADER_SIZE as u64 {
-        return Err(bad(at, "record size smaller than its header"));
+    let size = usize::from(size);
+    if size < RECORD_HEADER_SIZE {
+        return Err(bad(offset, "record size smaller than its header"));
     }
-    if size > end - at {
-        return Err(bad(at, "record extends past the end of the data"));
+    if size > left {
+        return Err(bad(offset, "record extends past the end of the data"));
     }
-    let extra = if record_type == PERF_RECORD_AUXTRACE {
-        if size < AUXTRACE_RECORD_SIZE {
-            return Err(bad(at, "PERF_RECORD_AUXTRACE shorter than 48 bytes"));
+    let end_of_record = at + size;
+    let trailing = if record_type == PERF_RECORD_AUXTRACE {
+        if offset_u64(size) < AUXTRACE_RECORD_SIZE {
+            return Err(bad(offset, "PERF_RECORD_AUXTRACE shorter than 48 bytes"));
         }
-        let payload = rd_u64(b, p + 8).unwrap_or(u64::MAX);
-        if payload % 8 != 0 || payload > end - at - size {
-            return Err(bad(
-                at,
-                "PERF_RECORD_AUXTRACE data size not a multiple of 8 or past the end",
-            ));
-        }
-        payload
+        read_u64(bytes, at + 8)
+            .filter(|payload| payload % 8 == 0)
+            .and_then(|payload| usize::try_from(payload).ok())
+            .filter(|&payload| payload <= left - size)
+            .ok_or_else(|| {
+                bad(
+                    offset,
+                    "PERF_RECORD_AUXTRACE data size not a multiple of 8 or past the end",
+                )
+            })?
     } else {
         0
     };
-    Ok((record_type, size, extra))
+    Ok(Extent {
+        record_type,
+        misc,
+        end_of_record,
+        end: end_of_record + trailing,
+    })
 }

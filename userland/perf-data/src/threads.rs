@@ -12,7 +12,7 @@
 //! * EXIT removes the thread (perf 6.8 and later), so a sample taken after it (the exiting
 //!   task seen by a system-wide event) belongs to a new, nameless thread: `:TID`. `perf
 //!   report`, and any session with AUX data, keeps exited threads instead
-//!   ([`Threads::keep_exited`]).
+//!   ([`Threads::set_exited`]).
 //! * Thread 0 is the idle task, named `swapper`.
 
 use std::collections::HashMap;
@@ -36,11 +36,22 @@ impl Thread {
     }
 }
 
+/// What [`Threads`] does with a thread at its EXIT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExitedThreads {
+    /// Forgotten, as `perf script` forgets it: a later sample shows `:TID`.
+    #[default]
+    Forget,
+    /// Kept with its name, as `perf report` keeps it (and perf with any tool when the
+    /// file holds AUX data).
+    Keep,
+}
+
 /// The threads of a recording, updated by its side-band records in time order.
 #[derive(Debug, Clone)]
 pub struct Threads {
     threads: HashMap<i32, Thread>,
-    keep_exited: bool,
+    exited: ExitedThreads,
 }
 
 impl Default for Threads {
@@ -55,16 +66,15 @@ impl Threads {
     pub fn new() -> Self {
         let mut threads = Threads {
             threads: HashMap::new(),
-            keep_exited: false,
+            exited: ExitedThreads::Forget,
         };
         threads.set_comm(0, 0, "swapper");
         threads
     }
 
-    /// Keep exited threads (and their names) instead of forgetting them at EXIT, as
-    /// `perf report` does, and perf with any tool when the file holds AUX data.
-    pub fn keep_exited(&mut self, keep: bool) {
-        self.keep_exited = keep;
+    /// What to do with a thread at its EXIT (forget it, until this is called).
+    pub fn set_exited(&mut self, exited: ExitedThreads) {
+        self.exited = exited;
     }
 
     /// perf's `machine__findnew_thread`: the thread `tid`, created when unknown; a
@@ -135,7 +145,7 @@ impl Threads {
 
     /// PERF_RECORD_EXIT (`machine__process_exit_event`).
     pub fn exit(&mut self, tid: i32) {
-        if !self.keep_exited {
+        if self.exited == ExitedThreads::Forget {
             self.threads.remove(&tid);
         }
     }
@@ -202,7 +212,7 @@ mod tests {
         assert_eq!(threads.comm(100, 100), ":100");
 
         let mut kept = Threads::new();
-        kept.keep_exited(true);
+        kept.set_exited(ExitedThreads::Keep);
         kept.set_comm(100, 100, "prog");
         kept.exit(100);
         assert_eq!(kept.comm(100, 100), "prog");

@@ -5,10 +5,14 @@
 use std::io::{self, Seek, SeekFrom, Write};
 use std::mem::offset_of;
 
-use perf_abi::sys::bindings::perf_event_attr;
+use perf_abi::sys::bindings::{self as abi, perf_event_attr};
+use perf_abi::{
+    CommRecord, LostRecord, Mmap2FileId, Mmap2Record, Sample, SampleId, TaskRecord, ThrottleRecord,
+    RECORD_HEADER_SIZE,
+};
 
-use crate::abi::*;
-use crate::brstack::BranchStack;
+use crate::format::*;
+use crate::reader::BuildIdEntry;
 
 /// Errors from [`PerfDataWriter`].
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +35,9 @@ pub enum WriteError {
     BranchStackMismatch,
     #[error("at least one event attr is required")]
     NoAttrs,
+    /// A count, length or offset too large for the field perf.data holds it in.
+    #[error("{what} ({value}) does not fit its field in perf.data")]
+    TooLarge { what: &'static str, value: u64 },
     /// The event's attr sets a field that perf.data readers such as perf 6.1 cannot
     /// read (they refuse attrs larger than their own struct).
     #[error(
@@ -64,7 +71,7 @@ const _: () = assert!(
 /// bytes is refused rather than written without it.
 fn file_attr(event: &EventDesc) -> Result<[u8; PERF_ATTR_SIZE], WriteError> {
     let mut attr = event.attr;
-    attr.size = PERF_ATTR_SIZE as u32;
+    attr.size = abi::PERF_ATTR_SIZE_VER7;
     let bytes = perf_abi::attr_bytes(&attr);
     if let Some(at) = bytes[PERF_ATTR_SIZE..].iter().position(|&byte| byte != 0) {
         let offset = PERF_ATTR_SIZE + at;
@@ -96,64 +103,6 @@ pub struct EventDesc {
     pub ids: Vec<u64>,
 }
 
-/// The `sample_id` trailer of non-SAMPLE records (used only when the attr has sample_id_all).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SampleId {
-    pub pid: u32,
-    pub tid: u32,
-    pub time: u64,
-    pub id: u64,
-    pub stream_id: u64,
-    pub cpu: u32,
-}
-
-/// Fields of a SAMPLE record; only those selected by the attr's sample_type are written.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SampleData {
-    pub ip: u64,
-    pub pid: u32,
-    pub tid: u32,
-    pub time: u64,
-    pub addr: u64,
-    pub id: u64,
-    pub stream_id: u64,
-    pub cpu: u32,
-    pub period: u64,
-    pub callchain: Vec<u64>,
-    pub branch_stack: Option<BranchStack>,
-    /// `header.misc`, e.g. `PERF_RECORD_MISC_USER`.
-    pub misc: u16,
-}
-
-/// How an MMAP2 record identifies its file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mmap2FileId {
-    Inode {
-        maj: u32,
-        min: u32,
-        ino: u64,
-        ino_generation: u64,
-    },
-    /// Up to 20 bytes; sets `PERF_RECORD_MISC_MMAP_BUILD_ID`.
-    BuildId(Vec<u8>),
-}
-
-/// A `PERF_RECORD_MMAP2`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mmap2 {
-    pub pid: u32,
-    pub tid: u32,
-    pub addr: u64,
-    pub len: u64,
-    pub pgoff: u64,
-    pub file_id: Mmap2FileId,
-    pub prot: u32,
-    pub flags: u32,
-    pub filename: String,
-    /// `header.misc` cpumode, e.g. `PERF_RECORD_MISC_USER`.
-    pub cpumode: u16,
-}
-
 /// The feature sections written at [`PerfDataWriter::finish`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Metadata {
@@ -165,20 +114,22 @@ pub struct Metadata {
     pub nr_cpus_online: u32,
     pub cpu_desc: Option<String>,
     pub cmdline: Vec<String>,
-    /// HEADER_BUILD_ID entries: (pid, build id, filename, cpumode misc). perf itself writes
-    /// pid -1 (HOST_KERNEL_ID) for host files.
-    pub build_ids: Vec<(i32, Vec<u8>, String, u16)>,
+    /// HEADER_BUILD_ID entries (`misc` is the cpumode; the writer sets
+    /// PERF_RECORD_MISC_BUILD_ID_SIZE). perf itself writes pid -1 (HOST_KERNEL_ID) for
+    /// host files.
+    pub build_ids: Vec<BuildIdEntry>,
 }
 
 impl Metadata {
     /// Fills hostname, OS release, arch and CPU counts from this host.
     pub fn from_host(perf_version: &str, cmdline: Vec<String>) -> Self {
-        let read = |p: &str| {
-            std::fs::read_to_string(p)
-                .map(|s| s.trim().to_string())
+        let read = |path: &str| {
+            std::fs::read_to_string(path)
+                .map(|text| text.trim().to_string())
                 .unwrap_or_default()
         };
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        let cpus = std::thread::available_parallelism()
+            .map_or(1, |count| u32::try_from(count.get()).unwrap_or(u32::MAX));
         Self {
             hostname: read("/proc/sys/kernel/hostname"),
             os_release: read("/proc/sys/kernel/osrelease"),
@@ -196,16 +147,74 @@ impl Metadata {
 /// `NAME_ALIGN` in header.c: strings in feature sections are padded to 64 bytes.
 const NAME_ALIGN: usize = 64;
 
-fn align(n: usize, to: usize) -> usize {
-    n.div_ceil(to) * to
+/// The build id bytes a build-id field holds (`BUILD_ID_SIZE`).
+const BUILD_ID_SIZE: usize = 20;
+
+/// `len` rounded up to a multiple of `to`; lengths here are of strings and buffers in
+/// memory, far from overflowing.
+fn align(len: usize, to: usize) -> usize {
+    len.div_ceil(to) * to
+}
+
+/// `value` as the u64 of a perf.data field (`usize` is never wider).
+fn as_u64(value: usize) -> u64 {
+    u64::try_from(value).unwrap_or(u64::MAX)
+}
+
+/// `value` as the u32 of a perf.data field, or [`WriteError::TooLarge`].
+fn to_u32(value: usize, what: &'static str) -> Result<u32, WriteError> {
+    u32::try_from(value).map_err(|_| WriteError::TooLarge {
+        what,
+        value: as_u64(value),
+    })
+}
+
+/// `value` as the u16 of a perf.data field, or [`WriteError::TooLarge`].
+fn to_u16(value: usize, what: &'static str) -> Result<u16, WriteError> {
+    u16::try_from(value).map_err(|_| WriteError::TooLarge {
+        what,
+        value: as_u64(value),
+    })
 }
 
 /// `do_write_string()`: u32 padded length, then the NUL-terminated, zero-padded string.
-fn push_string(out: &mut Vec<u8>, s: &str) {
-    let len = align(s.len() + 1, NAME_ALIGN);
-    out.extend_from_slice(&(len as u32).to_le_bytes());
-    out.extend_from_slice(s.as_bytes());
-    out.resize(out.len() + len - s.len(), 0);
+fn push_string(out: &mut Vec<u8>, text: &str) -> Result<(), WriteError> {
+    let len = align(text.len() + 1, NAME_ALIGN);
+    out.extend_from_slice(&to_u32(len, "string length")?.to_le_bytes());
+    out.extend_from_slice(text.as_bytes());
+    out.resize(out.len() + len - text.len(), 0);
+    Ok(())
+}
+
+/// A file offset past `base` by `len` bytes, or [`WriteError::TooLarge`].
+fn offset_after(base: u64, len: u64) -> Result<u64, WriteError> {
+    base.checked_add(len).ok_or(WriteError::TooLarge {
+        what: "file offset",
+        value: base,
+    })
+}
+
+/// Where and how large one PERF_RECORD_AUXTRACE (with its data) is, for HEADER_AUXTRACE.
+#[derive(Debug, Clone, Copy)]
+struct AuxtraceIndexEntry {
+    file_offset: u64,
+    size: u64,
+}
+
+/// A feature section to write: its bit and its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeatureSection {
+    pub feature: u32,
+    pub bytes: Vec<u8>,
+}
+
+/// Whether a task record says a task began or ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskEvent {
+    /// PERF_RECORD_FORK.
+    Fork,
+    /// PERF_RECORD_EXIT.
+    Exit,
 }
 
 /// Streams a perf.data file. The header written by [`PerfDataWriter::new`] claims an empty
@@ -214,20 +223,19 @@ fn push_string(out: &mut Vec<u8>, s: &str) {
 /// missing bytes.
 #[derive(Debug)]
 pub struct PerfDataWriter<W: Write + Seek> {
-    w: W,
+    out: W,
     events: Vec<EventDesc>,
     /// Each event's attr as written ([`file_attr`]), for HEADER_EVENT_DESC too.
     file_attrs: Vec<[u8; PERF_ATTR_SIZE]>,
     attr_offset: u64,
     data_offset: u64,
     data_size: u64,
-    /// (file offset, size) of every PERF_RECORD_AUXTRACE, for HEADER_AUXTRACE.
-    auxtrace_index: Vec<(u64, u64)>,
+    auxtrace_index: Vec<AuxtraceIndexEntry>,
 }
 
 impl<W: Write + Seek> PerfDataWriter<W> {
-    /// Writes the header, id arrays and attr section at the start of `w`.
-    pub fn new(mut w: W, events: Vec<EventDesc>) -> Result<Self, WriteError> {
+    /// Writes the header, id arrays and attr section at the start of `out`.
+    pub fn new(mut out: W, events: Vec<EventDesc>) -> Result<Self, WriteError> {
         if events.is_empty() {
             return Err(WriteError::NoAttrs);
         }
@@ -236,28 +244,28 @@ impl<W: Write + Seek> PerfDataWriter<W> {
             .map(file_attr)
             .collect::<Result<Vec<_>, _>>()?;
         let io = |offset: u64| move |source| WriteError::Io { offset, source };
-        let mut buf = vec![0u8; PERF_FILE_HEADER_SIZE];
+        let mut buffer = vec![0u8; PERF_FILE_HEADER_SIZE];
         // Like perf, the id arrays come first and the perf_file_attr entries point at them.
         let mut id_offsets = Vec::new();
-        for e in &events {
-            id_offsets.push(buf.len() as u64);
-            for id in &e.ids {
-                buf.extend_from_slice(&id.to_le_bytes());
+        for event in &events {
+            id_offsets.push(as_u64(buffer.len()));
+            for id in &event.ids {
+                buffer.extend_from_slice(&id.to_le_bytes());
             }
         }
-        let attr_offset = buf.len() as u64;
-        for ((e, off), attr) in events.iter().zip(&id_offsets).zip(&file_attrs) {
-            buf.extend_from_slice(attr);
-            buf.extend_from_slice(&off.to_le_bytes());
-            buf.extend_from_slice(&((e.ids.len() * 8) as u64).to_le_bytes());
+        let attr_offset = as_u64(buffer.len());
+        for ((event, ids_offset), attr) in events.iter().zip(&id_offsets).zip(&file_attrs) {
+            buffer.extend_from_slice(attr);
+            buffer.extend_from_slice(&ids_offset.to_le_bytes());
+            buffer.extend_from_slice(&as_u64(event.ids.len() * 8).to_le_bytes());
         }
-        let data_offset = buf.len() as u64;
-        w.seek(SeekFrom::Start(0)).map_err(io(0))?;
+        let data_offset = as_u64(buffer.len());
+        out.seek(SeekFrom::Start(0)).map_err(io(0))?;
         // The all-zero placeholder header has no magic; the real one follows once the
         // sections it points at exist.
-        w.write_all(&buf).map_err(io(0))?;
+        out.write_all(&buffer).map_err(io(0))?;
         let mut this = Self {
-            w,
+            out,
             events,
             file_attrs,
             attr_offset,
@@ -266,29 +274,29 @@ impl<W: Write + Seek> PerfDataWriter<W> {
             auxtrace_index: Vec::new(),
         };
         this.write_header(0)?;
-        this.w
+        this.out
             .seek(SeekFrom::Start(data_offset))
             .map_err(io(data_offset))?;
         Ok(this)
     }
 
     fn write_header(&mut self, features: u64) -> Result<(), WriteError> {
-        let mut h = Vec::with_capacity(PERF_FILE_HEADER_SIZE);
-        h.extend_from_slice(b"PERFILE2");
-        h.extend_from_slice(&(PERF_FILE_HEADER_SIZE as u64).to_le_bytes());
-        let file_attr_size = (PERF_ATTR_SIZE + 16) as u64;
-        h.extend_from_slice(&file_attr_size.to_le_bytes());
-        h.extend_from_slice(&self.attr_offset.to_le_bytes());
-        h.extend_from_slice(&(file_attr_size * self.events.len() as u64).to_le_bytes());
-        h.extend_from_slice(&self.data_offset.to_le_bytes());
-        h.extend_from_slice(&self.data_size.to_le_bytes());
+        let file_attr_size = as_u64(PERF_ATTR_SIZE + PERF_FILE_SECTION_SIZE);
+        let mut header = Vec::with_capacity(PERF_FILE_HEADER_SIZE);
+        header.extend_from_slice(b"PERFILE2");
+        header.extend_from_slice(&as_u64(PERF_FILE_HEADER_SIZE).to_le_bytes());
+        header.extend_from_slice(&file_attr_size.to_le_bytes());
+        header.extend_from_slice(&self.attr_offset.to_le_bytes());
+        header.extend_from_slice(&(file_attr_size * as_u64(self.events.len())).to_le_bytes());
+        header.extend_from_slice(&self.data_offset.to_le_bytes());
+        header.extend_from_slice(&self.data_size.to_le_bytes());
         // event_types: unused since perf 3.x, always empty.
-        h.extend_from_slice(&[0u8; 16]);
-        h.extend_from_slice(&features.to_le_bytes());
-        h.extend_from_slice(&[0u8; 24]);
-        self.w
+        header.extend_from_slice(&[0u8; PERF_FILE_SECTION_SIZE]);
+        header.extend_from_slice(&features.to_le_bytes());
+        header.extend_from_slice(&[0u8; 24]);
+        self.out
             .seek(SeekFrom::Start(0))
-            .and_then(|_| self.w.write_all(&h))
+            .and_then(|_| self.out.write_all(&header))
             .map_err(|source| WriteError::Io { offset: 0, source })
     }
 
@@ -303,21 +311,21 @@ impl<W: Write + Seek> PerfDataWriter<W> {
             len: record.len(),
             why,
         };
-        if record.len() < PERF_EVENT_HEADER_SIZE {
+        if record.len() < RECORD_HEADER_SIZE {
             return Err(bad("shorter than perf_event_header"));
         }
-        let size = u16::from_le_bytes([record[6], record[7]]) as usize;
+        let size = usize::from(u16::from_le_bytes([record[6], record[7]]));
         if size != record.len() {
             return Err(bad("header.size differs from the record length"));
         }
         if size % 8 != 0 {
             return Err(bad("size is not a multiple of 8"));
         }
-        let offset = self.data_offset + self.data_size;
-        self.w
+        let offset = offset_after(self.data_offset, self.data_size)?;
+        self.out
             .write_all(record)
             .map_err(|source| WriteError::Io { offset, source })?;
-        self.data_size += record.len() as u64;
+        self.data_size = offset_after(self.data_size, as_u64(record.len()))?;
         Ok(())
     }
 
@@ -327,196 +335,211 @@ impl<W: Write + Seek> PerfDataWriter<W> {
             .ok_or(WriteError::NoSuchAttr(attr_index))
     }
 
-    /// Finishes a record body: prepends the header, appends sample_id if the attr wants it.
+    /// Finishes a record body: prepends the header, appends the `sample_id` trailer if
+    /// the attr has sample_id_all.
     fn emit(
         &mut self,
-        type_: u32,
+        record_type: u32,
         misc: u16,
         mut body: Vec<u8>,
         attr_index: usize,
-        sid: &SampleId,
+        sample_id: &SampleId,
     ) -> Result<(), WriteError> {
         let attr = self.event(attr_index)?.attr;
         if attr.sample_id_all() != 0 {
-            push_sample_id(&mut body, attr.sample_type, sid);
+            push_sample_id(&mut body, attr.sample_type, sample_id);
         }
-        self.emit_raw(type_, misc, body)
+        self.emit_raw(record_type, misc, body)
     }
 
-    fn emit_raw(&mut self, type_: u32, misc: u16, body: Vec<u8>) -> Result<(), WriteError> {
-        let size = PERF_EVENT_HEADER_SIZE + body.len();
+    fn emit_raw(&mut self, record_type: u32, misc: u16, body: Vec<u8>) -> Result<(), WriteError> {
+        let size = RECORD_HEADER_SIZE + body.len();
         let size16 = u16::try_from(size).map_err(|_| WriteError::BadRecord {
             len: size,
             why: "record larger than 65535 bytes",
         })?;
-        let mut rec = Vec::with_capacity(size);
-        rec.extend_from_slice(&type_.to_le_bytes());
-        rec.extend_from_slice(&misc.to_le_bytes());
-        rec.extend_from_slice(&size16.to_le_bytes());
-        rec.extend_from_slice(&body);
-        self.write_record(&rec)
+        let mut record = Vec::with_capacity(size);
+        record.extend_from_slice(&record_type.to_le_bytes());
+        record.extend_from_slice(&misc.to_le_bytes());
+        record.extend_from_slice(&size16.to_le_bytes());
+        record.extend_from_slice(&body);
+        self.write_record(&record)
     }
 
-    /// Writes a SAMPLE for event `attr_index`, laid out per its sample_type.
-    pub fn write_sample(&mut self, attr_index: usize, s: &SampleData) -> Result<(), WriteError> {
+    /// Writes a SAMPLE for event `attr_index`, laid out per its sample_type: the fields
+    /// it selects, 0 for those the sample lacks (PERF_SAMPLE_IDENTIFIER and
+    /// PERF_SAMPLE_ID both hold the id: whichever of `identifier` and `id` is given),
+    /// with the sample's `misc` as the header's.
+    pub fn write_sample(
+        &mut self,
+        attr_index: usize,
+        sample: &Sample<'_>,
+    ) -> Result<(), WriteError> {
         let attr = self.event(attr_index)?.attr;
-        let st = attr.sample_type;
-        let supported = PERF_SAMPLE_IDENTIFIER
-            | PERF_SAMPLE_IP
-            | PERF_SAMPLE_TID
-            | PERF_SAMPLE_TIME
-            | PERF_SAMPLE_ADDR
-            | PERF_SAMPLE_ID
-            | PERF_SAMPLE_STREAM_ID
-            | PERF_SAMPLE_CPU
-            | PERF_SAMPLE_PERIOD
-            | PERF_SAMPLE_CALLCHAIN
-            | PERF_SAMPLE_BRANCH_STACK;
-        if st & !supported != 0 {
-            return Err(WriteError::UnsupportedSampleType(st & !supported));
+        let sample_type = attr.sample_type;
+        let supported = [
+            abi::PERF_SAMPLE_IDENTIFIER,
+            abi::PERF_SAMPLE_IP,
+            abi::PERF_SAMPLE_TID,
+            abi::PERF_SAMPLE_TIME,
+            abi::PERF_SAMPLE_ADDR,
+            abi::PERF_SAMPLE_ID,
+            abi::PERF_SAMPLE_STREAM_ID,
+            abi::PERF_SAMPLE_CPU,
+            abi::PERF_SAMPLE_PERIOD,
+            abi::PERF_SAMPLE_CALLCHAIN,
+            abi::PERF_SAMPLE_BRANCH_STACK,
+        ]
+        .into_iter()
+        .fold(0, |bits, bit| bits | u64::from(bit));
+        if sample_type & !supported != 0 {
+            return Err(WriteError::UnsupportedSampleType(sample_type & !supported));
         }
-        if (st & PERF_SAMPLE_BRANCH_STACK != 0) != s.branch_stack.is_some() {
+        let has = |bit: u32| sample_type & u64::from(bit) != 0;
+        if has(abi::PERF_SAMPLE_BRANCH_STACK) != sample.branch_stack.is_some() {
             return Err(WriteError::BranchStackMismatch);
         }
-        let mut b = Vec::new();
-        let u64s = |b: &mut Vec<u8>, bit: u64, v: u64| {
-            if st & bit != 0 {
-                b.extend_from_slice(&v.to_le_bytes());
+        let id = sample.id.or(sample.identifier).unwrap_or(0);
+        let mut body = Vec::new();
+        let mut word = |bit: u32, value: u64| {
+            if has(bit) {
+                body.extend_from_slice(&value.to_le_bytes());
             }
         };
         // Field order of struct perf_record_sample in perf_event.h.
-        u64s(&mut b, PERF_SAMPLE_IDENTIFIER, s.id);
-        u64s(&mut b, PERF_SAMPLE_IP, s.ip);
-        u64s(
-            &mut b,
-            PERF_SAMPLE_TID,
-            u64::from(s.pid) | u64::from(s.tid) << 32,
+        word(
+            abi::PERF_SAMPLE_IDENTIFIER,
+            sample.identifier.or(sample.id).unwrap_or(0),
         );
-        u64s(&mut b, PERF_SAMPLE_TIME, s.time);
-        u64s(&mut b, PERF_SAMPLE_ADDR, s.addr);
-        u64s(&mut b, PERF_SAMPLE_ID, s.id);
-        u64s(&mut b, PERF_SAMPLE_STREAM_ID, s.stream_id);
-        u64s(&mut b, PERF_SAMPLE_CPU, u64::from(s.cpu));
-        u64s(&mut b, PERF_SAMPLE_PERIOD, s.period);
-        if st & PERF_SAMPLE_CALLCHAIN != 0 {
-            b.extend_from_slice(&(s.callchain.len() as u64).to_le_bytes());
-            for ip in &s.callchain {
-                b.extend_from_slice(&ip.to_le_bytes());
+        word(abi::PERF_SAMPLE_IP, sample.ip.unwrap_or(0));
+        word(
+            abi::PERF_SAMPLE_TID,
+            u64::from(sample.pid.unwrap_or(0)) | u64::from(sample.tid.unwrap_or(0)) << 32,
+        );
+        word(abi::PERF_SAMPLE_TIME, sample.time.unwrap_or(0));
+        word(abi::PERF_SAMPLE_ADDR, sample.addr.unwrap_or(0));
+        word(abi::PERF_SAMPLE_ID, id);
+        word(abi::PERF_SAMPLE_STREAM_ID, sample.stream_id.unwrap_or(0));
+        word(abi::PERF_SAMPLE_CPU, u64::from(sample.cpu.unwrap_or(0)));
+        word(abi::PERF_SAMPLE_PERIOD, sample.period.unwrap_or(0));
+        if has(abi::PERF_SAMPLE_CALLCHAIN) {
+            let addresses = sample.callchain.map_or(0, |callchain| callchain.len());
+            body.extend_from_slice(&as_u64(addresses).to_le_bytes());
+            for address in sample
+                .callchain
+                .iter()
+                .flat_map(|callchain| callchain.iter())
+            {
+                body.extend_from_slice(&address.to_le_bytes());
             }
         }
-        if let Some(bs) = &s.branch_stack {
-            b.extend_from_slice(&(bs.entries.len() as u64).to_le_bytes());
+        if let Some(stack) = &sample.branch_stack {
+            body.extend_from_slice(&as_u64(stack.len()).to_le_bytes());
             // hw_idx is present exactly when the attr asks for it; perf reads it blindly.
-            if attr.branch_sample_type & PERF_SAMPLE_BRANCH_HW_INDEX != 0 {
-                b.extend_from_slice(&bs.hw_idx.unwrap_or(u64::MAX).to_le_bytes());
+            if attr.branch_sample_type & u64::from(abi::PERF_SAMPLE_BRANCH_HW_INDEX) != 0 {
+                body.extend_from_slice(&stack.hw_idx.unwrap_or(u64::MAX).to_le_bytes());
             }
-            for e in &bs.entries {
-                b.extend_from_slice(&e.from.to_le_bytes());
-                b.extend_from_slice(&e.to.to_le_bytes());
-                b.extend_from_slice(&e.flags.to_le_bytes());
-            }
+            // The entries as the sample holds them: flag words bit for bit.
+            body.extend_from_slice(stack.as_bytes());
         }
-        self.emit_raw(PERF_RECORD_SAMPLE, s.misc, b)
+        self.emit_raw(abi::PERF_RECORD_SAMPLE, sample.misc, body)
     }
 
-    /// Writes a `PERF_RECORD_COMM`.
+    /// Writes a `PERF_RECORD_COMM` (PERF_RECORD_MISC_COMM_EXEC when `comm.exec`).
     pub fn write_comm(
         &mut self,
         attr_index: usize,
-        pid: u32,
-        tid: u32,
-        comm: &str,
-        exec: bool,
-        sid: &SampleId,
+        comm: &CommRecord<'_>,
     ) -> Result<(), WriteError> {
-        let mut b = Vec::new();
-        b.extend_from_slice(&pid.to_le_bytes());
-        b.extend_from_slice(&tid.to_le_bytes());
-        push_padded_cstr(&mut b, comm);
-        let misc = if exec { PERF_RECORD_MISC_COMM_EXEC } else { 0 };
-        self.emit(PERF_RECORD_COMM, misc, b, attr_index, sid)
+        let mut body = Vec::new();
+        body.extend_from_slice(&comm.pid.to_le_bytes());
+        body.extend_from_slice(&comm.tid.to_le_bytes());
+        push_padded_cstr(&mut body, comm.comm);
+        let misc = if comm.exec { MISC_COMM_EXEC } else { 0 };
+        self.emit(
+            abi::PERF_RECORD_COMM,
+            misc,
+            body,
+            attr_index,
+            &comm.sample_id,
+        )
     }
 
-    /// Writes a `PERF_RECORD_MMAP2` (inode or build-id form).
+    /// Writes a `PERF_RECORD_MMAP2` (inode or build-id form), `cpumode` its header's
+    /// misc (such as PERF_RECORD_MISC_USER).
     pub fn write_mmap2(
         &mut self,
         attr_index: usize,
-        m: &Mmap2,
-        sid: &SampleId,
+        cpumode: u16,
+        mmap: &Mmap2Record<'_>,
     ) -> Result<(), WriteError> {
-        let mut b = Vec::new();
-        b.extend_from_slice(&m.pid.to_le_bytes());
-        b.extend_from_slice(&m.tid.to_le_bytes());
-        b.extend_from_slice(&m.addr.to_le_bytes());
-        b.extend_from_slice(&m.len.to_le_bytes());
-        b.extend_from_slice(&m.pgoff.to_le_bytes());
-        let mut misc = m.cpumode;
-        match &m.file_id {
+        let mut body = Vec::new();
+        body.extend_from_slice(&mmap.pid.to_le_bytes());
+        body.extend_from_slice(&mmap.tid.to_le_bytes());
+        body.extend_from_slice(&mmap.addr.to_le_bytes());
+        body.extend_from_slice(&mmap.len.to_le_bytes());
+        body.extend_from_slice(&mmap.pgoff.to_le_bytes());
+        let mut misc = cpumode;
+        match mmap.file_id {
             Mmap2FileId::Inode {
                 maj,
                 min,
                 ino,
                 ino_generation,
             } => {
-                b.extend_from_slice(&maj.to_le_bytes());
-                b.extend_from_slice(&min.to_le_bytes());
-                b.extend_from_slice(&ino.to_le_bytes());
-                b.extend_from_slice(&ino_generation.to_le_bytes());
+                body.extend_from_slice(&maj.to_le_bytes());
+                body.extend_from_slice(&min.to_le_bytes());
+                body.extend_from_slice(&ino.to_le_bytes());
+                body.extend_from_slice(&ino_generation.to_le_bytes());
             }
             Mmap2FileId::BuildId(id) => {
-                let n = id.len().min(20);
-                b.push(n as u8);
-                b.extend_from_slice(&[0, 0, 0]);
-                let mut bid = [0u8; 20];
-                bid[..n].copy_from_slice(&id[..n]);
-                b.extend_from_slice(&bid);
-                misc |= PERF_RECORD_MISC_MMAP_BUILD_ID;
+                // build_id_size, 3 reserved bytes, then the id in 20 bytes.
+                let len = id.len().min(BUILD_ID_SIZE);
+                body.push(u8::try_from(len).unwrap_or(u8::MAX));
+                body.extend_from_slice(&[0, 0, 0]);
+                let mut build_id = [0u8; BUILD_ID_SIZE];
+                build_id[..len].copy_from_slice(&id[..len]);
+                body.extend_from_slice(&build_id);
+                misc |= MISC_MMAP_BUILD_ID;
             }
         }
-        b.extend_from_slice(&m.prot.to_le_bytes());
-        b.extend_from_slice(&m.flags.to_le_bytes());
-        push_padded_cstr(&mut b, &m.filename);
-        self.emit(PERF_RECORD_MMAP2, misc, b, attr_index, sid)
+        body.extend_from_slice(&mmap.prot.to_le_bytes());
+        body.extend_from_slice(&mmap.flags.to_le_bytes());
+        push_padded_cstr(&mut body, mmap.filename);
+        self.emit(
+            abi::PERF_RECORD_MMAP2,
+            misc,
+            body,
+            attr_index,
+            &mmap.sample_id,
+        )
     }
 
-    /// Writes a `PERF_RECORD_FORK` (`exit == false`) or `PERF_RECORD_EXIT`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn write_fork_exit(
+    /// Writes a `PERF_RECORD_FORK` or `PERF_RECORD_EXIT`.
+    pub fn write_task(
         &mut self,
         attr_index: usize,
-        exit: bool,
-        pid: u32,
-        ppid: u32,
-        tid: u32,
-        ptid: u32,
-        time: u64,
-        sid: &SampleId,
+        event: TaskEvent,
+        task: &TaskRecord,
     ) -> Result<(), WriteError> {
-        let mut b = Vec::new();
-        for v in [pid, ppid, tid, ptid] {
-            b.extend_from_slice(&v.to_le_bytes());
+        let mut body = Vec::new();
+        for value in [task.pid, task.ppid, task.tid, task.ptid] {
+            body.extend_from_slice(&value.to_le_bytes());
         }
-        b.extend_from_slice(&time.to_le_bytes());
-        let t = if exit {
-            PERF_RECORD_EXIT
-        } else {
-            PERF_RECORD_FORK
+        body.extend_from_slice(&task.time.to_le_bytes());
+        let record_type = match event {
+            TaskEvent::Fork => abi::PERF_RECORD_FORK,
+            TaskEvent::Exit => abi::PERF_RECORD_EXIT,
         };
-        self.emit(t, 0, b, attr_index, sid)
+        self.emit(record_type, 0, body, attr_index, &task.sample_id)
     }
 
     /// Writes a `PERF_RECORD_LOST`.
-    pub fn write_lost(
-        &mut self,
-        attr_index: usize,
-        id: u64,
-        lost: u64,
-        sid: &SampleId,
-    ) -> Result<(), WriteError> {
-        let mut b = Vec::new();
-        b.extend_from_slice(&id.to_le_bytes());
-        b.extend_from_slice(&lost.to_le_bytes());
-        self.emit(PERF_RECORD_LOST, 0, b, attr_index, sid)
+    pub fn write_lost(&mut self, attr_index: usize, lost: &LostRecord) -> Result<(), WriteError> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&lost.id.to_le_bytes());
+        body.extend_from_slice(&lost.lost.to_le_bytes());
+        self.emit(abi::PERF_RECORD_LOST, 0, body, attr_index, &lost.sample_id)
     }
 
     /// Writes a `PERF_RECORD_THROTTLE`: the event `id` (`stream_id`, the id of the
@@ -527,16 +550,19 @@ impl<W: Write + Seek> PerfDataWriter<W> {
     pub fn write_throttle(
         &mut self,
         attr_index: usize,
-        time: u64,
-        id: u64,
-        stream_id: u64,
-        sid: &SampleId,
+        throttle: &ThrottleRecord,
     ) -> Result<(), WriteError> {
-        let mut b = Vec::with_capacity(24);
-        for value in [time, id, stream_id] {
-            b.extend_from_slice(&value.to_le_bytes());
+        let mut body = Vec::with_capacity(24);
+        for value in [throttle.time, throttle.id, throttle.stream_id] {
+            body.extend_from_slice(&value.to_le_bytes());
         }
-        self.emit(PERF_RECORD_THROTTLE, 0, b, attr_index, sid)
+        self.emit(
+            abi::PERF_RECORD_THROTTLE,
+            0,
+            body,
+            attr_index,
+            &throttle.sample_id,
+        )
     }
 
     /// Writes a `PERF_RECORD_FINISHED_ROUND`: everything before it may be time-sorted by
@@ -566,157 +592,199 @@ impl<W: Write + Seek> PerfDataWriter<W> {
     /// padded to 8 bytes, and indexes it for HEADER_AUXTRACE as perf does.
     pub fn write_auxtrace(&mut self, chunk: &AuxtraceChunk<'_>) -> Result<(), WriteError> {
         let padded = align(chunk.data.len(), 8);
-        let mut record = Vec::with_capacity(AUXTRACE_RECORD_SIZE as usize);
+        let mut record = Vec::with_capacity(usize::from(AUXTRACE_SIZE));
         record.extend_from_slice(&PERF_RECORD_AUXTRACE.to_le_bytes());
         record.extend_from_slice(&0u16.to_le_bytes());
-        record.extend_from_slice(&(AUXTRACE_RECORD_SIZE as u16).to_le_bytes());
-        record.extend_from_slice(&(padded as u64).to_le_bytes());
+        record.extend_from_slice(&AUXTRACE_SIZE.to_le_bytes());
+        record.extend_from_slice(&as_u64(padded).to_le_bytes());
         record.extend_from_slice(&chunk.offset.to_le_bytes());
         record.extend_from_slice(&chunk.reference.to_le_bytes());
         record.extend_from_slice(&chunk.idx.to_le_bytes());
         record.extend_from_slice(&chunk.tid.to_le_bytes());
         record.extend_from_slice(&chunk.cpu.to_le_bytes());
         record.extend_from_slice(&0u32.to_le_bytes());
-        let at = self.data_offset + self.data_size;
-        self.w
+        let file_offset = offset_after(self.data_offset, self.data_size)?;
+        self.out
             .write_all(&record)
-            .and_then(|_| self.w.write_all(chunk.data))
-            .and_then(|_| self.w.write_all(&[0u8; 8][..padded - chunk.data.len()]))
-            .map_err(|source| WriteError::Io { offset: at, source })?;
-        let total = AUXTRACE_RECORD_SIZE + padded as u64;
-        self.auxtrace_index.push((at, total));
-        self.data_size += total;
+            .and_then(|_| self.out.write_all(chunk.data))
+            .and_then(|_| self.out.write_all(&[0u8; 8][..padded - chunk.data.len()]))
+            .map_err(|source| WriteError::Io {
+                offset: file_offset,
+                source,
+            })?;
+        let size = offset_after(AUXTRACE_RECORD_SIZE, as_u64(padded))?;
+        self.auxtrace_index
+            .push(AuxtraceIndexEntry { file_offset, size });
+        self.data_size = offset_after(self.data_size, size)?;
         Ok(())
     }
 
     /// Writes the feature sections, then the final header; returns the inner writer
     /// positioned at the end of the file.
     pub fn finish(self, meta: &Metadata) -> Result<W, WriteError> {
-        let mut sections: Vec<(u32, Vec<u8>)> = Vec::new();
+        let mut sections = Vec::new();
         if !meta.build_ids.is_empty() {
-            let mut b = Vec::new();
-            for (pid, id, name, cpumode) in &meta.build_ids {
+            let mut bytes = Vec::new();
+            for entry in &meta.build_ids {
                 // struct perf_record_header_build_id: header, pid, build_id[24] (20 data
                 // bytes, size byte, 3 reserved), filename padded to NAME_ALIGN.
-                let name_len = align(name.len() + 1, NAME_ALIGN);
-                let size = 8 + 4 + 24 + name_len;
-                b.extend_from_slice(&0u32.to_le_bytes());
-                b.extend_from_slice(&(cpumode | PERF_RECORD_MISC_BUILD_ID_SIZE).to_le_bytes());
-                b.extend_from_slice(&(size as u16).to_le_bytes());
-                b.extend_from_slice(&pid.to_le_bytes());
-                let n = id.len().min(20);
-                let mut bid = [0u8; 24];
-                bid[..n].copy_from_slice(&id[..n]);
-                bid[20] = n as u8;
-                b.extend_from_slice(&bid);
-                b.extend_from_slice(name.as_bytes());
-                b.resize(b.len() + name_len - name.len(), 0);
+                let name_len = align(entry.filename.len() + 1, NAME_ALIGN);
+                let size = to_u16(8 + 4 + 24 + name_len, "HEADER_BUILD_ID entry")?;
+                bytes.extend_from_slice(&0u32.to_le_bytes());
+                bytes.extend_from_slice(
+                    &(entry.misc | PERF_RECORD_MISC_BUILD_ID_SIZE).to_le_bytes(),
+                );
+                bytes.extend_from_slice(&size.to_le_bytes());
+                bytes.extend_from_slice(&entry.pid.to_le_bytes());
+                let len = entry.build_id.len().min(BUILD_ID_SIZE);
+                let mut build_id = [0u8; 24];
+                build_id[..len].copy_from_slice(&entry.build_id[..len]);
+                build_id[BUILD_ID_SIZE] = u8::try_from(len).unwrap_or(u8::MAX);
+                bytes.extend_from_slice(&build_id);
+                bytes.extend_from_slice(entry.filename.as_bytes());
+                bytes.resize(bytes.len() + name_len - entry.filename.len(), 0);
             }
-            sections.push((HEADER_BUILD_ID, b));
+            sections.push(FeatureSection {
+                feature: HEADER_BUILD_ID,
+                bytes,
+            });
         }
-        for (feat, s) in [
+        for (feature, text) in [
             (HEADER_HOSTNAME, &meta.hostname),
             (HEADER_OSRELEASE, &meta.os_release),
             (HEADER_VERSION, &meta.perf_version),
             (HEADER_ARCH, &meta.arch),
         ] {
-            let mut b = Vec::new();
-            push_string(&mut b, s);
-            sections.push((feat, b));
+            let mut bytes = Vec::new();
+            push_string(&mut bytes, text)?;
+            sections.push(FeatureSection { feature, bytes });
         }
-        let mut b = Vec::new();
-        b.extend_from_slice(&meta.nr_cpus_available.to_le_bytes());
-        b.extend_from_slice(&meta.nr_cpus_online.to_le_bytes());
-        sections.push((HEADER_NRCPUS, b));
-        if let Some(desc) = &meta.cpu_desc {
-            let mut b = Vec::new();
-            push_string(&mut b, desc);
-            sections.push((HEADER_CPUDESC, b));
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&meta.nr_cpus_available.to_le_bytes());
+        bytes.extend_from_slice(&meta.nr_cpus_online.to_le_bytes());
+        sections.push(FeatureSection {
+            feature: HEADER_NRCPUS,
+            bytes,
+        });
+        if let Some(description) = &meta.cpu_desc {
+            let mut bytes = Vec::new();
+            push_string(&mut bytes, description)?;
+            sections.push(FeatureSection {
+                feature: HEADER_CPUDESC,
+                bytes,
+            });
         }
-        let mut b = Vec::new();
-        b.extend_from_slice(&(meta.cmdline.len() as u32).to_le_bytes());
-        for arg in &meta.cmdline {
-            push_string(&mut b, arg);
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&to_u32(meta.cmdline.len(), "HEADER_CMDLINE count")?.to_le_bytes());
+        for argument in &meta.cmdline {
+            push_string(&mut bytes, argument)?;
         }
-        sections.push((HEADER_CMDLINE, b));
+        sections.push(FeatureSection {
+            feature: HEADER_CMDLINE,
+            bytes,
+        });
         self.finish_with_sections(sections)
     }
 
-    /// Writes `sections` (feature bit, the section's bytes as perf.data holds them:
-    /// another file's features, copied as `perf inject` copies them) with the ones this
-    /// writer makes from what it wrote (EVENT_DESC, BRANCH_STACK, AUXTRACE; given ones
-    /// of those bits are ignored, as are bits past 63, which no perf defines), then the
-    /// final header; returns the inner writer positioned at the end of the file.
+    /// Writes `sections` (another file's features as perf.data holds them, copied as
+    /// `perf inject` copies them) with the ones this writer makes from what it wrote
+    /// (EVENT_DESC, BRANCH_STACK, AUXTRACE; given ones of those bits are ignored, as
+    /// are bits past 63, which no perf defines), then the final header; returns the
+    /// inner writer positioned at the end of the file.
     pub fn finish_with_sections(
         mut self,
-        mut sections: Vec<(u32, Vec<u8>)>,
+        mut sections: Vec<FeatureSection>,
     ) -> Result<W, WriteError> {
-        sections.retain(|(feature, _)| {
-            *feature < 64
-                && ![HEADER_EVENT_DESC, HEADER_BRANCH_STACK, HEADER_AUXTRACE].contains(feature)
+        sections.retain(|section| {
+            section.feature < 64
+                && ![HEADER_EVENT_DESC, HEADER_BRANCH_STACK, HEADER_AUXTRACE]
+                    .contains(&section.feature)
         });
-        let mut b = Vec::new();
-        b.extend_from_slice(&(self.events.len() as u32).to_le_bytes());
-        b.extend_from_slice(&(PERF_ATTR_SIZE as u32).to_le_bytes());
-        for (e, attr) in self.events.iter().zip(&self.file_attrs) {
-            b.extend_from_slice(attr);
-            b.extend_from_slice(&(e.ids.len() as u32).to_le_bytes());
-            push_string(&mut b, &e.name);
-            for id in &e.ids {
-                b.extend_from_slice(&id.to_le_bytes());
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&to_u32(self.events.len(), "event count")?.to_le_bytes());
+        bytes.extend_from_slice(&to_u32(PERF_ATTR_SIZE, "attr size")?.to_le_bytes());
+        for (event, attr) in self.events.iter().zip(&self.file_attrs) {
+            bytes.extend_from_slice(attr);
+            bytes.extend_from_slice(&to_u32(event.ids.len(), "id count")?.to_le_bytes());
+            push_string(&mut bytes, &event.name)?;
+            for id in &event.ids {
+                bytes.extend_from_slice(&id.to_le_bytes());
             }
         }
-        sections.push((HEADER_EVENT_DESC, b));
+        sections.push(FeatureSection {
+            feature: HEADER_EVENT_DESC,
+            bytes,
+        });
+        let branch_stack = u64::from(abi::PERF_SAMPLE_BRANCH_STACK);
         if self
             .events
             .iter()
-            .any(|e| e.attr.sample_type & PERF_SAMPLE_BRANCH_STACK != 0)
+            .any(|event| event.attr.sample_type & branch_stack != 0)
         {
             // write_branch_stack() writes nothing: the bit alone is the information.
-            sections.push((HEADER_BRANCH_STACK, Vec::new()));
+            sections.push(FeatureSection {
+                feature: HEADER_BRANCH_STACK,
+                bytes: Vec::new(),
+            });
         }
-
         if !self.auxtrace_index.is_empty() {
             // auxtrace_index__write(): the count, then (file_offset, sz) per record.
-            let mut b = Vec::with_capacity(8 + 16 * self.auxtrace_index.len());
-            b.extend_from_slice(&(self.auxtrace_index.len() as u64).to_le_bytes());
-            for (offset, size) in &self.auxtrace_index {
-                b.extend_from_slice(&offset.to_le_bytes());
-                b.extend_from_slice(&size.to_le_bytes());
+            let mut bytes = Vec::with_capacity(8 + 16 * self.auxtrace_index.len());
+            bytes.extend_from_slice(&as_u64(self.auxtrace_index.len()).to_le_bytes());
+            for entry in &self.auxtrace_index {
+                bytes.extend_from_slice(&entry.file_offset.to_le_bytes());
+                bytes.extend_from_slice(&entry.size.to_le_bytes());
             }
-            sections.push((HEADER_AUXTRACE, b));
+            sections.push(FeatureSection {
+                feature: HEADER_AUXTRACE,
+                bytes,
+            });
         }
-        sections.sort_by_key(|(feature, _)| *feature);
+        sections.sort_by_key(|section| section.feature);
 
         // perf_header__adds_write(): table of perf_file_section in feature-bit order right
         // after the data, then the sections themselves.
-        let table_offset = self.data_offset + self.data_size;
+        let table_offset = offset_after(self.data_offset, self.data_size)?;
         let mut table = Vec::new();
-        let mut body = Vec::new();
+        let mut contents = Vec::new();
         let mut features = 0u64;
-        let mut pos = table_offset + 16 * sections.len() as u64;
-        for (feat, data) in &sections {
-            features |= 1 << feat;
-            table.extend_from_slice(&pos.to_le_bytes());
-            table.extend_from_slice(&(data.len() as u64).to_le_bytes());
-            body.extend_from_slice(data);
-            pos += data.len() as u64;
+        let table_size = as_u64(PERF_FILE_SECTION_SIZE * sections.len());
+        let mut position = offset_after(table_offset, table_size)?;
+        for section in &sections {
+            features |= 1 << section.feature;
+            table.extend_from_slice(&position.to_le_bytes());
+            table.extend_from_slice(&as_u64(section.bytes.len()).to_le_bytes());
+            contents.extend_from_slice(&section.bytes);
+            position = offset_after(position, as_u64(section.bytes.len()))?;
         }
-        table.extend_from_slice(&body);
+        table.extend_from_slice(&contents);
         let io = |offset: u64| move |source| WriteError::Io { offset, source };
-        self.w
+        self.out
             .seek(SeekFrom::Start(table_offset))
-            .and_then(|_| self.w.write_all(&table))
-            .and_then(|_| self.w.flush())
+            .and_then(|_| self.out.write_all(&table))
+            .and_then(|_| self.out.flush())
             .map_err(io(table_offset))?;
         self.write_header(features)?;
-        self.w
-            .seek(SeekFrom::Start(pos))
-            .and_then(|_| self.w.flush())
-            .map_err(io(pos))?;
-        Ok(self.w)
+        self.out
+            .seek(SeekFrom::Start(position))
+            .and_then(|_| self.out.flush())
+            .map_err(io(position))?;
+        Ok(self.out)
     }
 }
+
+/// `sizeof(struct perf_record_auxtrace)`, as its header's u16 size.
+const AUXTRACE_SIZE: u16 = 48;
+const _: () = assert!(AUXTRACE_SIZE as u64 == AUXTRACE_RECORD_SIZE);
+
+/// A `perf_event_header.misc` bit of the bindings, which declare them u32 (the
+/// field is a u16: the assertion, evaluated at compile time, keeps the cast whole).
+const fn misc_bit(bit: u32) -> u16 {
+    assert!(bit <= u16::MAX as u32);
+    bit as u16
+}
+const MISC_COMM_EXEC: u16 = misc_bit(abi::PERF_RECORD_MISC_COMM_EXEC);
+const MISC_MMAP_BUILD_ID: u16 = misc_bit(abi::PERF_RECORD_MISC_MMAP_BUILD_ID);
 
 /// One chunk of AUX-area data for [`PerfDataWriter::write_auxtrace`], with the fields
 /// of `struct perf_record_auxtrace` that place it.
@@ -735,31 +803,30 @@ pub struct AuxtraceChunk<'a> {
 
 /// Appends a NUL-terminated string padded with zeros to a multiple of 8 bytes, as the
 /// kernel does for COMM and MMAP2 names.
-fn push_padded_cstr(b: &mut Vec<u8>, s: &str) {
-    b.extend_from_slice(s.as_bytes());
-    let n = align(s.len() + 1, 8);
-    b.resize(b.len() + n - s.len(), 0);
+fn push_padded_cstr(out: &mut Vec<u8>, text: &[u8]) {
+    out.extend_from_slice(text);
+    let len = align(text.len() + 1, 8);
+    out.resize(out.len() + len - text.len(), 0);
 }
 
-/// `struct sample_id` (perf_event.h): the fields selected by sample_type, in this order.
-fn push_sample_id(b: &mut Vec<u8>, st: u64, sid: &SampleId) {
-    if st & PERF_SAMPLE_TID != 0 {
-        b.extend_from_slice(&sid.pid.to_le_bytes());
-        b.extend_from_slice(&sid.tid.to_le_bytes());
+/// `struct sample_id` (perf_event.h): the fields selected by sample_type, in this order
+/// (0 for those `sample_id` lacks).
+fn push_sample_id(out: &mut Vec<u8>, sample_type: u64, sample_id: &SampleId) {
+    let has = |bit: u32| sample_type & u64::from(bit) != 0;
+    if has(abi::PERF_SAMPLE_TID) {
+        out.extend_from_slice(&sample_id.pid.unwrap_or(0).to_le_bytes());
+        out.extend_from_slice(&sample_id.tid.unwrap_or(0).to_le_bytes());
     }
-    if st & PERF_SAMPLE_TIME != 0 {
-        b.extend_from_slice(&sid.time.to_le_bytes());
-    }
-    if st & PERF_SAMPLE_ID != 0 {
-        b.extend_from_slice(&sid.id.to_le_bytes());
-    }
-    if st & PERF_SAMPLE_STREAM_ID != 0 {
-        b.extend_from_slice(&sid.stream_id.to_le_bytes());
-    }
-    if st & PERF_SAMPLE_CPU != 0 {
-        b.extend_from_slice(&u64::from(sid.cpu).to_le_bytes());
-    }
-    if st & PERF_SAMPLE_IDENTIFIER != 0 {
-        b.extend_from_slice(&sid.id.to_le_bytes());
+    let id = sample_id.id.unwrap_or(0);
+    for (bit, value) in [
+        (abi::PERF_SAMPLE_TIME, sample_id.time.unwrap_or(0)),
+        (abi::PERF_SAMPLE_ID, id),
+        (abi::PERF_SAMPLE_STREAM_ID, sample_id.stream_id.unwrap_or(0)),
+        (abi::PERF_SAMPLE_CPU, u64::from(sample_id.cpu.unwrap_or(0))),
+        (abi::PERF_SAMPLE_IDENTIFIER, id),
+    ] {
+        if has(bit) {
+            out.extend_from_slice(&value.to_le_bytes());
+        }
     }
 }

@@ -13,7 +13,7 @@ use perf_data::*;
 /// cpu-clock with fields an attr built by hand used to lose: precise_ip, config1/2,
 /// exclusions, watermark wake-ups, inherit, enable_on_exec, context_switch.
 fn unusual_attr() -> perf_event_attr {
-    let mut attr = cpu_clock_attr(PERF_SAMPLE_ID, 0);
+    let mut attr = cpu_clock_attr(abi::PERF_SAMPLE_ID.into(), 0);
     attr.config1 = 0x5;
     attr.config2 = 0x7;
     attr.read_format = 4; // PERF_FORMAT_ID

@@ -173,7 +173,7 @@ fn pipe_stream_of_linux_perf_reads_like_its_file_mode() {
     let samples = reader
         .records()
         .map(Result::unwrap)
-        .filter(|r| r.record_type == PERF_RECORD_SAMPLE)
+        .filter(|r| r.record_type == abi::PERF_RECORD_SAMPLE)
         .map(|r| reader.parse_sample(&r).unwrap())
         .filter(|s| s.ip.is_some() && s.tid.is_some())
         .count();
@@ -186,7 +186,7 @@ fn read_all(bytes: &[u8]) -> Result<usize, ReadError> {
     let mut n = 0;
     let mut records = reader.records();
     while let Some(record) = records.next_record()? {
-        if record.record_type == PERF_RECORD_SAMPLE {
+        if record.record_type == abi::PERF_RECORD_SAMPLE {
             let _ = reader.parse_sample(&record);
         }
         n += 1;

@@ -16,14 +16,16 @@ fn inputs() -> &'static (Vec<u8>, Vec<u8>) {
         let prog = build_hot_program(dir.path());
         let recorded = std::fs::read(perf_record(dir.path(), &prog)).unwrap();
         let (lo, _) = prog.hot;
-        let bs = BranchStack {
-            hw_idx: Some(3),
-            entries: vec![BranchEntry::new(lo, lo + 8, BranchFlags::default()); 3],
+        let entry = perf_abi::BranchEntry {
+            from: lo,
+            to: lo + 8,
+            flags: perf_abi::BranchFlags::default(),
         };
-        let samples: Vec<_> = (0..20).map(|i| (lo + i, Some(bs.clone()))).collect();
+        let branches = Branches::new(Some(3), &[entry; 3]);
+        let samples: Vec<_> = (0..20).map(|i| (lo + i, Some(branches.clone()))).collect();
         let attr = cpu_clock_attr(
-            PERF_SAMPLE_BRANCH_STACK | PERF_SAMPLE_CALLCHAIN,
-            PERF_SAMPLE_BRANCH_ANY | PERF_SAMPLE_BRANCH_HW_INDEX,
+            (abi::PERF_SAMPLE_BRANCH_STACK | abi::PERF_SAMPLE_CALLCHAIN).into(),
+            (abi::PERF_SAMPLE_BRANCH_ANY | abi::PERF_SAMPLE_BRANCH_HW_INDEX).into(),
         );
         let written = write_file(&prog, attr, &samples);
         (recorded, written)
@@ -38,7 +40,7 @@ fn read_all(bytes: &[u8]) -> Result<usize, ReadError> {
     let mut n = 0;
     let mut recs = r.records();
     while let Some(rec) = recs.next_record()? {
-        if rec.record_type == PERF_RECORD_SAMPLE {
+        if rec.record_type == abi::PERF_RECORD_SAMPLE {
             r.parse_sample(&rec)?;
         }
         n += 1;
@@ -48,9 +50,7 @@ fn read_all(bytes: &[u8]) -> Result<usize, ReadError> {
 
 fn check_error(e: &ReadError, len: usize) {
     match e {
-        ReadError::Malformed { offset, .. }
-        | ReadError::Metadata { offset, .. }
-        | ReadError::Record { offset, .. } => {
+        ReadError::Malformed { offset, .. } | ReadError::Record { offset, .. } => {
             assert!(
                 *offset <= len as u64,
                 "offset {offset} beyond file of {len}: {e}"

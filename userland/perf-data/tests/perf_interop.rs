@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use perf_abi::{format_brstack_entry, BranchEntry, BranchFlags};
 use perf_data::*;
 
 #[test]
@@ -48,33 +49,31 @@ fn written_file_is_read_by_perf_script_and_report() {
     let mut n = 0;
     let mut recs = r.records();
     while let Some(rec) = recs.next_record().unwrap() {
-        if rec.record_type == PERF_RECORD_SAMPLE {
+        if rec.record_type == abi::PERF_RECORD_SAMPLE {
             let s = r.parse_sample(&rec).unwrap();
             assert_eq!(s.ip, Some(samples[n].0));
-            assert_eq!(s.tid, Some(PID as i32));
+            assert_eq!(s.tid, Some(PID));
             n += 1;
         }
     }
     assert_eq!(n, N);
 }
 
-fn branch_samples(prog: &HotProgram, hw_index: bool) -> Vec<(u64, Option<BranchStack>)> {
+fn branch_samples(prog: &HotProgram, hw_index: bool) -> Vec<(u64, Option<Branches>)> {
     let (lo, _) = prog.hot;
-    let e = |i: u64, mispred, predicted, in_tx, abort, cycles, type_| {
-        BranchEntry::new(
-            lo + i,
-            lo + 0x10 + i,
-            BranchFlags {
-                mispred,
-                predicted,
-                in_tx,
-                abort,
-                cycles,
-                branch_type: type_,
-                new_type: if type_ == 15 { 2 } else { 0 },
-                ..BranchFlags::default()
-            },
-        )
+    let e = |i: u64, mispred, predicted, in_tx, abort, cycles, type_| BranchEntry {
+        from: lo + i,
+        to: lo + 0x10 + i,
+        flags: BranchFlags {
+            mispred,
+            predicted,
+            in_tx,
+            abort,
+            cycles,
+            branch_type: type_,
+            new_type: if type_ == 15 { 2 } else { 0 },
+            ..BranchFlags::default()
+        },
     };
     (0..4u64)
         .map(|k| {
@@ -87,7 +86,7 @@ fn branch_samples(prog: &HotProgram, hw_index: bool) -> Vec<(u64, Option<BranchS
                 e(k + 5, false, false, false, false, 2, 6),
             ];
             let hw_idx = hw_index.then_some(k);
-            (lo + k, Some(BranchStack { hw_idx, entries }))
+            (lo + k, Some(Branches::new(hw_idx, &entries)))
         })
         .collect()
 }
@@ -95,17 +94,19 @@ fn branch_samples(prog: &HotProgram, hw_index: bool) -> Vec<(u64, Option<BranchS
 fn check_brstack(hw_index: bool) {
     let dir = tempfile::tempdir().unwrap();
     let prog = build_hot_program(dir.path());
-    let bst = PERF_SAMPLE_BRANCH_ANY
-        | PERF_SAMPLE_BRANCH_USER
-        | if hw_index {
-            PERF_SAMPLE_BRANCH_HW_INDEX
-        } else {
-            0
-        };
+    let bst = u64::from(
+        abi::PERF_SAMPLE_BRANCH_ANY
+            | abi::PERF_SAMPLE_BRANCH_USER
+            | if hw_index {
+                abi::PERF_SAMPLE_BRANCH_HW_INDEX
+            } else {
+                0
+            },
+    );
     let samples = branch_samples(&prog, hw_index);
     let bytes = write_file(
         &prog,
-        cpu_clock_attr(PERF_SAMPLE_BRANCH_STACK, bst),
+        cpu_clock_attr(abi::PERF_SAMPLE_BRANCH_STACK.into(), bst),
         &samples,
     );
     let file = dir.path().join("perf.data");
@@ -116,8 +117,14 @@ fn check_brstack(hw_index: bool) {
     let expected: String = samples
         .iter()
         .map(|(ip, bs)| {
-            let bs = bs.as_ref().unwrap();
-            format!(" {:>16x}{}\n", ip, format_brstack(&bs.entries))
+            let entries: String = bs
+                .as_ref()
+                .unwrap()
+                .stack()
+                .iter()
+                .map(|entry| format!(" {} ", format_brstack_entry(&entry)))
+                .collect();
+            format!(" {ip:>16x}{entries}\n")
         })
         .collect();
     assert_eq!(out, expected);
@@ -126,10 +133,13 @@ fn check_brstack(hw_index: bool) {
     let got: Vec<_> = r
         .records()
         .map(|rec| rec.unwrap())
-        .filter(|rec| rec.record_type == PERF_RECORD_SAMPLE)
+        .filter(|rec| rec.record_type == abi::PERF_RECORD_SAMPLE)
         .map(|rec| r.parse_sample(&rec).unwrap().branch_stack)
         .collect();
-    let want: Vec<_> = samples.into_iter().map(|(_, bs)| bs).collect();
+    let want: Vec<_> = samples
+        .iter()
+        .map(|(_, branches)| branches.as_ref().map(Branches::stack))
+        .collect();
     assert_eq!(got, want);
 }
 
@@ -149,7 +159,7 @@ fn reads_file_recorded_by_perf_like_perf_script() {
     let prog = build_hot_program(dir.path());
     let file = perf_record(dir.path(), &prog);
     let (out, _) = run_perf(&["script", "-i", file.to_str().unwrap(), "-F", "ip,tid"]);
-    let theirs: Vec<(i32, u64)> = out
+    let theirs: Vec<(u32, u64)> = out
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
@@ -175,7 +185,7 @@ fn reads_file_recorded_by_perf_like_perf_script() {
     let mut ours = Vec::new();
     for rec in r.records() {
         let rec = rec.unwrap();
-        if rec.record_type == PERF_RECORD_SAMPLE {
+        if rec.record_type == abi::PERF_RECORD_SAMPLE {
             let s = r.parse_sample(&rec).unwrap();
             ours.push((s.time.unwrap(), s.tid.unwrap(), s.ip.unwrap()));
         }
@@ -183,7 +193,7 @@ fn reads_file_recorded_by_perf_like_perf_script() {
     // perf script delivers samples sorted by time (ordered_events); the file holds them in
     // per-CPU buffer order. A stable sort by time reproduces perf's order.
     ours.sort_by_key(|&(t, _, _)| t);
-    let ours: Vec<(i32, u64)> = ours.into_iter().map(|(_, tid, ip)| (tid, ip)).collect();
+    let ours: Vec<(u32, u64)> = ours.into_iter().map(|(_, tid, ip)| (tid, ip)).collect();
     assert_eq!(ours.len(), theirs.len());
     assert_eq!(ours, theirs);
     let (lo, hi) = prog.hot;
@@ -198,7 +208,7 @@ fn throttle_records_are_read_by_perf_and_by_our_reader() {
     let samples: Vec<_> = (0..6u64).map(|i| (lo + i, None)).collect();
     let throttled = [1, 4];
     // As rvperf record's attrs: samples and side-band records carry the event id.
-    let attr = cpu_clock_attr(PERF_SAMPLE_ID, 0);
+    let attr = cpu_clock_attr(abi::PERF_SAMPLE_ID.into(), 0);
     let bytes = write_file_with_throttles(&prog, attr, &samples, &throttled);
     let file = dir.path().join("perf.data");
     std::fs::write(&file, &bytes).unwrap();
@@ -254,10 +264,10 @@ fn throttle_records_are_read_by_perf_and_by_our_reader() {
     for record in reader.records() {
         let record = record.unwrap();
         match record.record_type {
-            PERF_RECORD_SAMPLE => {
+            abi::PERF_RECORD_SAMPLE => {
                 last_sample_time = reader.parse_sample(&record).unwrap().time;
             }
-            PERF_RECORD_THROTTLE => {
+            abi::PERF_RECORD_THROTTLE => {
                 let parsed =
                     perf_abi::parse_record(record.record_type, record.misc, record.body, &format)
                         .unwrap();

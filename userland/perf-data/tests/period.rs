@@ -2,21 +2,23 @@
 //! it, else the event's own sample_period (`perf record -c N` does not record PERIOD),
 //! looked up per event through the sample's id.
 
-use perf_abi::sys::bindings::perf_event_attr;
+use perf_abi::sys::bindings::{self as abi, perf_event_attr};
+use perf_abi::Sample;
 use perf_data::*;
 
 /// A cpu-clock attr sampling every `sample_period_or_freq` events, or with `freq` that
 /// many times a second.
 fn attr(sample_period_or_freq: u64, extra_sample_type: u64, freq: bool) -> perf_event_attr {
     let mut attr = perf_event_attr {
-        type_: PERF_TYPE_SOFTWARE,
+        type_: abi::PERF_TYPE_SOFTWARE,
         size: std::mem::size_of::<perf_event_attr>() as u32,
-        config: PERF_COUNT_SW_CPU_CLOCK,
-        sample_type: PERF_SAMPLE_IDENTIFIER
-            | PERF_SAMPLE_IP
-            | PERF_SAMPLE_TID
-            | PERF_SAMPLE_TIME
-            | extra_sample_type,
+        config: abi::PERF_COUNT_SW_CPU_CLOCK.into(),
+        sample_type: u64::from(
+            abi::PERF_SAMPLE_IDENTIFIER
+                | abi::PERF_SAMPLE_IP
+                | abi::PERF_SAMPLE_TID
+                | abi::PERF_SAMPLE_TIME,
+        ) | extra_sample_type,
         ..Default::default()
     };
     // One union: sample_freq when freq is set.
@@ -37,7 +39,7 @@ fn periods_of_three_events() -> Vec<(u64, u64)> {
             ids: vec![11, 12],
         },
         EventDesc {
-            attr: attr(4000, PERF_SAMPLE_PERIOD, true),
+            attr: attr(4000, abi::PERF_SAMPLE_PERIOD.into(), true),
             name: "cpu-clock".into(),
             ids: vec![21],
         },
@@ -53,14 +55,14 @@ fn periods_of_three_events() -> Vec<(u64, u64)> {
             writer
                 .write_sample(
                     attr_index,
-                    &SampleData {
-                        id,
-                        ip: 0x1000,
-                        pid: 1,
-                        tid: 1,
-                        time: 1000 + round,
-                        period: recorded_period,
-                        misc: PERF_RECORD_MISC_USER,
+                    &Sample {
+                        id: Some(id),
+                        ip: Some(0x1000),
+                        pid: Some(1),
+                        tid: Some(1),
+                        time: Some(1000 + round),
+                        period: Some(recorded_period),
+                        misc: abi::PERF_RECORD_MISC_USER as u16,
                         ..Default::default()
                     },
                 )
@@ -75,9 +77,10 @@ fn periods_of_three_events() -> Vec<(u64, u64)> {
     let mut periods = Vec::new();
     let mut records = reader.records();
     while let Some(record) = records.next_record().unwrap() {
-        if record.record_type == PERF_RECORD_SAMPLE {
+        if record.record_type == abi::PERF_RECORD_SAMPLE {
             let sample = reader.parse_sample(&record).unwrap();
-            periods.push((sample.id.unwrap_or(0), sample.period));
+            let attr = &reader.attrs()[record.attr_index.unwrap()].attr;
+            periods.push((sample.id.unwrap_or(0), sample.period_or_attr(attr)));
         }
     }
     periods

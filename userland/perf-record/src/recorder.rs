@@ -13,7 +13,7 @@ use perf_abi::{
     build_attr, expand_groups, parse_event, parse_modifiers, split_modifiers, AttrOptions,
     EventModifier, Mmap2FileId, Record, SampleFormat, Wakeup,
 };
-use perf_data::{EventDesc, Metadata, PerfDataWriter};
+use perf_data::{BuildIdEntry, EventDesc, Metadata, PerfDataWriter};
 use perf_ring::{online_cpus, page_size, poll_readable, AuxMode, Event, RingBuffer};
 
 use crate::ctr;
@@ -509,12 +509,12 @@ fn metadata(mappings: &Mappings, command_line: Vec<String>) -> Metadata {
                 .and_then(|elf| elf.build_id)
         });
         if let Some(build_id) = build_id {
-            metadata.build_ids.push((
-                mapping.pid,
+            metadata.build_ids.push(BuildIdEntry {
+                pid: mapping.pid,
+                misc: u16::try_from(b::PERF_RECORD_MISC_USER).unwrap_or(2),
                 build_id,
-                filename.clone(),
-                u16::try_from(b::PERF_RECORD_MISC_USER).unwrap_or(2),
-            ));
+                filename: filename.clone(),
+            });
         }
     }
     metadata

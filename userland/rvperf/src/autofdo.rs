@@ -188,13 +188,14 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
         &reader,
         file_size(&arguments.input),
         &mut processes,
-        |_, _, sample| {
+        |_, sampled| {
+            let sample = &sampled.sample;
             samples += 1;
             let Some(branch_stack) = &sample.branch_stack else {
                 skipped.samples_without_branch_stack += 1;
                 return Ok(());
             };
-            let pid = sample.pid.unwrap_or(-1) as u32;
+            let pid = sample.pid.unwrap_or(u32::MAX);
             let to_vaddr = |address: u64| {
                 mappings
                     .file_offset(pid, address)
@@ -206,7 +207,7 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
             // An entry leaving or entering the binary (a library call, a trap) ends the
             // run of entries that bracket code of the binary: the stack is cut there.
             stack.clear();
-            for entry in &branch_stack.entries {
+            for entry in branch_stack.iter() {
                 match (to_vaddr(entry.from), to_vaddr(entry.to)) {
                     (Some(from), Some(to)) => stack.push(Branch { from, to }),
                     _ => {

@@ -10,14 +10,16 @@ use std::rc::Rc;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use perf_data::{PerfDataReader, Sample};
+use perf_abi::sys::bindings as abi;
+use perf_abi::Sample;
+use perf_data::PerfDataReader;
 use profiles::flamegraph::{write_differential_flamegraph, write_flamegraph, FlameGraphOptions};
 use profiles::FoldedStacks;
 use rustc_hash::FxHashMap;
 use symbolize::{FileLocation, Symbolized};
 
 use crate::output::write_atomically;
-use crate::perf_input::{file_size, for_each_sample, open, Processes, SymbolOptions};
+use crate::perf_input::{file_size, for_each_sample, open, thread_id, Processes, SymbolOptions};
 
 /// What the root frame of each stack says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -139,11 +141,14 @@ fn fold(input: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedSta
         &reader,
         file_size(input),
         &mut processes,
-        |processes, attr, sample| {
+        |processes, sampled| {
+            let sample = &sampled.sample;
             stack.clear();
-            let pid = sample.pid.unwrap_or(-1) as u32;
-            let tid = sample.tid.unwrap_or(-1) as u32;
-            let from_call_stack = attr.is_some_and(|index| call_stack_events[index]);
+            let pid = sample.pid.unwrap_or(u32::MAX);
+            let tid = sample.tid.unwrap_or(u32::MAX);
+            let from_call_stack = sampled
+                .attr_index
+                .is_some_and(|index| call_stack_events[index]);
             stack_addresses(sample, from_call_stack, &mut addresses);
             for &(address, leaf) in &addresses {
                 // A caller's address is a return address, just past its call: the call
@@ -157,7 +162,7 @@ fn fold(input: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedSta
                 folder.push_frames(processes, pid, lookup, &mut stack);
             }
             root_name.clear();
-            let comm = processes.comm(sample.pid.unwrap_or(-1), sample.tid.unwrap_or(-1));
+            let comm = processes.comm(thread_id(sample.pid), thread_id(sample.tid));
             match arguments.split {
                 Split::Command => root_name.push_str(comm),
                 Split::Process => {
@@ -173,7 +178,11 @@ fn fold(input: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedSta
             }
             // Collected leaf first; folded stacks are root first.
             stack.reverse();
-            let weight = if !arguments.samples { sample.period } else { 1 };
+            let weight = if !arguments.samples {
+                sampled.period
+            } else {
+                1
+            };
             folder.add(&stack, weight);
             Ok(())
         },
@@ -325,12 +334,12 @@ fn frame_names(symbolized: &Symbolized) -> impl Iterator<Item = Cow<'_, str>> {
 }
 
 /// The addresses of a sample's stack, leaf first, each with whether it is the leaf.
-fn stack_addresses(sample: &Sample, from_call_stack: bool, addresses: &mut Vec<(u64, bool)>) {
+fn stack_addresses(sample: &Sample<'_>, from_call_stack: bool, addresses: &mut Vec<(u64, bool)>) {
     addresses.clear();
     let user_callchain = sample
         .callchain
         .iter()
-        .copied()
+        .flat_map(|callchain| callchain.iter())
         .filter(|&address| address < PERF_CONTEXT_MAX);
     // The kernel puts the sampled ip first in the callchain.
     addresses.extend(
@@ -349,9 +358,7 @@ fn stack_addresses(sample: &Sample, from_call_stack: bool, addresses: &mut Vec<(
         // innermost first; each call site is a frame of the caller. Its source is the
         // call instruction itself, not a return address, so no adjustment applies.
         if let Some(stack) = &sample.branch_stack {
-            for entry in &stack.entries {
-                addresses.push((entry.from, true));
-            }
+            addresses.extend(stack.iter().map(|entry| (entry.from, true)));
         }
     }
 }
@@ -363,9 +370,7 @@ fn call_stack_events(reader: &PerfDataReader<'_>) -> Vec<bool> {
         .attrs()
         .iter()
         .map(|attr| {
-            attr.attr
-                .branch_sample_format
-                .contains(linux_perf_event_reader::BranchSampleFormat::CALL_STACK)
+            attr.attr.branch_sample_type & u64::from(abi::PERF_SAMPLE_BRANCH_CALL_STACK) != 0
         })
         .collect()
 }

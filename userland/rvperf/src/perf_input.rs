@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use perf_abi::ctr::{CtrRecords, RVPERF_AUXTRACE_CTR};
-use perf_abi::{parse_record, Mmap2FileId, Record, SampleFormat};
-use perf_data::{PerfDataReader, RawRecord, Sample, Threads, AUXTRACE_RECORD_SIZE};
+use perf_abi::ctr::{CtrRecord, CtrRecords, RVPERF_AUXTRACE_CTR};
+use perf_abi::{parse_record, Mmap2FileId, Record, Sample, SampleFormat};
+use perf_data::{ExitedThreads, PerfDataReader, RawRecord, Threads, AUXTRACE_RECORD_SIZE};
 use symbolize::{Symbolizer, SymbolizerOptions};
 
 /// Process address spaces (in the symbolizer) and threads with their command names,
@@ -25,6 +25,22 @@ pub struct Place {
     pub function_start: Option<u64>,
     /// The offset in the mapped file, for an address in a file mapping.
     pub file_offset: Option<u64>,
+}
+
+/// A sample as the tools weigh it: the record, its event and the weight perf gives it.
+pub struct SampleEvent<'a> {
+    /// Index into the reader's attrs: the sample's event (for samples decoded from AUX
+    /// data, the event that recorded it).
+    pub attr_index: Option<usize>,
+    /// perf's `sample->period`: [`Sample::period_or_attr`] with the event's attr.
+    pub period: u64,
+    pub sample: Sample<'a>,
+}
+
+/// A pid or tid as perf keeps it (`pid_t`): -1 when the sample has none.
+pub fn thread_id(id: Option<u32>) -> i32 {
+    // The kernel writes pid_t values into u32 fields: -1 is u32::MAX.
+    id.map_or(-1, |id| i32::from_ne_bytes(id.to_ne_bytes()))
 }
 
 /// Where to find the recorded programs' files, and how much to resolve.
@@ -106,7 +122,7 @@ impl Processes {
     /// Threads keep their names after their EXIT, as in `perf report` (perf script
     /// forgets them: a later sample of the thread shows `:TID`).
     pub fn keep_exited_threads(&mut self) {
-        self.threads.keep_exited(true);
+        self.threads.set_exited(ExitedThreads::Keep);
     }
 
     /// Whether [`observe`](Self::observe) uses records of this type, which must then
@@ -269,26 +285,34 @@ pub fn open(path: &Path) -> Result<PerfDataReader<'static>> {
 /// delivered, oldest first and in file order among equal times, so memory holds about
 /// two rounds of records, not the file. A record without a time (no sample_id_all, or
 /// time 0 as on the records perf synthesizes from /proc at the start) is not queued
-/// but delivered at once, as perf delivers it.
+/// but delivered at once, as perf delivers it. As in perf, records wait unparsed and a
+/// sample is parsed when it is delivered.
 pub fn for_each_sample<'a>(
     reader: &'a PerfDataReader<'_>,
     file_size: u64,
     processes: &mut Processes,
-    mut visit: impl FnMut(&mut Processes, Option<usize>, &Sample) -> Result<()>,
+    mut visit: impl FnMut(&mut Processes, &SampleEvent<'a>) -> Result<()>,
 ) -> Result<u64> {
     let mut records = reader.records();
     let mut samples = 0;
     let mut queue = OrderedEvents::default();
     let mut deliver = |processes: &mut Processes, event: TimedEvent<'a>| -> Result<()> {
         match event {
-            TimedEvent::Sample(attr, sample) => visit(processes, attr, &sample),
-            TimedEvent::SideBand {
-                record_type,
-                misc,
-                body,
-            } => {
-                processes.observe(record_type, misc, body);
+            TimedEvent::Record(record) if record.record_type == SAMPLE => {
+                let sample = reader.parse_sample(&record)?;
+                visit(processes, &weighed(reader, record.attr_index, sample))
+            }
+            TimedEvent::Record(record) => {
+                processes.observe(record.record_type, record.misc, record.body);
                 Ok(())
+            }
+            TimedEvent::Ctr(ctr) => {
+                // The SAMPLE `rvperf record` converts the record into, as read back.
+                let sample = Sample {
+                    id: None,
+                    ..perf_data::ctr::ctr_sample(&ctr, 0)
+                };
+                visit(processes, &weighed(reader, Some(0), sample))
             }
         }
     };
@@ -299,21 +323,18 @@ pub fn for_each_sample<'a>(
         match record.record_type {
             AUXTRACE_INFO => aux.info(&record),
             AUXTRACE => {
-                for sample in aux.samples(&record)? {
+                for ctr in aux.records(&record)? {
                     samples += 1;
-                    let time = sample.time;
-                    let event = TimedEvent::Sample(Some(0), sample);
-                    if let Some(event) = queue.queue(time, event) {
+                    let time = Some(ctr.header.time);
+                    if let Some(event) = queue.queue(time, TimedEvent::Ctr(ctr)) {
                         deliver(processes, event)?;
                     }
                 }
             }
-            perf_abi::sys::bindings::PERF_RECORD_SAMPLE => {
-                let sample = reader.parse_sample(&record)?;
+            SAMPLE => {
                 samples += 1;
-                let time = sample.time;
-                let event = TimedEvent::Sample(record.attr_index, sample);
-                if let Some(event) = queue.queue(time, event) {
+                let time = reader.record_time(&record);
+                if let Some(event) = queue.queue(time, TimedEvent::Record(record)) {
                     deliver(processes, event)?;
                 }
             }
@@ -323,12 +344,8 @@ pub fn for_each_sample<'a>(
                 }
             }
             record_type if Processes::is_side_band(record_type) => {
-                let event = TimedEvent::SideBand {
-                    record_type,
-                    misc: record.misc,
-                    body: record.body,
-                };
-                if let Some(event) = queue.queue(reader.record_time(&record), event) {
+                let time = reader.record_time(&record);
+                if let Some(event) = queue.queue(time, TimedEvent::Record(record)) {
                     deliver(processes, event)?;
                 }
             }
@@ -341,6 +358,23 @@ pub fn for_each_sample<'a>(
     progress.done();
     aux.report_undecoded();
     Ok(samples)
+}
+
+/// A sample of event `attr_index` with the weight perf gives it.
+fn weighed<'a>(
+    reader: &PerfDataReader<'_>,
+    attr_index: Option<usize>,
+    sample: Sample<'a>,
+) -> SampleEvent<'a> {
+    let attr = attr_index.and_then(|index| reader.attrs().get(index));
+    let period = attr.map_or(sample.period.unwrap_or(0), |attr| {
+        sample.period_or_attr(&attr.attr)
+    });
+    SampleEvent {
+        attr_index,
+        period,
+        sample,
+    }
 }
 
 /// perf's ordered-events queue: records wait here, sorted by time, until a round
@@ -416,13 +450,12 @@ struct Timed<T> {
     event: T,
 }
 
+/// What waits in the ordered-events queue: small, and parsed when delivered.
 enum TimedEvent<'a> {
-    Sample(Option<usize>, Sample),
-    SideBand {
-        record_type: u32,
-        misc: u16,
-        body: &'a [u8],
-    },
+    /// A SAMPLE or side-band record of the file.
+    Record(RawRecord<'a>),
+    /// An rvperf_ctr record of AUX data, delivered as the sample it converts to.
+    Ctr(CtrRecord<'a>),
 }
 
 /// AUX data kept in the file as PERF_RECORD_AUXTRACE, decoded into samples: rvperf_ctr
@@ -443,7 +476,8 @@ impl AuxDecoding {
             .map(|word| u32::from_le_bytes([word[0], word[1], word[2], word[3]]));
     }
 
-    fn samples(&mut self, record: &RawRecord<'_>) -> Result<Vec<Sample>> {
+    /// The rvperf_ctr records of one AUXTRACE chunk (none for other trace types).
+    fn records<'a>(&mut self, record: &RawRecord<'a>) -> Result<Vec<CtrRecord<'a>>> {
         if self.auxtrace_type != Some(RVPERF_AUXTRACE_CTR) {
             self.undecoded_chunks += 1;
             self.undecoded_bytes += record.aux_data.len() as u64;
@@ -451,27 +485,14 @@ impl AuxDecoding {
         }
         let data_at = record.offset + AUXTRACE_RECORD_SIZE;
         let mut records = CtrRecords::new(record.aux_data);
-        let mut samples = Vec::new();
+        let mut decoded = Vec::new();
         while let Some(ctr) = records
             .next_record()
             .with_context(|| format!("rvperf_ctr AUXTRACE data at file offset {data_at:#x}"))?
         {
-            // The SAMPLE `rvperf record` converts the record into, as read back.
-            let sample = perf_data::ctr::ctr_sample(&ctr, 0);
-            samples.push(Sample {
-                misc: sample.misc,
-                ip: Some(sample.ip),
-                pid: Some(sample.pid as i32),
-                tid: Some(sample.tid as i32),
-                time: Some(sample.time),
-                cpu: Some(sample.cpu),
-                period: sample.period,
-                id: None,
-                callchain: sample.callchain,
-                branch_stack: sample.branch_stack,
-            });
+            decoded.push(ctr);
         }
-        Ok(samples)
+        Ok(decoded)
     }
 
     fn report_undecoded(&self) {
@@ -534,6 +555,7 @@ impl Progress {
 /// the bit COMM records use for exec).
 const PERF_RECORD_MISC_FORK_EXEC: u16 = 1 << 13;
 
+const SAMPLE: u32 = perf_abi::sys::bindings::PERF_RECORD_SAMPLE;
 /// Record types of the perf tool (not the kernel).
 const FINISHED_ROUND: u32 = perf_data::PERF_RECORD_FINISHED_ROUND;
 const AUXTRACE_INFO: u32 = perf_data::PERF_RECORD_AUXTRACE_INFO;
@@ -541,22 +563,27 @@ const AUXTRACE: u32 = perf_data::PERF_RECORD_AUXTRACE;
 
 #[cfg(test)]
 mod tests {
+    use perf_data::RawRecord;
+
     use super::{OrderedEvents, TimedEvent};
 
     /// A side-band event told apart by its record type.
     fn event(tag: u32) -> TimedEvent<'static> {
-        TimedEvent::SideBand {
+        TimedEvent::Record(RawRecord {
+            attr_index: Some(0),
             record_type: tag,
             misc: 0,
             body: &[],
-        }
+            aux_data: &[],
+            offset: 0,
+        })
     }
 
     fn tags<'a>(events: impl Iterator<Item = TimedEvent<'a>>) -> Vec<u32> {
         events
             .map(|event| match event {
-                TimedEvent::SideBand { record_type, .. } => record_type,
-                TimedEvent::Sample(..) => u32::MAX,
+                TimedEvent::Record(record) => record.record_type,
+                TimedEvent::Ctr(..) => u32::MAX,
             })
             .collect()
     }
@@ -570,7 +597,7 @@ mod tests {
         for time in [None, Some(0), Some(u64::MAX)] {
             assert!(matches!(
                 queue.queue(time, event(3)),
-                Some(TimedEvent::SideBand { record_type: 3, .. })
+                Some(TimedEvent::Record(RawRecord { record_type: 3, .. }))
             ));
         }
         // The first round delivers nothing: it only sets the limit of the next.

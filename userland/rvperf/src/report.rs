@@ -6,8 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
+use perf_abi::sys::bindings as abi;
 
-use crate::perf_input::{file_size, for_each_sample, open, Processes, SymbolOptions};
+use crate::perf_input::{file_size, for_each_sample, open, thread_id, Processes, SymbolOptions};
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -47,12 +48,13 @@ pub fn run(arguments: &ReportArgs) -> Result<()> {
         &reader,
         file_size(&arguments.input),
         &mut processes,
-        |processes, attr, sample| {
-            let Some(event) = attr.filter(|&index| index < events.len()) else {
+        |processes, sampled| {
+            let Some(event) = sampled.attr_index.filter(|&index| index < events.len()) else {
                 return Ok(());
             };
-            let pid = sample.pid.unwrap_or(-1);
-            let tid = sample.tid.unwrap_or(-1);
+            let sample = &sampled.sample;
+            let pid = thread_id(sample.pid);
+            let tid = thread_id(sample.tid);
             let ip = sample.ip.unwrap_or(0);
             let place = processes.place(pid as u32, ip);
             // perf's rows are functions, told apart by where they start; an address
@@ -73,9 +75,9 @@ pub fn run(arguments: &ReportArgs) -> Result<()> {
                 identity,
             };
             let total = totals[event].entry(row).or_default();
-            *total = total.saturating_add(sample.period);
+            *total = total.saturating_add(sampled.period);
             counts[event].samples += 1;
-            counts[event].period = counts[event].period.saturating_add(sample.period);
+            counts[event].period = counts[event].period.saturating_add(sampled.period);
             Ok(())
         },
     )?;
@@ -148,9 +150,9 @@ struct EventTotals {
 /// perf's privilege level of a sample (`thread__find_map`): `k` kernel, `.` user, `H`
 /// anything else (hypervisor, or a guest's modes when not reporting guests).
 fn level(misc: u16) -> char {
-    match misc & perf_data::PERF_RECORD_MISC_CPUMODE_MASK {
-        perf_data::PERF_RECORD_MISC_KERNEL => 'k',
-        perf_data::PERF_RECORD_MISC_USER => '.',
+    match u32::from(misc) & abi::PERF_RECORD_MISC_CPUMODE_MASK {
+        abi::PERF_RECORD_MISC_KERNEL => 'k',
+        abi::PERF_RECORD_MISC_USER => '.',
         _ => 'H',
     }
 }
@@ -161,10 +163,11 @@ mod tests {
 
     #[test]
     fn levels_are_perfs() {
-        assert_eq!(level(perf_data::PERF_RECORD_MISC_KERNEL), 'k');
-        assert_eq!(level(perf_data::PERF_RECORD_MISC_USER), '.');
+        // PERF_RECORD_MISC_KERNEL, PERF_RECORD_MISC_USER.
+        assert_eq!(level(1), 'k');
+        assert_eq!(level(2), '.');
         // PERF_RECORD_MISC_HYPERVISOR, and the exact-sample bit beside user mode.
         assert_eq!(level(3), 'H');
-        assert_eq!(level(perf_data::PERF_RECORD_MISC_USER | 1 << 14), '.');
+        assert_eq!(level(2 | 1 << 14), '.');
     }
 }

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use perf_data::Sample;
-
-use crate::perf_input::{file_size, for_each_sample, open, Processes, SymbolOptions};
+use crate::perf_input::{
+    file_size, for_each_sample, open, thread_id, Processes, SampleEvent, SymbolOptions,
+};
 
 #[derive(Debug, Args)]
 pub struct ScriptArgs {
@@ -88,9 +88,9 @@ pub fn run(arguments: &ScriptArgs) -> Result<()> {
         &reader,
         file_size(&arguments.input),
         &mut processes,
-        |processes, attr, sample| {
+        |processes, sample| {
             line.clear();
-            printer.print(&mut line, processes, attr, sample);
+            printer.print(&mut line, processes, sample);
             line.push('\n');
             out.write_all(line.as_bytes())?;
             Ok(())
@@ -125,17 +125,12 @@ impl<'a> LinePrinter<'a> {
         }
     }
 
-    fn print(
-        &self,
-        line: &mut String,
-        processes: &mut Processes,
-        attr: Option<usize>,
-        sample: &Sample,
-    ) {
+    fn print(&self, line: &mut String, processes: &mut Processes, event: &SampleEvent<'_>) {
         use std::fmt::Write as _;
+        let sample = &event.sample;
         // perf's values for fields the sample lacks.
-        let pid = sample.pid.unwrap_or(-1);
-        let tid = sample.tid.unwrap_or(-1);
+        let pid = thread_id(sample.pid);
+        let tid = thread_id(sample.tid);
         let ip = sample.ip.unwrap_or(0);
         let place = self.place.then(|| processes.place(pid as u32, ip));
         for field in self.fields {
@@ -156,9 +151,10 @@ impl<'a> LinePrinter<'a> {
                     );
                     write!(line, "{text:>12}: ")
                 }
-                Field::Period => write!(line, "{:>10} ", sample.period),
+                Field::Period => write!(line, "{:>10} ", event.period),
                 Field::Event => {
-                    let name = attr
+                    let name = event
+                        .attr_index
                         .and_then(|index| self.names.get(index))
                         .map_or("[unknown]", String::as_str);
                     write!(line, "{name:>width$}: ", width = self.name_width)
@@ -179,8 +175,11 @@ impl<'a> LinePrinter<'a> {
                     write!(line, " ({dso})")
                 }
                 Field::Brstack => {
-                    if let Some(stack) = &sample.branch_stack {
-                        line.push_str(&perf_data::format_brstack(&stack.entries));
+                    // perf prints ` ENTRY ` for each entry: two spaces between entries.
+                    for entry in sample.branch_stack.iter().flat_map(|stack| stack.iter()) {
+                        line.push(' ');
+                        line.push_str(&perf_abi::format_brstack_entry(&entry));
+                        line.push(' ');
                     }
                     Ok(())
                 }

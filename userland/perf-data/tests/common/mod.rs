@@ -1,13 +1,45 @@
 //! Shared helpers for the perf interop tests: locating Linux perf, building a tiny ELF with
 //! a known `hot_function`, and writing perf.data files with this crate.
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each test binary uses some of the helpers (perf_interop all: no expect)"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use object::{Object, ObjectSegment, ObjectSymbol, SegmentFlags};
+pub use perf_abi::sys::bindings as abi;
 use perf_abi::sys::bindings::perf_event_attr;
+use perf_abi::{
+    BranchEntry, BranchStack, CommRecord, Mmap2FileId, Mmap2Record, Sample, SampleId,
+    ThrottleRecord,
+};
 use perf_data::*;
+
+/// A sample's branch stack, owned, for the writer (which takes perf_abi's borrowed one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Branches {
+    pub hw_idx: Option<u64>,
+    /// `struct perf_branch_entry` after another.
+    pub bytes: Vec<u8>,
+}
+
+impl Branches {
+    pub fn new(hw_idx: Option<u64>, entries: &[BranchEntry]) -> Self {
+        Self {
+            hw_idx,
+            bytes: entries.iter().flat_map(BranchEntry::to_bytes).collect(),
+        }
+    }
+
+    pub fn stack(&self) -> BranchStack<'_> {
+        BranchStack::from_bytes(self.hw_idx, &self.bytes).unwrap()
+    }
+}
+
+/// PERF_RECORD_MISC_USER as `perf_event_header.misc`.
+pub const MISC_USER: u16 = abi::PERF_RECORD_MISC_USER as u16;
 
 /// Panics (never skips) when perf is missing: these tests exist to prove interop with it.
 pub fn perf() -> &'static str {
@@ -101,15 +133,16 @@ pub fn build_hot_program(dir: &Path) -> HotProgram {
 /// record opens it at 4000 Hz.
 pub fn cpu_clock_attr(extra_sample_type: u64, branch_sample_type: u64) -> perf_event_attr {
     let mut attr = perf_event_attr {
-        type_: PERF_TYPE_SOFTWARE,
+        type_: abi::PERF_TYPE_SOFTWARE,
         size: std::mem::size_of::<perf_event_attr>() as u32,
-        config: PERF_COUNT_SW_CPU_CLOCK,
-        sample_type: PERF_SAMPLE_IP
-            | PERF_SAMPLE_TID
-            | PERF_SAMPLE_TIME
-            | PERF_SAMPLE_CPU
-            | PERF_SAMPLE_PERIOD
-            | extra_sample_type,
+        config: abi::PERF_COUNT_SW_CPU_CLOCK.into(),
+        sample_type: u64::from(
+            abi::PERF_SAMPLE_IP
+                | abi::PERF_SAMPLE_TID
+                | abi::PERF_SAMPLE_TIME
+                | abi::PERF_SAMPLE_CPU
+                | abi::PERF_SAMPLE_PERIOD,
+        ) | extra_sample_type,
         branch_sample_type,
         ..Default::default()
     };
@@ -132,7 +165,7 @@ pub const PID: u32 = 4242;
 pub fn write_file(
     prog: &HotProgram,
     attr: perf_event_attr,
-    samples: &[(u64, Option<BranchStack>)],
+    samples: &[(u64, Option<Branches>)],
 ) -> Vec<u8> {
     write_file_with_throttles(prog, attr, samples, &[])
 }
@@ -142,7 +175,7 @@ pub fn write_file(
 pub fn write_file_with_throttles(
     prog: &HotProgram,
     attr: perf_event_attr,
-    samples: &[(u64, Option<BranchStack>)],
+    samples: &[(u64, Option<Branches>)],
     throttled: &[usize],
 ) -> Vec<u8> {
     let mut w = PerfDataWriter::new(
@@ -156,66 +189,82 @@ pub fn write_file_with_throttles(
     .unwrap();
     let t0 = 1_000_000_000u64;
     let sid = |time| SampleId {
-        pid: PID,
-        tid: PID,
-        time,
-        cpu: 0,
+        pid: Some(PID),
+        tid: Some(PID),
+        time: Some(time),
+        cpu: Some(0),
         ..Default::default()
     };
-    w.write_comm(0, PID, PID, "hot", true, &sid(t0)).unwrap();
+    w.write_comm(
+        0,
+        &CommRecord {
+            pid: PID,
+            tid: PID,
+            comm: b"hot",
+            exec: true,
+            sample_id: sid(t0),
+        },
+    )
+    .unwrap();
     let (vaddr, off, size) = prog.text;
+    let filename = prog.path.display().to_string();
     w.write_mmap2(
         0,
-        &Mmap2 {
+        MISC_USER,
+        &Mmap2Record {
             pid: PID,
             tid: PID,
             addr: vaddr,
             len: size,
             pgoff: off,
-            file_id: Mmap2FileId::BuildId(prog.build_id.clone()),
+            file_id: Mmap2FileId::BuildId(&prog.build_id),
             prot: 5,
             flags: 2,
-            filename: prog.path.display().to_string(),
-            cpumode: PERF_RECORD_MISC_USER,
+            filename: filename.as_bytes(),
+            sample_id: sid(t0 + 1),
         },
-        &sid(t0 + 1),
     )
     .unwrap();
-    for (i, (ip, bs)) in samples.iter().enumerate() {
+    for (i, (ip, branches)) in samples.iter().enumerate() {
         let time = t0 + 10 + i as u64 * 1000;
         w.write_sample(
             0,
-            &SampleData {
-                ip: *ip,
-                pid: PID,
-                tid: PID,
-                time,
-                id: 7,
-                cpu: 0,
-                period: 250_000,
-                branch_stack: bs.clone(),
-                misc: PERF_RECORD_MISC_USER,
+            &Sample {
+                ip: Some(*ip),
+                pid: Some(PID),
+                tid: Some(PID),
+                time: Some(time),
+                id: Some(7),
+                cpu: Some(0),
+                period: Some(250_000),
+                branch_stack: branches.as_ref().map(Branches::stack),
+                misc: MISC_USER,
                 ..Default::default()
             },
         )
         .unwrap();
         if throttled.contains(&i) {
-            let sample_id = SampleId {
+            let throttle = ThrottleRecord {
+                time,
                 id: 7,
                 stream_id: 7,
-                ..sid(time)
+                sample_id: SampleId {
+                    id: Some(7),
+                    stream_id: Some(7),
+                    ..sid(time)
+                },
             };
-            w.write_throttle(0, time, 7, 7, &sample_id).unwrap();
+            w.write_throttle(0, &throttle).unwrap();
         }
     }
     w.write_finished_round().unwrap();
     let mut meta = Metadata::from_host("6.1.0", vec!["rvperf".into(), "test".into()]);
-    meta.build_ids.push((
-        -1,
-        prog.build_id.clone(),
-        prog.path.display().to_string(),
-        PERF_RECORD_MISC_USER,
-    ));
+    meta.build_ids.push(BuildIdEntry {
+        pid: -1,
+        misc: MISC_USER,
+        build_id: prog.build_id.clone(),
+        filename: prog.path.display().to_string(),
+    });
     w.finish(&meta).unwrap().into_inner()
 }
 

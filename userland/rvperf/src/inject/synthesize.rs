@@ -13,20 +13,18 @@
 
 use std::io::{Seek, Write};
 
-use perf_abi::ctr::{CtrRecordError, CtrRecords, RVPERF_AUXTRACE_CTR};
-use perf_abi::{attr_from_bytes, AttrBytesError};
+use perf_abi::ctr::{CtrRecord, CtrRecordError, CtrRecords, RVPERF_AUXTRACE_CTR};
+use perf_abi::sys::bindings as abi;
+use perf_abi::{attr_from_bytes, AttrBytesError, ThrottleRecord, RECORD_HEADER_SIZE};
 use perf_data::{
-    EventDesc, PerfDataReader, PerfDataWriter, RawRecord, ReadError, SampleData, SampleId,
-    WriteError, AUXTRACE_RECORD_SIZE, HEADER_AUXTRACE, PERF_RECORD_AUXTRACE,
-    PERF_RECORD_AUXTRACE_INFO, PERF_RECORD_EVENT_UPDATE, PERF_RECORD_FINISHED_ROUND,
-    PERF_RECORD_HEADER_ATTR, PERF_RECORD_HEADER_FEATURE, PERF_SAMPLE_BRANCH_STACK,
+    EventDesc, FeatureSection, PerfDataReader, PerfDataWriter, RawRecord, ReadError, WriteError,
+    AUXTRACE_RECORD_SIZE, HEADER_AUXTRACE, PERF_RECORD_AUXTRACE, PERF_RECORD_AUXTRACE_INFO,
+    PERF_RECORD_EVENT_UPDATE, PERF_RECORD_FINISHED_ROUND, PERF_RECORD_HEADER_ATTR,
+    PERF_RECORD_HEADER_EVENT_TYPE, PERF_RECORD_HEADER_FEATURE,
 };
 
 use crate::perf_input::OrderedEvents;
 use perf_data::ctr::{ctr_sample, ctr_throttle, write_ctr_throttle};
-
-/// `PERF_RECORD_HEADER_EVENT_TYPE`, pipe mode's event names before EVENT_UPDATE.
-const PERF_RECORD_HEADER_EVENT_TYPE: u32 = 65;
 
 /// Why a file could not be injected.
 #[derive(Debug)]
@@ -181,16 +179,17 @@ pub fn inject<W: Write + Seek>(
                 })?;
                 injected.chunks += 1;
                 let id = sample_id(&record, &ids)?;
-                for (sample, throttle) in decoder.samples(&record, id)? {
+                for ctr in decoder.records(&record)? {
                     injected.samples += 1;
-                    let time = sample.time;
-                    if let Some(now) = queue.queue(Some(time), Pending::Sample(sample)) {
+                    let time = Some(ctr.header.time);
+                    let throttle = ctr_throttle(&ctr, id);
+                    if let Some(now) = queue.queue(time, Pending::Ctr { record: ctr, id }) {
                         write(&mut writer, now)?;
                     }
                     // At the sample's time, queued after it: written right after it.
                     if let Some(throttle) = throttle {
                         injected.throttles += 1;
-                        if let Some(now) = queue.queue(Some(time), Pending::Throttle(throttle)) {
+                        if let Some(now) = queue.queue(time, Pending::Throttle(throttle)) {
                             write(&mut writer, now)?;
                         }
                     }
@@ -224,7 +223,12 @@ pub fn inject<W: Write + Seek>(
         .info()
         .features
         .iter()
-        .filter_map(|&feature| Some((feature, reader.feature_section(feature)?.to_vec())))
+        .filter_map(|&feature| {
+            Some(FeatureSection {
+                feature,
+                bytes: reader.feature_section(feature)?.to_vec(),
+            })
+        })
         .collect();
     let out = writer.finish_with_sections(features)?;
     Ok((out, injected))
@@ -249,7 +253,7 @@ fn events(reader: &PerfDataReader<'_>) -> Result<Vec<EventDesc>, InjectError> {
             index: 0,
             why: "the file has no event",
         }),
-        Some(first) if first.attr.sample_type & PERF_SAMPLE_BRANCH_STACK == 0 => {
+        Some(first) if first.attr.sample_type & u64::from(abi::PERF_SAMPLE_BRANCH_STACK) == 0 => {
             Err(InjectError::Attr {
                 index: 0,
                 why: "no PERF_SAMPLE_BRANCH_STACK for the branch stacks of the AUX data \
@@ -302,13 +306,8 @@ impl Decoder {
         }
     }
 
-    /// The samples of one PERF_RECORD_AUXTRACE chunk, for the event `id`, each with
-    /// the sample_id of the PERF_RECORD_THROTTLE that follows it, if any.
-    fn samples(
-        self,
-        record: &RawRecord<'_>,
-        id: u64,
-    ) -> Result<Vec<(SampleData, Option<SampleId>)>, InjectError> {
+    /// The records of one PERF_RECORD_AUXTRACE chunk, each a sample ([`ctr_sample`]).
+    fn records<'a>(self, record: &RawRecord<'a>) -> Result<Vec<CtrRecord<'a>>, InjectError> {
         match self {
             Self::Ctr => {
                 let data_at = record.offset + AUXTRACE_RECORD_SIZE;
@@ -317,9 +316,7 @@ impl Decoder {
                 loop {
                     let at = records.offset();
                     match records.next_record() {
-                        Ok(Some(ctr)) => {
-                            samples.push((ctr_sample(&ctr, id), ctr_throttle(&ctr, id)))
-                        }
+                        Ok(Some(ctr)) => samples.push(ctr),
                         Ok(None) => return Ok(samples),
                         Err(source) => {
                             return Err(InjectError::CorruptAux {
@@ -338,10 +335,10 @@ impl Decoder {
 enum Pending<'a> {
     /// Copied as it was.
     Record(RawRecord<'a>),
-    /// Decoded from AUX data.
-    Sample(SampleData),
-    /// The PERF_RECORD_THROTTLE after a decoded sample, by its sample_id.
-    Throttle(SampleId),
+    /// An rvperf_ctr record of AUX data, written as its sample for the event `id`.
+    Ctr { record: CtrRecord<'a>, id: u64 },
+    /// The PERF_RECORD_THROTTLE after a decoded sample.
+    Throttle(ThrottleRecord),
 }
 
 fn write<W: Write + Seek>(
@@ -349,10 +346,10 @@ fn write<W: Write + Seek>(
     pending: Pending<'_>,
 ) -> Result<(), WriteError> {
     match pending {
-        Pending::Sample(sample) => writer.write_sample(0, &sample),
+        Pending::Ctr { record, id } => writer.write_sample(0, &ctr_sample(&record, id)),
         Pending::Throttle(throttle) => write_ctr_throttle(writer, &throttle),
         Pending::Record(record) => {
-            let size = perf_data::PERF_EVENT_HEADER_SIZE + record.body.len();
+            let size = RECORD_HEADER_SIZE + record.body.len();
             let mut bytes = Vec::with_capacity(size);
             bytes.extend_from_slice(&record.record_type.to_le_bytes());
             bytes.extend_from_slice(&record.misc.to_le_bytes());
@@ -369,10 +366,7 @@ mod tests {
 
     use perf_abi::ctr::{encode_ctr_record, CtrBranch, CtrRecordHeader, CTR_RECORD_THROTTLED};
     use perf_abi::sys::bindings::perf_event_attr;
-    use perf_data::{
-        AuxtraceChunk, Metadata, PERF_SAMPLE_BRANCH_ANY, PERF_SAMPLE_ID, PERF_SAMPLE_IP,
-        PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
-    };
+    use perf_data::{AuxtraceChunk, Metadata};
 
     use super::*;
 
@@ -381,7 +375,7 @@ mod tests {
         let mut attr = perf_event_attr {
             size: std::mem::size_of::<perf_event_attr>() as u32,
             sample_type,
-            branch_sample_type: PERF_SAMPLE_BRANCH_ANY,
+            branch_sample_type: u64::from(abi::PERF_SAMPLE_BRANCH_ANY),
             ..Default::default()
         };
         attr.set_sample_id_all(1);
@@ -450,11 +444,11 @@ mod tests {
             .into_inner()
     }
 
-    const BRANCHES: u64 = PERF_SAMPLE_IP
-        | PERF_SAMPLE_TID
-        | PERF_SAMPLE_TIME
-        | PERF_SAMPLE_ID
-        | PERF_SAMPLE_BRANCH_STACK;
+    const BRANCHES: u64 = (abi::PERF_SAMPLE_IP
+        | abi::PERF_SAMPLE_TID
+        | abi::PERF_SAMPLE_TIME
+        | abi::PERF_SAMPLE_ID
+        | abi::PERF_SAMPLE_BRANCH_STACK) as u64;
 
     /// Injects the kept file `bytes`, which must give `expected`; the injected file.
     fn inject_expecting(bytes: &[u8], expected: Injected) -> Vec<u8> {
@@ -484,13 +478,13 @@ mod tests {
         let samples: Vec<_> = reader
             .records()
             .map(Result::unwrap)
-            .filter(|record| record.record_type == perf_data::PERF_RECORD_SAMPLE)
+            .filter(|record| record.record_type == abi::PERF_RECORD_SAMPLE)
             .map(|record| reader.parse_sample(&record).unwrap())
             .collect();
         assert_eq!(samples.len(), 1);
         assert_eq!(samples[0].id, Some(6));
         assert_eq!(samples[0].ip, Some(0x1000));
-        assert_eq!(samples[0].branch_stack.as_ref().unwrap().entries.len(), 1);
+        assert_eq!(samples[0].branch_stack.as_ref().unwrap().len(), 1);
     }
 
     #[test]
@@ -515,11 +509,11 @@ mod tests {
         for record in reader.records() {
             let record = record.unwrap();
             match record.record_type {
-                perf_data::PERF_RECORD_SAMPLE => {
+                abi::PERF_RECORD_SAMPLE => {
                     let sample = reader.parse_sample(&record).unwrap();
                     order.push(("sample", sample.time.unwrap()));
                 }
-                perf_data::PERF_RECORD_THROTTLE => {
+                abi::PERF_RECORD_THROTTLE => {
                     let parsed = perf_abi::parse_record(
                         record.record_type,
                         record.misc,
@@ -570,7 +564,12 @@ mod tests {
 
     #[test]
     fn an_attr_without_branch_stacks_is_refused() {
-        let bytes = kept(BRANCHES & !PERF_SAMPLE_BRANCH_STACK, vec![5], 0, true);
+        let bytes = kept(
+            BRANCHES & !u64::from(abi::PERF_SAMPLE_BRANCH_STACK),
+            vec![5],
+            0,
+            true,
+        );
         let error = inject_bytes(&bytes).unwrap_err();
         assert!(
             matches!(error, InjectError::Attr { index: 0, .. }),
