@@ -11,20 +11,15 @@ iterations=${1:-250}
 tools/install-deps.sh
 . tools/ensure-rust.sh
 target=${CARGO_TARGET_DIR:-target}
-cargo build --release --locked --quiet -p rvperf -p rvperf-trace-gen
+cargo build --release --locked --quiet -p rvperf
 rvperf=$target/release/rvperf
 work=$target/bench-ntrace
 mkdir -p "$work"
-tools/testprogs/build.sh "$work" interp >/dev/null
-program=$work/interp
-
+. tools/bench/inputs.sh
 for mode in htm btm; do
-    trace=$work/interp-$iterations-$mode.nt
-    if [ ! -s "$trace" ]; then
-        echo "generating $trace (QEMU single-step log of $iterations iterations; a minute or two)" >&2
-        "$target/release/rvperf-tracegen" --elf "$program" --mode "$mode" -o "$trace" -- "$iterations" >&2
-    fi
+    bench_interp_trace "$work" "$iterations" "$mode" >/dev/null
 done
+program=$work/interp
 
 # best of N: the smallest wall time, and the largest peak RSS seen
 measure() { # measure RUNS OUTPUT_MODE TRACE -> "seconds peak_kib"

@@ -48,19 +48,8 @@ measure() {
     echo "$best $rss"
 }
 
-fixture=tests/fixtures/ntrace/interp
-data=$work/callchains.data
-if [ ! -s "$data" ]; then
-    # The workload: rvperf decode itself, built with frame pointers so that perf's
-    # callchains are whole (deep Rust stacks with long mangled names), decoding for
-    # SECONDS seconds in one recording.
-    CARGO_TARGET_DIR=$work/frame-pointers RUSTFLAGS="-C force-frame-pointers=yes" \
-        cargo build --release --locked --quiet -p rvperf
-    workload=$(realpath "$work/frame-pointers/release/rvperf")
-    perf record -q -F 4000 -g -o "$data" -- bash -c \
-        "end=\$((SECONDS + $seconds)); while ((SECONDS < end)); do $workload decode --elf $fixture/program --trace $fixture/trace.nt --output pcs >/dev/null; done" \
-        >/dev/null 2>&1
-fi
+. tools/bench/inputs.sh
+data=$(bench_callchain_recording "$work" "$seconds")
 samples=$(perf script -i "$data" -F tid 2>/dev/null | wc -l)
 
 read -r ours_wall ours_rss < <(measure "$rvperf flamegraph -i $data -o $work/rvperf.svg")
@@ -71,15 +60,7 @@ echo "| \`rvperf flamegraph\` | ${ours_wall} s | $((ours_rss / 1024)) MiB |"
 echo "| \`perf script \| inferno-collapse-perf \| inferno-flamegraph\` | ${theirs_wall} s | $((theirs_rss / 1024)) MiB |"
 echo "| ratio | **$(awk "BEGIN{printf \"%.1f\", $theirs_wall / ($ours_wall > 0 ? $ours_wall : 0.001)}")x faster** | $(awk "BEGIN{printf \"%.2f\", $ours_rss / $theirs_rss}") of the pipeline's |"
 
-# The dense recording of the guest tier (a sample every 2,000 instructions) when there
-# is one, else the committed fixture (850 samples).
-recording=${RVPERF_AUTOFDO_RECORDING:-tests/fixtures/autofdo}
-if [ -z "${RVPERF_AUTOFDO_RECORDING:-}" ] && [ -s "$target/vm-results/autofdo-dense.data" ]; then
-    recording=$work/autofdo-dense
-    mkdir -p "$recording"
-    cp "$target/vm-results/autofdo-dense.data" "$recording/perf.data"
-    cp "$target/vm-results/symfs/opt/rvperf/bin/autofdo" "$recording/autofdo"
-fi
+recording=$(bench_autofdo_recording "$work")
 branch_samples=$(perf script -i "$recording/perf.data" -F ip 2>/dev/null | wc -l)
 read -r ours_wall ours_rss < <(measure "$rvperf autofdo -i $recording/perf.data --binary $recording/autofdo -o $work/rvperf.prof")
 read -r theirs_wall theirs_rss < <(measure "perf script -F ip,brstack -i $recording/perf.data 2>/dev/null | grep / >$work/script.txt && llvm-profgen-19 --binary=$recording/autofdo --perfscript=$work/script.txt --format=text --output=$work/profgen.prof")

@@ -53,9 +53,9 @@ fn aggregation(criterion: &mut Criterion) {
         counts.add_stack(stack.iter().copied());
     }
     group.bench_function("ranges to instruction counts", |bencher| {
-        bencher.iter(|| black_box(counts.instruction_counts(|_| Some(4)).0.len()))
+        bencher.iter(|| black_box(counts.instruction_counts(|_| Some(4)).counts.len()))
     });
-    let (instructions, _) = counts.instruction_counts(|_| Some(4));
+    let instructions = counts.instruction_counts(|_| Some(4)).counts;
     let frames: HashMap<u64, Vec<SourceFrame>> = instructions
         .keys()
         .map(|&address| {

@@ -17,6 +17,23 @@ pub struct Branch {
     pub to: u64,
 }
 
+/// A stretch of straight-line code: the addresses of its first and last instructions
+/// (inclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AddressRange {
+    pub first: u64,
+    pub last: u64,
+}
+
+/// Per-instruction execution counts ([`BranchCounts::instruction_counts`]).
+#[derive(Debug, Clone, Default)]
+pub struct InstructionCounts {
+    /// Instruction address -> times it ran.
+    pub counts: FxHashMap<u64, u64>,
+    /// Ranges that ran into an address without code (their rest was skipped).
+    pub broken_ranges: u64,
+}
+
 /// Options of [`BranchCounts`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BranchCountOptions {
@@ -48,8 +65,8 @@ pub struct RefusedRanges {
 #[derive(Debug, Clone, Default)]
 pub struct BranchCounts {
     options: BranchCountOptions,
-    /// Inclusive `(first instruction, last instruction)` address -> times it ran.
-    pub ranges: FxHashMap<(u64, u64), u64>,
+    /// Straight-line code -> times it ran.
+    pub ranges: FxHashMap<AddressRange, u64>,
     pub branches: FxHashMap<Branch, u64>,
     pub stacks: u64,
     pub refused: RefusedRanges,
@@ -72,13 +89,16 @@ impl BranchCounts {
             if let Some(newer) = newer {
                 // The older branch landed at `branch.to`; execution then ran straight to
                 // the newer branch's source.
-                let (start, end) = (branch.to, newer.from);
-                if end < start {
-                    self.refused.backwards += 1;
-                } else if end - start > self.options.max_range_bytes {
-                    self.refused.too_long += 1;
-                } else {
-                    *self.ranges.entry((start, end)).or_default() += 1;
+                let range = AddressRange {
+                    first: branch.to,
+                    last: newer.from,
+                };
+                match range.last.checked_sub(range.first) {
+                    None => self.refused.backwards += 1,
+                    Some(length) if length > self.options.max_range_bytes => {
+                        self.refused.too_long += 1
+                    }
+                    Some(_) => *self.ranges.entry(range).or_default() += 1,
                 }
             }
             newer = Some(branch);
@@ -92,23 +112,25 @@ impl BranchCounts {
     pub fn instruction_counts(
         &self,
         mut instruction_length: impl FnMut(u64) -> Option<u64>,
-    ) -> (FxHashMap<u64, u64>, u64) {
-        let mut counts: FxHashMap<u64, u64> = FxHashMap::default();
-        let mut broken = 0;
-        for (&(start, end), &count) in &self.ranges {
-            let mut address = start;
-            while address <= end {
-                *counts.entry(address).or_default() += count;
-                match instruction_length(address) {
-                    Some(length) if length > 0 => address += length,
+    ) -> InstructionCounts {
+        let mut result = InstructionCounts::default();
+        for (range, &count) in &self.ranges {
+            let mut address = range.first;
+            while address <= range.last {
+                let total = result.counts.entry(address).or_default();
+                *total = total.saturating_add(count);
+                // A range that runs off the end of the address space is as broken as
+                // one that runs into data.
+                match instruction_length(address).filter(|&length| length > 0) {
+                    Some(length) if address.checked_add(length).is_some() => address += length,
                     _ => {
-                        broken += 1;
+                        result.broken_ranges += 1;
                         break;
                     }
                 }
             }
         }
-        (counts, broken)
+        result
     }
 }
 
@@ -126,9 +148,18 @@ mod tests {
         // Newest first: 0x11e->0x200 happened after 0x40->0x100.
         counts.add_stack([branch(0x11e, 0x200), branch(0x40, 0x100)]);
         counts.add_stack([branch(0x11e, 0x200), branch(0x40, 0x100)]);
-        assert_eq!(counts.ranges.get(&(0x100, 0x11e)), Some(&2));
+        assert_eq!(
+            counts.ranges.get(&AddressRange {
+                first: 0x100,
+                last: 0x11e
+            }),
+            Some(&2)
+        );
         assert_eq!(counts.branches.get(&branch(0x40, 0x100)), Some(&2));
-        let (per_instruction, broken) = counts.instruction_counts(|address| {
+        let InstructionCounts {
+            counts: per_instruction,
+            broken_ranges: broken,
+        } = counts.instruction_counts(|address| {
             // 4-byte instructions, except a 2-byte one at 0x104.
             Some(if address == 0x104 { 2 } else { 4 })
         });
@@ -158,7 +189,7 @@ mod tests {
         // that call instruction too: it executed.
         let mut counts = BranchCounts::default();
         counts.add_stack([branch(0x108, 0x400), branch(0x500, 0x100)]);
-        let (per_instruction, _) = counts.instruction_counts(|_| Some(4));
+        let per_instruction = counts.instruction_counts(|_| Some(4)).counts;
         assert_eq!(per_instruction.get(&0x108), Some(&1));
     }
 }

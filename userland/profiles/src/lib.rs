@@ -1,12 +1,14 @@
 //! Profiles built from samples, independent of where the samples came from (perf
-//! callchains, CTR branch stacks, N-Trace): folded stacks and flame graphs, and AutoFDO
-//! sample profiles with writers for the formats LLVM and GCC read.
+//! callchains, CTR branch stacks, N-Trace): stacks collapsed to folded stacks and drawn
+//! as flame graphs, and AutoFDO sample profiles with writers for the formats LLVM and
+//! GCC read.
 //!
 //! The crate does no file I/O: writers append to a `Vec<u8>` or an `io::Write` the
 //! caller owns, so the CLI decides where bytes go (and writes then renames).
 
 pub mod autofdo;
 pub mod branch_counts;
+pub mod collapse;
 #[cfg(feature = "flamegraph")]
 pub mod flamegraph;
 pub mod folded;
@@ -16,7 +18,10 @@ pub use autofdo::{
     build_sample_profile, llvm_base_discriminator, llvm_duplication_factor, Discriminators,
     PlacementOptions, PlacementStats, SourceFrame,
 };
-pub use branch_counts::{Branch, BranchCountOptions, BranchCounts, RefusedRanges};
+pub use branch_counts::{
+    AddressRange, Branch, BranchCountOptions, BranchCounts, InstructionCounts, RefusedRanges,
+};
+pub use collapse::{StackCollapser, StackSymbols};
 pub use folded::FoldedStacks;
 pub use sample_profile::{BodySample, FunctionProfile, LineLocation, SampleProfile};
 

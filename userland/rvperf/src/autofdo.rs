@@ -241,7 +241,10 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
         );
     }
 
-    let (instruction_counts, broken_ranges) = counts.instruction_counts(|address| {
+    let profiles::InstructionCounts {
+        counts: instruction_counts,
+        broken_ranges,
+    } = counts.instruction_counts(|address| {
         instruction_set
             .length_and_is_call(address)
             .map(|(length, _)| length)
@@ -510,7 +513,7 @@ fn instructions_of_sampled_functions(
     instruction_set: &InstructionSet,
     counts: &BranchCounts,
 ) -> (Vec<u64>, u64) {
-    let mut starts: Vec<u64> = counts.ranges.keys().map(|&(start, _)| start).collect();
+    let mut starts: Vec<u64> = counts.ranges.keys().map(|range| range.first).collect();
     starts.sort_unstable();
     starts.dedup();
     let mut walked: std::collections::BTreeSet<(u64, u64)> = std::collections::BTreeSet::new();
