@@ -196,6 +196,9 @@ pub struct Symbolizer {
     no_frames: Rc<[Frame]>,
     unknown: Rc<str>,
     outside_mappings: u64,
+    /// MMAP/MMAP2 records ignored because their file offsets pass the end of the
+    /// 64-bit space.
+    invalid_mappings: u64,
 }
 
 impl Symbolizer {
@@ -211,6 +214,7 @@ impl Symbolizer {
             no_frames: Rc::from(Vec::new()),
             unknown: Rc::from(UNKNOWN_DSO),
             outside_mappings: 0,
+            invalid_mappings: 0,
         }
     }
 
@@ -251,12 +255,10 @@ impl Symbolizer {
                 index
             }
         };
-        self.processes.entry(pid).or_default().insert(Mapping {
-            start,
-            end: start.saturating_add(length),
-            file_offset,
-            file,
-        });
+        match Mapping::new(start, length, file_offset, file) {
+            Some(mapping) => self.processes.entry(pid).or_default().insert(mapping),
+            None => self.invalid_mappings += 1,
+        }
     }
 
     /// The build id each file had when recorded (perf.data's
@@ -312,10 +314,12 @@ impl Symbolizer {
             return None;
         }
         let mapping = *self.processes.get(&pid)?.find(address)?;
+        // Inside the mapping, whose offsets `Mapping::new` checked.
+        let offset = mapping.offset_of(address)?;
         self.files[mapping.file].samples += 1;
         Some(FileLocation {
             file: mapping.file,
-            offset: address - mapping.start + mapping.file_offset,
+            offset,
         })
     }
 
@@ -384,6 +388,11 @@ impl Symbolizer {
         if self.outside_mappings > 0 {
             problems.push(Problem::OutsideMappings {
                 samples: self.outside_mappings,
+            });
+        }
+        if self.invalid_mappings > 0 {
+            problems.push(Problem::InvalidMappings {
+                mappings: self.invalid_mappings,
             });
         }
         problems

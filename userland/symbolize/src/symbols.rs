@@ -33,7 +33,7 @@ pub(crate) struct Candidate<'a> {
     pub section_end: Option<u64>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Entry {
     address: u64,
     end: u64,
@@ -43,7 +43,7 @@ struct Entry {
 }
 
 /// Functions sorted by start address, each with its extent.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct SymbolTable {
     entries: Vec<Entry>,
     /// Every name, end to end: one allocation instead of one per symbol.
@@ -207,6 +207,11 @@ impl SymbolTable {
 
     /// The linkage name, start and size of the function containing `address`.
     pub fn lookup(&self, address: u64) -> Option<(&str, u64, u64)> {
+        self.lookup_index(address).and_then(|index| self.entry(index))
+    }
+
+    /// The index (in address order) of the function containing `address`.
+    pub fn lookup_index(&self, address: u64) -> Option<usize> {
         let above = self
             .entries
             .partition_point(|entry| entry.address <= address);
@@ -214,7 +219,15 @@ impl SymbolTable {
             .iter()
             .rev()
             .take(ENCLOSING_LOOKBACK)
-            .find(|entry| address < entry.end)
+            .position(|entry| address < entry.end)
+            .map(|back| above - 1 - back)
+    }
+
+    /// The linkage name, start and size of the function at `index`.
+    pub fn entry(&self, index: usize) -> Option<(&str, u64, u64)> {
+        // `end > address` for every entry (see `new` and `from_listed`).
+        self.entries
+            .get(index)
             .map(|entry| (self.name(entry), entry.address, entry.end - entry.address))
     }
 
