@@ -4,7 +4,7 @@
 
 use code_image::{load_elf, CodeImage};
 use libfuzzer_sys::fuzz_target;
-use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder};
+use ntrace_flow::{DecoderOptions, FlowDecoder};
 use ntrace_message::MessageOptions;
 
 static PROGRAM: &[u8] = include_bytes!("../../tests/fixtures/ntrace/tiny-htm/program");

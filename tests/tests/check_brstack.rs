@@ -22,6 +22,7 @@ fn elf() -> PathBuf {
 struct Program {
     image: CodeImage,
     functions: FunctionTable,
+    options: DecodeOptions,
 }
 
 impl Program {
@@ -29,9 +30,15 @@ impl Program {
         let path = elf();
         let bytes = std::fs::read(&path).unwrap();
         let mut image = CodeImage::new();
-        load_elf(&mut image, "calls", &bytes, None).unwrap();
-        let functions = ObjectSymbolizer::new("calls", bytes).unwrap().function_table();
-        Program { image, functions }
+        let elf = load_elf(&mut image, "calls", &bytes, None).unwrap();
+        let functions = ObjectSymbolizer::new("calls", bytes)
+            .unwrap()
+            .function_table();
+        Program {
+            image,
+            functions,
+            options: elf.riscv().expect("RISC-V").options,
+        }
     }
 
     /// (start, end) of the function `name`.
@@ -46,11 +53,7 @@ impl Program {
     fn call(&self, caller: &str, callee: &str) -> (u64, u64) {
         let (start, end) = self.function(caller);
         let (target, _) = self.function(callee);
-        let options = DecodeOptions {
-            xlen: Xlen::Rv64,
-            zcmp: false,
-            zcmt: false,
-        };
+        let options = self.options;
         let mut pc = start;
         while pc < end {
             let raw = self

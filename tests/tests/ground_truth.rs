@@ -11,11 +11,11 @@ use std::sync::OnceLock;
 
 use code_image::{load_elf, CodeImage};
 use riscv_insn::{decode, ControlFlow, DecodeOptions};
-use symbolize::{FunctionTable, ObjectSymbolizer};
 use rvperf_tests::block_overlap::{basic_blocks, block_counts, block_overlap, unattributed, Block};
 use rvperf_tests::execution_counts::{
     instruction_counts, read_counts, write_counts, GroundTruth, InstructionCounts,
 };
+use symbolize::{FunctionTable, ObjectSymbolizer};
 use trace_gen::qemu::QemuUser;
 
 const INSTALL_HINT: &str =

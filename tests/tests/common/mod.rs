@@ -102,10 +102,7 @@ pub fn load(name: &str) -> Code {
     let mut image = CodeImage::new();
     load_elf(&mut image, name, &bytes, None).expect("load ELF");
     let files = image.file_decode_infos();
-    Code {
-        image,
-        files,
-    }
+    Code { image, files }
 }
 
 /// Decodes `trace` fully and returns every element (errors stop the decode).

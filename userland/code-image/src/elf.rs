@@ -3,7 +3,9 @@
 
 use object::elf::{FileHeader32, FileHeader64};
 use object::read::elf::FileHeader;
-use object::{Endianness, FileKind, Object, ObjectSection, ObjectSegment, ObjectSymbol, SegmentFlags};
+use object::{
+    Endianness, FileKind, Object, ObjectSection, ObjectSegment, ObjectSymbol, SegmentFlags,
+};
 
 use crate::{CodeImage, Compressed, FileDecodeInfo, ImageError, Machine, RiscvCode};
 use riscv_insn::{DecodeOptions, Xlen};

@@ -303,7 +303,9 @@ mod tests {
     fn image(code: &[u8], machine: Machine) -> CodeImage {
         let mut image = CodeImage::new();
         let file = image.add_file_of_machine("code", machine);
-        image.add_segment(0x1000, code.to_vec(), true, file).unwrap();
+        image
+            .add_segment(0x1000, code.to_vec(), true, file)
+            .unwrap();
         image
     }
 
@@ -344,7 +346,9 @@ mod tests {
             ..RiscvCode::default()
         });
         let image = image(&[0xff; 8], machine);
-        let addresses: Vec<_> = machine.instruction_addresses(&image, 0x1000..0x1008).collect();
+        let addresses: Vec<_> = machine
+            .instruction_addresses(&image, 0x1000..0x1008)
+            .collect();
         assert_eq!(addresses, [0x1000, 0x1004]);
     }
 

@@ -247,8 +247,7 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
     let mut placement = PlacementOptions::default();
     if arguments.format != Format::Gcc {
         placement.discriminators = Discriminators::Llvm;
-        let (instructions, errors) =
-            instructions_of_sampled_functions(&symbolizer, &code, &counts);
+        let (instructions, errors) = instructions_of_sampled_functions(&symbolizer, &code, &counts);
         placement.unreached_instructions = instructions;
         frame_errors += errors;
     }

@@ -10,8 +10,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use code_image::{load_elf, CodeImage, ElfInfo, Xlen};
 use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
-use symbolize::{FunctionSymbol, FunctionTable, ObjectSymbolizer};
 use ntrace_message::{dump_message, AddressWidth, MessageDecoder, MessageOptions};
+use symbolize::{FunctionSymbol, FunctionTable, ObjectSymbolizer};
 use trace_elements::{ElementKind, RangeEnd, TraceElement};
 
 use crate::output::LineWriter;

@@ -31,7 +31,8 @@ impl Mapping {
 
     /// The file offset of `address`, an address of the mapping.
     pub fn offset_of(&self, address: u64) -> Option<u64> {
-        self.file_offset.checked_add(address.checked_sub(self.start)?)
+        self.file_offset
+            .checked_add(address.checked_sub(self.start)?)
     }
 }
 

@@ -160,10 +160,11 @@ impl KallsymsParser {
         for span in &mut modules {
             // The span ends where its last function does (an end is exclusive: a
             // span reaching the top of the address space ends there).
-            span.end = symbols.lookup(span.end).map_or(
-                span.end.saturating_add(1),
-                |(_, start, size)| start.saturating_add(size),
-            );
+            span.end = symbols
+                .lookup(span.end)
+                .map_or(span.end.saturating_add(1), |(_, start, size)| {
+                    start.saturating_add(size)
+                });
         }
         modules.sort_by_key(|span| span.start);
         Ok(KernelSymbols { symbols, modules })

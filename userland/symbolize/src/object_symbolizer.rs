@@ -506,11 +506,17 @@ mod symbols_only_tests {
             assert_eq!(found.map(|(function, _)| function), expected.as_ref());
             if let Some((function, offset)) = found {
                 assert_eq!(function.address + offset, address);
-                assert_eq!(table.get(table.lookup_index(address).unwrap()), Some(function));
+                assert_eq!(
+                    table.get(table.lookup_index(address).unwrap()),
+                    Some(function)
+                );
             }
         }
         let main = table.named("main").expect("main");
         assert_eq!(object.symbol_address("main"), Some(main.address));
-        assert!(table.iter().zip(table.iter().skip(1)).all(|(a, b)| a.address < b.address));
+        assert!(table
+            .iter()
+            .zip(table.iter().skip(1))
+            .all(|(a, b)| a.address < b.address));
     }
 }

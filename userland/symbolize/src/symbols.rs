@@ -207,7 +207,8 @@ impl SymbolTable {
 
     /// The linkage name, start and size of the function containing `address`.
     pub fn lookup(&self, address: u64) -> Option<(&str, u64, u64)> {
-        self.lookup_index(address).and_then(|index| self.entry(index))
+        self.lookup_index(address)
+            .and_then(|index| self.entry(index))
     }
 
     /// The index (in address order) of the function containing `address`.

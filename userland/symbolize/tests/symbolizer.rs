@@ -167,7 +167,10 @@ fn mappings_past_the_end_of_the_offsets_are_ignored_with_a_reason() {
     symbolizer.add_mapping(PID, 0x2000, 0x1000, 0, "//anon", None);
     assert!(symbolizer.locate(PID, 0x1800).is_none());
     assert!(symbolizer.locate(PID, 0x2800).is_some());
-    assert!(symbolizer.locate(PID, u64::MAX - 1).is_none(), "kernel half");
+    assert!(
+        symbolizer.locate(PID, u64::MAX - 1).is_none(),
+        "kernel half"
+    );
     assert_eq!(&*symbolizer.symbolize(PID, 0x1800).dso, "[unknown]");
     assert_eq!(
         symbolizer.problems(),
