@@ -28,12 +28,7 @@ impl FunctionTable {
     pub(crate) fn new(table: SymbolTable) -> FunctionTable {
         let functions = (0..table.len())
             .filter_map(|index| table.entry(index))
-            .map(|(linkage_name, address, size)| FunctionSymbol {
-                linkage_name: linkage_name.to_owned(),
-                name: crate::demangle(linkage_name).into_owned(),
-                address,
-                size,
-            })
+            .map(|entry| entry.function())
             .collect();
         FunctionTable { table, functions }
     }

@@ -393,14 +393,14 @@ impl ObjectSymbolizer {
         };
         let symbol = self.symbols.lookup(vaddr);
         match (frames.last_mut(), symbol) {
-            (None, Some((linkage_name, _, _))) => {
-                frames.push(Frame::from_linkage_name(linkage_name));
+            (None, Some(symbol)) => {
+                frames.push(Frame::from_linkage_name(symbol.linkage_name));
             }
             // A line without a function: the unit has a line table but no
             // DIE covering the address (assembly sources, for one).
-            (Some(outermost), Some((linkage_name, _, _))) if outermost.function.is_none() => {
-                outermost.function = Some(crate::demangle(linkage_name).into_owned());
-                outermost.linkage_name = Some(linkage_name.to_owned());
+            (Some(outermost), Some(symbol)) if outermost.function.is_none() => {
+                outermost.function = Some(crate::demangle(symbol.linkage_name).into_owned());
+                outermost.linkage_name = Some(symbol.linkage_name.to_owned());
             }
             _ => {}
         }
