@@ -10,9 +10,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use code_image::{load_elf, CodeImage, ImageError, SymbolTable};
+use code_image::{load_elf, CodeImage, ImageError};
 use object::{Object, ObjectSection, SectionFlags};
 use riscv_insn::{decode, ControlFlow, DecodeOptions, Xlen};
+use symbolize::{ObjectSymbolizer, SymbolizeError};
 
 /// Errors while finding the basic blocks of an ELF.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +22,9 @@ pub enum BlockError {
     /// The file is not a RISC-V ELF that `code-image` loads.
     #[error(transparent)]
     Image(#[from] ImageError),
+    /// The symbol table could not be read.
+    #[error(transparent)]
+    Symbols(#[from] SymbolizeError),
     /// The section headers could not be read.
     #[error("cannot read the section headers: {0}")]
     Sections(String),
@@ -171,11 +175,12 @@ struct Code {
 impl Code {
     fn load(elf: &[u8]) -> Result<Code, BlockError> {
         let mut image = CodeImage::new();
-        let mut symbols = SymbolTable::default();
-        let info = load_elf(&mut image, &mut symbols, "elf", elf, None)?;
-        if info.xlen != code_image::Xlen::Rv64 {
-            return Err(BlockError::NotRv64);
-        }
+        let info = load_elf(&mut image, "elf", elf, None)?;
+        let options = info
+            .riscv()
+            .map(|decode| decode.options)
+            .filter(|options| options.xlen == Xlen::Rv64)
+            .ok_or(BlockError::NotRv64)?;
         // `object` reads headers in place and needs them aligned, as load_elf does.
         let mut storage = Vec::new();
         let bytes = if elf.as_ptr().align_offset(8) == 0 {
@@ -203,18 +208,15 @@ impl Code {
             sections.push((start, start + data.len() as u64, data.to_vec()));
         }
         sections.sort_by_key(|&(start, _, _)| start);
-        let symbol_starts = (0..symbols.len())
-            .filter_map(|index| symbols.get(index))
-            .map(|symbol| symbol.start)
+        let symbol_starts = ObjectSymbolizer::new("elf", elf.to_vec())?
+            .function_table()
+            .iter()
+            .map(|function| function.address)
             .collect();
         Ok(Code {
             sections,
             symbol_starts,
-            options: DecodeOptions {
-                xlen: Xlen::Rv64,
-                zcmp: info.zcmp,
-                zcmt: info.zcmt,
-            },
+            options,
         })
     }
 }

@@ -2,9 +2,9 @@
 //! tiny fixture): the flow decoder must never panic, and each call must make progress.
 #![no_main]
 
-use code_image::{load_elf, CodeImage, SymbolTable};
+use code_image::{load_elf, CodeImage};
 use libfuzzer_sys::fuzz_target;
-use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder};
+use ntrace_flow::{DecoderOptions, FlowDecoder};
 use ntrace_message::MessageOptions;
 
 static PROGRAM: &[u8] = include_bytes!("../../tests/fixtures/ntrace/tiny-htm/program");
@@ -12,9 +12,8 @@ static PROGRAM: &[u8] = include_bytes!("../../tests/fixtures/ntrace/tiny-htm/pro
 fuzz_target!(|data: &[u8]| {
     let Some((&flags, trace)) = data.split_first() else { return };
     let mut image = CodeImage::new();
-    let mut symbols = SymbolTable::default();
-    let info = load_elf(&mut image, &mut symbols, "tiny", PROGRAM, None).expect("fixture loads");
-    let files = FileDecodeInfo::for_image(&image, std::slice::from_ref(&info));
+    load_elf(&mut image, "tiny", PROGRAM, None).expect("fixture loads");
+    let files = image.file_decode_infos();
     let message = MessageOptions::default()
         .with_src_bits(flags & 3)
         .with_timestamps(flags & 4 != 0)

@@ -15,9 +15,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use code_image::{load_symbols, SymbolTable};
 use rvperf_tests::block_overlap::{basic_blocks, block_counts, block_overlap, unattributed, Block};
 use rvperf_tests::execution_counts::read_counts;
+use symbolize::{FunctionTable, ObjectSymbolizer};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -40,8 +40,8 @@ struct Options {
 }
 
 /// `function+0xoffset` of an address, or the bare address outside every function.
-fn location(symbols: &SymbolTable, address: u64) -> String {
-    match symbols.lookup(address) {
+fn location(functions: &FunctionTable, address: u64) -> String {
+    match functions.lookup(address) {
         Some((symbol, offset)) => format!("{}+{offset:#x}", symbol.name),
         None => format!("{address:#x}"),
     }
@@ -59,7 +59,8 @@ fn run(options: &Options) -> Result<bool, Box<dyn std::error::Error>> {
     let elf = std::fs::read(&options.elf)
         .map_err(|error| format!("{}: {error}", options.elf.display()))?;
     let blocks: Vec<Block> = basic_blocks(&elf)?;
-    let symbols = load_symbols(&options.elf.display().to_string(), &elf)?.symbols;
+    let functions =
+        ObjectSymbolizer::new(&options.elf.display().to_string(), elf.clone())?.function_table();
     let truth = read_counts(&options.truth_counts)?;
     let profile = read_counts(&options.profile_counts)?;
 
@@ -96,7 +97,7 @@ fn run(options: &Options) -> Result<bool, Box<dyn std::error::Error>> {
             difference,
             share(truth_blocks[index], truth_total),
             share(profile_blocks[index], profile_total),
-            location(&symbols, start),
+            location(&functions, start),
         );
     }
     let passed = overlap >= options.min;

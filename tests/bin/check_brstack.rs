@@ -42,8 +42,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 
-use code_image::{load_elf, CodeImage, SymbolTable};
+use code_image::{load_elf, CodeImage};
 use riscv_insn::{decode, ControlFlow, DecodeOptions, Xlen};
+use symbolize::{FunctionTable, ObjectSymbolizer};
 
 struct Options {
     comm: String,
@@ -162,15 +163,15 @@ fn parse_entry(field: &str) -> Option<(u64, u64)> {
 
 struct Checker {
     image: CodeImage,
-    symbols: SymbolTable,
+    functions: FunctionTable,
     options: DecodeOptions,
 }
 
 impl Checker {
     fn function(&self, address: u64) -> Option<&str> {
-        self.symbols
+        self.functions
             .lookup(address)
-            .map(|(symbol, _)| symbol.name.as_str())
+            .map(|(function, _)| function.name.as_str())
     }
 
     /// Whether function `from` reaches function `to` by tail calls (direct jumps
@@ -197,15 +198,12 @@ impl Checker {
 
     /// The functions that `name`'s direct jumps without a link land in, other than itself.
     fn tail_jump_targets(&self, name: &str) -> Vec<String> {
-        let Some(symbol) = (0..self.symbols.len())
-            .filter_map(|index| self.symbols.get(index))
-            .find(|symbol| symbol.name == name)
-        else {
+        let Some(symbol) = self.functions.named(name) else {
             return Vec::new();
         };
         let mut targets = Vec::new();
-        let mut address = symbol.start;
-        let end = symbol.start.saturating_add(symbol.size);
+        let mut address = symbol.address;
+        let end = symbol.address.saturating_add(symbol.size);
         while address < end {
             let Some(raw) = self.image.read_le::<4>(address).or_else(|| {
                 self.image
@@ -285,17 +283,16 @@ fn is_call(flow: &ControlFlow) -> bool {
 fn run(options: &Options) -> Result<bool, String> {
     let bytes = std::fs::read(&options.elf).map_err(|e| format!("{}: {e}", options.elf))?;
     let mut image = CodeImage::new();
-    let mut symbols = SymbolTable::default();
-    let info = load_elf(&mut image, &mut symbols, &options.elf, &bytes, None)
-        .map_err(|e| e.to_string())?;
-    symbols.finish();
+    let info = load_elf(&mut image, &options.elf, &bytes, None).map_err(|e| e.to_string())?;
+    let functions = ObjectSymbolizer::new(&options.elf, bytes)
+        .map_err(|e| e.to_string())?
+        .function_table();
     let checker = Checker {
         image,
-        symbols,
+        functions,
         options: DecodeOptions {
             xlen: Xlen::Rv64,
-            zcmp: info.zcmp,
-            zcmt: info.zcmt,
+            ..info.riscv().unwrap_or_default().options
         },
     };
     let script =

@@ -9,9 +9,10 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use code_image::{load_elf, CodeImage, SymbolTable};
+use code_image::{load_elf, CodeImage};
 use common::{repository, scratch};
 use riscv_insn::{decode, DecodeOptions, Xlen};
+use symbolize::{FunctionTable, ObjectSymbolizer};
 
 fn elf() -> PathBuf {
     repository().join("tests/fixtures/flamegraph/riscv64-ctr-call-stack/symfs/opt/rvperf/bin/calls")
@@ -20,7 +21,8 @@ fn elf() -> PathBuf {
 /// The ELF's functions and code, to find real call instructions in.
 struct Program {
     image: CodeImage,
-    symbols: SymbolTable,
+    functions: FunctionTable,
+    options: DecodeOptions,
 }
 
 impl Program {
@@ -28,18 +30,22 @@ impl Program {
         let path = elf();
         let bytes = std::fs::read(&path).unwrap();
         let mut image = CodeImage::new();
-        let mut symbols = SymbolTable::default();
-        load_elf(&mut image, &mut symbols, "calls", &bytes, None).unwrap();
-        symbols.finish();
-        Program { image, symbols }
+        let elf = load_elf(&mut image, "calls", &bytes, None).unwrap();
+        let functions = ObjectSymbolizer::new("calls", bytes)
+            .unwrap()
+            .function_table();
+        Program {
+            image,
+            functions,
+            options: elf.riscv().expect("RISC-V").options,
+        }
     }
 
     /// (start, end) of the function `name`.
     fn function(&self, name: &str) -> (u64, u64) {
-        (0..self.symbols.len())
-            .filter_map(|index| self.symbols.get(index))
-            .find(|symbol| symbol.name == name)
-            .map(|symbol| (symbol.start, symbol.start + symbol.size))
+        self.functions
+            .named(name)
+            .map(|function| (function.address, function.address + function.size))
             .unwrap_or_else(|| panic!("no function {name} in {}", elf().display()))
     }
 
@@ -47,11 +53,7 @@ impl Program {
     fn call(&self, caller: &str, callee: &str) -> (u64, u64) {
         let (start, end) = self.function(caller);
         let (target, _) = self.function(callee);
-        let options = DecodeOptions {
-            xlen: Xlen::Rv64,
-            zcmp: false,
-            zcmt: false,
-        };
+        let options = self.options;
         let mut pc = start;
         while pc < end {
             let raw = self

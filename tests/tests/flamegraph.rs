@@ -95,9 +95,11 @@ fn folded_stacks_and_svgs_match_the_golden_files() {
 fn every_frame_of_a_known_program_is_one_of_its_functions() {
     let case = repository().join("tests/fixtures/flamegraph/riscv64-ctr-call-stack");
     let elf = std::fs::read(case.join("symfs/opt/rvperf/bin/calls")).unwrap();
-    let symbols = code_image::load_symbols("calls", &elf).unwrap();
-    let functions: std::collections::HashSet<String> = (0..symbols.symbols.len())
-        .filter_map(|index| symbols.symbols.get(index).map(|symbol| symbol.name.clone()))
+    let symbols = symbolize::ObjectSymbolizer::new("calls", elf).unwrap();
+    let functions: std::collections::HashSet<String> = symbols
+        .function_table()
+        .iter()
+        .map(|function| function.name.clone())
         .collect();
     let folded = folded_stacks(&case, "perf.data", &[]);
     let mut stacks = 0;

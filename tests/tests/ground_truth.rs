@@ -9,12 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use code_image::{load_elf, CodeImage, SymbolTable};
+use code_image::{load_elf, CodeImage};
 use riscv_insn::{decode, ControlFlow, DecodeOptions};
 use rvperf_tests::block_overlap::{basic_blocks, block_counts, block_overlap, unattributed, Block};
 use rvperf_tests::execution_counts::{
     instruction_counts, read_counts, write_counts, GroundTruth, InstructionCounts,
 };
+use symbolize::{FunctionTable, ObjectSymbolizer};
 use trace_gen::qemu::QemuUser;
 
 const INSTALL_HINT: &str =
@@ -73,7 +74,7 @@ fn small_truth() -> &'static GroundTruth {
 
 struct Program {
     image: CodeImage,
-    symbols: SymbolTable,
+    functions: FunctionTable,
     options: DecodeOptions,
     blocks: Vec<Block>,
 }
@@ -82,26 +83,23 @@ impl Program {
     fn load() -> Program {
         let bytes = std::fs::read(autofdo()).expect("read autofdo");
         let mut image = CodeImage::new();
-        let mut symbols = SymbolTable::default();
-        let info = load_elf(&mut image, &mut symbols, "autofdo", &bytes, None).expect("ELF");
+        let info = load_elf(&mut image, "autofdo", &bytes, None).expect("ELF");
+        let functions = ObjectSymbolizer::new("autofdo", bytes.clone())
+            .expect("symbols")
+            .function_table();
         let blocks = basic_blocks(&bytes).expect("basic blocks");
         Program {
             image,
-            symbols,
-            options: DecodeOptions {
-                zcmp: info.zcmp,
-                zcmt: info.zcmt,
-                ..DecodeOptions::default()
-            },
+            functions,
+            options: info.riscv().expect("RISC-V").options,
             blocks,
         }
     }
 
     fn function(&self, name: &str) -> (u64, u64) {
-        (0..self.symbols.len())
-            .filter_map(|index| self.symbols.get(index))
-            .find(|symbol| symbol.name == name)
-            .map(|symbol| (symbol.start, symbol.start + symbol.size))
+        self.functions
+            .named(name)
+            .map(|function| (function.address, function.address + function.size))
             .unwrap_or_else(|| panic!("no symbol {name}"))
     }
 

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use code_image::{load_elf, CodeImage, SymbolTable};
+use code_image::{load_elf, CodeImage};
 use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
 use perf_abi::ctr::CtrBranch;
 use perf_abi::BranchStack;
@@ -93,7 +93,6 @@ pub fn retired_pcs(name: &str) -> Vec<u64> {
 
 pub struct Code {
     pub image: CodeImage,
-    pub symbols: SymbolTable,
     pub files: Vec<FileDecodeInfo>,
 }
 
@@ -101,14 +100,9 @@ pub fn load(name: &str) -> Code {
     let path = program(name);
     let bytes = std::fs::read(&path).expect("read program ELF");
     let mut image = CodeImage::new();
-    let mut symbols = SymbolTable::default();
-    let info = load_elf(&mut image, &mut symbols, name, &bytes, None).expect("load ELF");
-    let files = FileDecodeInfo::for_image(&image, std::slice::from_ref(&info));
-    Code {
-        image,
-        symbols,
-        files,
-    }
+    load_elf(&mut image, name, &bytes, None).expect("load ELF");
+    let files = image.file_decode_infos();
+    Code { image, files }
 }
 
 /// Decodes `trace` fully and returns every element (errors stop the decode).

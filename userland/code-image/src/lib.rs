@@ -1,18 +1,31 @@
-//! The code image a trace decoder reads instructions from, and the function symbols the
-//! CLI prints.
+//! The code image a trace decoder or a profiler reads instructions from: the bytes of
+//! each loaded file by address, how each file's code decodes, and the instruction sets
+//! that decode it.
 //!
 //! Segments are non-overlapping address ranges with their bytes (libipt's image model);
 //! a read that returns fewer bytes than asked means "not mapped", which is not an error
 //! at this level (OpenCSD's memory-access interface). ELF files are parsed with the
 //! `object` crate; this crate does no file I/O itself, the caller hands it the bytes.
+//!
+//! Each file's decode options ([`Machine`]: RISC-V register width, compressed and
+//! Zcmp/Zcmt encodings, the Zcmt jump table; or x86_64) are read once from its ELF
+//! header and attributes by [`load_elf`] / [`load_any_elf`]; every consumer takes them
+//! from the image. [`InstructionSet`] is what a profile needs of one instruction (its
+//! length and control-flow class), implemented for RISC-V by `riscv-insn` and, with
+//! the `x86` feature, for x86_64 by `iced-x86`.
+//!
+//! Function names are not this crate's: the `symbolize` crate is the one symbol table.
 
 #![forbid(unsafe_code)]
 
 mod elf;
-mod symbols;
+mod instruction_set;
 
-pub use elf::{load_elf, load_symbols, ElfInfo, ElfSymbols, LoadSegment, Xlen};
-pub use symbols::{Symbol, SymbolTable};
+pub use elf::{load_any_elf, load_elf, ElfInfo};
+#[cfg(feature = "x86")]
+pub use instruction_set::X86_64Code;
+pub use instruction_set::{FlowKind, Instruction, InstructionAddresses, InstructionSet, RiscvCode};
+pub use riscv_insn::{DecodeOptions, Xlen};
 
 use std::sync::Arc;
 
@@ -24,6 +37,9 @@ pub enum ImageError {
     NotElf { file: String, reason: String },
     #[error("{file}: not a RISC-V ELF file (architecture {architecture})")]
     NotRiscv { file: String, architecture: String },
+    /// An ELF of a machine this build has no instruction set for (`e_machine`).
+    #[error("{file}: no instruction set for ELF machine {machine} in this build")]
+    UnsupportedMachine { file: String, machine: u16 },
     #[error("{file}: has no loadable executable segment")]
     NoCode { file: String },
     #[error(
@@ -41,6 +57,57 @@ pub enum ImageError {
         "{file}: load address 0x{load_address:x} moves a segment past the end of the address space"
     )]
     BadLoadAddress { file: String, load_address: u64 },
+}
+
+/// How to decode the RISC-V code of one image file: what its ELF says (register
+/// width, Zcmp/Zcmt from the arch attribute, the Zcmt jump vector table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct FileDecodeInfo {
+    pub options: DecodeOptions,
+    /// Zcmt jump vector table base, when the ELF defines `__jvt_base$`.
+    pub jvt_base: Option<u64>,
+}
+
+/// Whether a RISC-V file may hold 16-bit instructions (`EF_RISCV_RVC` in `e_flags`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Compressed {
+    Allowed,
+    /// Every instruction is 4-byte aligned: after bytes that decode to nothing, the
+    /// next instruction is 4 bytes on, not 2.
+    Absent,
+}
+
+/// The instruction set of one file and what decoding it needs, read once from the ELF.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Machine {
+    Riscv(RiscvCode),
+    /// Only loaded when the crate is built with the `x86` feature.
+    X86_64,
+}
+
+impl Default for Machine {
+    /// RV64 with the C extension and no Zcmp/Zcmt: what a file added without an ELF
+    /// (tests, hand-built images) is taken to hold.
+    fn default() -> Self {
+        Machine::Riscv(RiscvCode::default())
+    }
+}
+
+impl Machine {
+    /// The RISC-V decode options of the file, `None` for other machines.
+    pub fn riscv(&self) -> Option<FileDecodeInfo> {
+        match self {
+            Machine::Riscv(code) => Some(code.decode),
+            Machine::X86_64 => None,
+        }
+    }
+}
+
+/// One file of an image.
+#[derive(Clone, Debug)]
+pub struct ImageFile {
+    pub name: String,
+    pub machine: Machine,
 }
 
 /// One contiguous mapped range.
@@ -66,7 +133,7 @@ impl Segment {
 pub struct CodeImage {
     /// Sorted by start address, never overlapping.
     segments: Vec<Segment>,
-    files: Vec<String>,
+    files: Vec<ImageFile>,
 }
 
 impl CodeImage {
@@ -74,14 +141,33 @@ impl CodeImage {
         Self::default()
     }
 
-    /// Registers a file name; segments refer to it by the returned index.
+    /// Registers a file of the default machine ([`Machine::default`]); segments refer
+    /// to it by the returned index.
     pub fn add_file(&mut self, name: impl Into<String>) -> usize {
-        self.files.push(name.into());
+        self.add_file_of_machine(name, Machine::default())
+    }
+
+    /// Registers a file whose code is decoded as `machine` says.
+    pub fn add_file_of_machine(&mut self, name: impl Into<String>, machine: Machine) -> usize {
+        self.files.push(ImageFile {
+            name: name.into(),
+            machine,
+        });
         self.files.len() - 1
     }
 
-    pub fn files(&self) -> &[String] {
+    pub fn files(&self) -> &[ImageFile] {
         &self.files
+    }
+
+    /// The RISC-V decode options of every file, by file index, as the trace decoders
+    /// take them (the defaults for a file of another machine, which they never reach
+    /// through a RISC-V trace).
+    pub fn file_decode_infos(&self) -> Vec<FileDecodeInfo> {
+        self.files
+            .iter()
+            .map(|file| file.machine.riscv().unwrap_or_default())
+            .collect()
     }
 
     pub fn segments(&self) -> &[Segment] {
@@ -97,7 +183,7 @@ impl CodeImage {
         executable: bool,
         file: usize,
     ) -> Result<(), ImageError> {
-        let file_name = self.files.get(file).cloned().unwrap_or_default();
+        let file_name = self.file_name(file).to_owned();
         let end = start
             .checked_add(data.len() as u64)
             .ok_or(ImageError::BadLoadAddress {
@@ -121,7 +207,7 @@ impl CodeImage {
                     file: file_name,
                     start,
                     end,
-                    other_file: self.files.get(other.file).cloned().unwrap_or_default(),
+                    other_file: self.file_name(other.file).to_owned(),
                     other_start: other.start,
                     other_end: other.end,
                 });
@@ -165,12 +251,22 @@ impl CodeImage {
                 break;
             };
             let segment = &self.segments[index];
-            let offset = (address - segment.start) as usize;
-            let available = &segment.data[offset..];
+            // `segment_index` found `segment.start <= address < segment.end`, and a
+            // segment's length is its data's: the offset is inside the data.
+            let Some(available) = usize::try_from(address - segment.start)
+                .ok()
+                .and_then(|offset| segment.data.get(offset..))
+            else {
+                break;
+            };
             let take = available.len().min(out.len() - done);
             out[done..done + take].copy_from_slice(&available[..take]);
             done += take;
-            address = address.wrapping_add(take as u64);
+            // A segment ending at the top of the address space has nothing after it.
+            match address.checked_add(take as u64) {
+                Some(next) => address = next,
+                None => break,
+            }
         }
         done
     }
@@ -186,7 +282,19 @@ impl CodeImage {
         let index = self.segment_index(address)?;
         self.files
             .get(self.segments[index].file)
-            .map(String::as_str)
+            .map(|file| file.name.as_str())
+    }
+
+    /// The machine of the file mapping `address`.
+    pub fn machine_at(&self, address: u64) -> Option<Machine> {
+        let index = self.segment_index(address)?;
+        self.files
+            .get(self.segments[index].file)
+            .map(|file| file.machine)
+    }
+
+    fn file_name(&self, file: usize) -> &str {
+        self.files.get(file).map_or("", |file| file.name.as_str())
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use code_image::{load_elf, CodeImage, SymbolTable};
+use code_image::{load_elf, CodeImage};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ntrace_flow::{DecoderOptions, EncoderOptions, FileDecodeInfo, FlowDecoder, TraceEncoder};
 use trace_elements::ElementKind;
@@ -14,9 +14,8 @@ fn fixture() -> (CodeImage, Vec<FileDecodeInfo>, Vec<u8>) {
     let elf = std::fs::read(directory.join("program")).expect("fixture program");
     let trace = std::fs::read(directory.join("trace.nt")).expect("fixture trace");
     let mut image = CodeImage::new();
-    let mut symbols = SymbolTable::default();
-    let info = load_elf(&mut image, &mut symbols, "interp", &elf, None).unwrap();
-    let files = FileDecodeInfo::for_image(&image, std::slice::from_ref(&info));
+    load_elf(&mut image, "interp", &elf, None).unwrap();
+    let files = image.file_decode_infos();
     (image, files, trace)
 }
 

@@ -39,43 +39,8 @@ impl Hasher for PageHasher {
     }
 }
 
-/// How to decode the code of one image file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileDecodeInfo {
-    pub options: DecodeOptions,
-    /// Zcmt jump vector table base, when the ELF defines `__jvt_base$`.
-    pub jvt_base: Option<u64>,
-}
-
-impl FileDecodeInfo {
-    /// Decoding options of every file loaded in `image`, by file index, from the ELF
-    /// facts `load_elf` returned (register width, Zcmp/Zcmt, jump vector table).
-    pub fn for_image(image: &CodeImage, elves: &[code_image::ElfInfo]) -> Vec<FileDecodeInfo> {
-        let mut files = vec![
-            FileDecodeInfo {
-                options: DecodeOptions::default(),
-                jvt_base: None
-            };
-            image.files().len()
-        ];
-        for elf in elves {
-            let xlen = match elf.xlen {
-                code_image::Xlen::Rv32 => Xlen::Rv32,
-                code_image::Xlen::Rv64 => Xlen::Rv64,
-            };
-            let mut options = DecodeOptions::new(xlen);
-            options.zcmp = elf.zcmp;
-            options.zcmt = elf.zcmt;
-            if let Some(slot) = files.get_mut(elf.file_index) {
-                *slot = FileDecodeInfo {
-                    options,
-                    jvt_base: elf.jvt_base,
-                };
-            }
-        }
-        files
-    }
-}
+/// How to decode the code of one image file: the options `code-image` read from its ELF.
+pub use code_image::FileDecodeInfo;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum IndirectKind {

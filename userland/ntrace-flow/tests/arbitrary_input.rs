@@ -1,7 +1,7 @@
 //! Arbitrary and corrupted traces: the flow decoder never panics, every call makes
 //! progress, and every error names a byte offset inside the input.
 
-use code_image::{load_elf, CodeImage, SymbolTable};
+use code_image::{load_elf, CodeImage};
 use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder};
 use ntrace_message::MessageOptions;
 use proptest::prelude::*;
@@ -11,9 +11,8 @@ static TRACE: &[u8] = include_bytes!("../../../tests/fixtures/ntrace/tiny-htm/tr
 
 fn image() -> (CodeImage, Vec<FileDecodeInfo>) {
     let mut image = CodeImage::new();
-    let mut symbols = SymbolTable::default();
-    let info = load_elf(&mut image, &mut symbols, "tiny", PROGRAM, None).unwrap();
-    let files = FileDecodeInfo::for_image(&image, std::slice::from_ref(&info));
+    load_elf(&mut image, "tiny", PROGRAM, None).unwrap();
+    let files = image.file_decode_infos();
     (image, files)
 }
 

@@ -503,10 +503,11 @@ fn metadata(mappings: &Mappings, command_line: Vec<String>) -> Metadata {
     let mut metadata = Metadata::from_host(RECORDER_NAME, command_line);
     for (filename, mapping) in mappings {
         let build_id = mapping.build_id.clone().or_else(|| {
-            std::fs::read(filename)
+            // Read in place: the headers and notes, not the whole file.
+            std::fs::File::open(filename)
                 .ok()
-                .and_then(|bytes| code_image::load_symbols(filename, &bytes).ok())
-                .and_then(|elf| elf.build_id)
+                .and_then(|file| symbolize::ObjectSymbolizer::symbols_only(filename, &file).ok())
+                .and_then(|elf| elf.build_id().map(<[u8]>::to_vec))
         });
         if let Some(build_id) = build_id {
             metadata.build_ids.push(BuildIdEntry {

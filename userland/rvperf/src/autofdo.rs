@@ -17,17 +17,12 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use code_image::CodeImage;
-use iced_x86::FlowControl;
-use object::elf::{FileHeader32, FileHeader64};
-use object::read::elf::FileHeader;
-use object::{Endianness, FileKind, Object, ObjectSegment, SegmentFlags};
+use code_image::{CodeImage, ImageError, InstructionSet, Machine};
 use perf_abi::{parse_record, Mmap2FileId, Record, SampleFormat};
 use profiles::{
     build_sample_profile, Branch, BranchCountOptions, BranchCounts, Discriminators,
     PlacementOptions, SourceFrame,
 };
-use riscv_insn::{decode, instruction_length, DecodeOptions};
 use symbolize::ObjectSymbolizer;
 
 use crate::output::write_atomically;
@@ -157,7 +152,7 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
     if !symbolizer.has_debug_info() {
         bail!("{name}: no DWARF debug info: AutoFDO places counts at source lines (build with -g or -gline-tables-only)");
     }
-    let instruction_set = InstructionSet::load(&name, &bytes)?;
+    let code = BinaryCode::load(&name, &bytes)?;
     let binary_name = file_name_of(&name).to_owned();
 
     let reader = open(&arguments.input)?;
@@ -245,9 +240,8 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
         counts: instruction_counts,
         broken_ranges,
     } = counts.instruction_counts(|address| {
-        instruction_set
-            .length_and_is_call(address)
-            .map(|(length, _)| length)
+        code.instruction_at(address)
+            .map(|instruction| u64::from(instruction.length))
     });
     let mut frame_errors = 0u64;
     // LLVM keys positions by its own reading of discriminators, and llvm-profgen
@@ -257,8 +251,7 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
     let mut placement = PlacementOptions::default();
     if arguments.format != Format::Gcc {
         placement.discriminators = Discriminators::Llvm;
-        let (instructions, errors) =
-            instructions_of_sampled_functions(&symbolizer, &instruction_set, &counts);
+        let (instructions, errors) = instructions_of_sampled_functions(&symbolizer, &code, &counts);
         placement.unreached_instructions = instructions;
         frame_errors += errors;
     }
@@ -281,9 +274,8 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
         &counts.branches,
         &mut frames,
         |address| {
-            instruction_set
-                .length_and_is_call(address)
-                .is_some_and(|(_, is_call)| is_call)
+            code.instruction_at(address)
+                .is_some_and(|instruction| instruction.flow.is_call())
         },
         &placement,
     );
@@ -340,7 +332,7 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
     if broken_ranges > 0 {
         warn(format!(
             "{broken_ranges} ranges run into bytes that are not {} instructions of {binary_name}: counted up to there",
-            instruction_set.name()
+            code.machine.name()
         ));
     }
     if stats.unplaced_instructions > 0 || frame_errors > 0 {
@@ -360,144 +352,33 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
     Ok(())
 }
 
-/// The instructions of the profiled binary, decoded by its ELF machine: all the
-/// profile needs of an instruction is its length (to walk a fall-through range) and
-/// whether it is a call (whose return lands after it).
-enum InstructionSet {
-    Riscv {
-        image: CodeImage,
-        options: DecodeOptions,
-    },
-    X86_64(X86Code),
+/// The code of the profiled binary, decoded by its ELF machine (`code-image`'s
+/// instruction sets): all the profile needs of an instruction is its length (to walk
+/// a fall-through range) and whether it is a call (whose return lands after it).
+struct BinaryCode {
+    image: CodeImage,
+    machine: Machine,
 }
 
-impl InstructionSet {
-    fn load(name: &str, bytes: &[u8]) -> Result<InstructionSet> {
-        // A file that is no ELF goes to the RISC-V loader, whose error says what it is.
-        match elf_machine(bytes) {
-            Some(object::elf::EM_X86_64) => Ok(InstructionSet::X86_64(
-                X86Code::load(bytes).with_context(|| format!("cannot read {name}"))?,
-            )),
-            Some(object::elf::EM_RISCV) | None => {
-                let mut image = CodeImage::new();
-                let mut symbols = code_image::SymbolTable::default();
-                let elf = code_image::load_elf(&mut image, &mut symbols, name, bytes, None)
-                    .with_context(|| format!("{name}: rvperf autofdo profiles RISC-V binaries"))?;
-                let options = DecodeOptions {
-                    xlen: match elf.xlen {
-                        code_image::Xlen::Rv32 => riscv_insn::Xlen::Rv32,
-                        code_image::Xlen::Rv64 => riscv_insn::Xlen::Rv64,
-                    },
-                    zcmp: elf.zcmp,
-                    zcmt: elf.zcmt,
-                };
-                Ok(InstructionSet::Riscv { image, options })
-            }
-            Some(machine) => bail!(
+impl BinaryCode {
+    fn load(name: &str, bytes: &[u8]) -> Result<BinaryCode> {
+        let mut image = CodeImage::new();
+        match code_image::load_any_elf(&mut image, name, bytes, None) {
+            Ok(elf) => Ok(BinaryCode {
+                image,
+                machine: elf.machine,
+            }),
+            Err(ImageError::UnsupportedMachine { machine, .. }) => bail!(
                 "{name}: rvperf autofdo profiles riscv64 and x86_64 binaries (e_machine {machine})"
             ),
+            Err(error) => Err(error).with_context(|| format!("cannot load the code of {name}")),
         }
     }
 
-    /// How the warnings name these instructions.
-    fn name(&self) -> &'static str {
-        match self {
-            InstructionSet::Riscv { .. } => "RISC-V",
-            InstructionSet::X86_64(_) => "x86_64",
-        }
-    }
-
-    /// The length of the shortest instruction: where to look for the next one after
-    /// bytes that decode to none.
-    fn min_length(&self) -> u64 {
-        match self {
-            InstructionSet::Riscv { .. } => 2,
-            InstructionSet::X86_64(_) => 1,
-        }
-    }
-
-    /// The length in bytes of the instruction at link-time address `address` and
-    /// whether it is a call; `None` where no instruction of the binary is.
-    fn length_and_is_call(&self, address: u64) -> Option<(u64, bool)> {
-        match self {
-            InstructionSet::Riscv { image, options } => {
-                let halfword = u16::from_le_bytes(image.read_le::<2>(address)?);
-                let length = instruction_length(halfword).bytes()?;
-                let raw = if length == 2 {
-                    u32::from(halfword)
-                } else {
-                    u32::from_le_bytes(image.read_le::<4>(address)?)
-                };
-                let instruction = decode(raw, *options).ok()?;
-                Some((u64::from(instruction.length), instruction.links()))
-            }
-            InstructionSet::X86_64(code) => code.length_and_is_call(address),
-        }
-    }
-}
-
-/// `e_machine` of an ELF file, `None` for anything else.
-fn elf_machine(bytes: &[u8]) -> Option<u16> {
-    match FileKind::parse(bytes).ok()? {
-        FileKind::Elf32 => {
-            let header = FileHeader32::<Endianness>::parse(bytes).ok()?;
-            Some(header.e_machine(header.endian().ok()?))
-        }
-        FileKind::Elf64 => {
-            let header = FileHeader64::<Endianness>::parse(bytes).ok()?;
-            Some(header.e_machine(header.endian().ok()?))
-        }
-        _ => None,
-    }
-}
-
-/// The executable PT_LOAD segments of an x86_64 ELF by link-time address: code-image
-/// holds RISC-V binaries only, and segments (not sections) are what the recording's
-/// mappings and the symbolizer's file offsets refer to.
-struct X86Code {
-    /// (start address, bytes in the file), sorted by address.
-    segments: Vec<(u64, Vec<u8>)>,
-}
-
-/// x86 instructions are at most 15 bytes long.
-const X86_MAX_INSTRUCTION_BYTES: usize = 15;
-
-impl X86Code {
-    fn load(bytes: &[u8]) -> Result<X86Code, object::Error> {
-        let file = object::File::parse(bytes)?;
-        let mut segments = Vec::new();
-        for segment in file.segments() {
-            let SegmentFlags::Elf { p_flags } = segment.flags() else {
-                continue;
-            };
-            if p_flags & object::elf::PF_X != 0 {
-                segments.push((segment.address(), segment.data()?.to_vec()));
-            }
-        }
-        segments.sort_unstable_by_key(|&(start, _)| start);
-        Ok(X86Code { segments })
-    }
-
-    fn length_and_is_call(&self, address: u64) -> Option<(u64, bool)> {
-        let index = self
-            .segments
-            .partition_point(|&(start, _)| start <= address)
-            .checked_sub(1)?;
-        let (start, code) = &self.segments[index];
-        let offset = usize::try_from(address - start).ok()?;
-        let bytes = code.get(offset..)?;
-        let bytes = &bytes[..bytes.len().min(X86_MAX_INSTRUCTION_BYTES)];
-        let mut decoder =
-            iced_x86::Decoder::with_ip(64, bytes, address, iced_x86::DecoderOptions::NONE);
-        let instruction = decoder.decode();
-        if instruction.is_invalid() {
-            return None;
-        }
-        let is_call = matches!(
-            instruction.flow_control(),
-            FlowControl::Call | FlowControl::IndirectCall
-        );
-        Some((instruction.len() as u64, is_call))
+    /// The instruction at link-time address `address`; `None` where no instruction
+    /// of the binary is.
+    fn instruction_at(&self, address: u64) -> Option<code_image::Instruction> {
+        self.machine.instruction_at(&self.image, address)
     }
 }
 
@@ -510,7 +391,7 @@ const MAX_FUNCTION_RANGE_BYTES: u64 = 16 << 20;
 /// gives a 0 when no sample reached them. Also the number of DWARF errors met.
 fn instructions_of_sampled_functions(
     symbolizer: &ObjectSymbolizer,
-    instruction_set: &InstructionSet,
+    code: &BinaryCode,
     counts: &BranchCounts,
 ) -> (Vec<u64>, u64) {
     let mut starts: Vec<u64> = counts.ranges.keys().map(|range| range.first).collect();
@@ -528,20 +409,12 @@ fn instructions_of_sampled_functions(
             }
         };
         for range in ranges {
-            if range.end - range.start > MAX_FUNCTION_RANGE_BYTES
+            if range.end.saturating_sub(range.start) > MAX_FUNCTION_RANGE_BYTES
                 || !walked.insert((range.start, range.end))
             {
                 continue;
             }
-            let mut address = range.start;
-            while address < range.end {
-                instructions.push(address);
-                // Bytes that decode to no instruction (data in the text, an unknown
-                // extension) are stepped over by the smallest instruction.
-                address += instruction_set
-                    .length_and_is_call(address)
-                    .map_or(instruction_set.min_length(), |(length, _)| length);
-            }
+            instructions.extend(code.machine.instruction_addresses(&code.image, range));
         }
     }
     (instructions, errors)

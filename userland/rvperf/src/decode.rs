@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
-use code_image::{load_elf, CodeImage, ElfInfo, SymbolTable, Xlen};
+use code_image::{load_elf, CodeImage, ElfInfo, Xlen};
 use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
 use ntrace_message::{dump_message, AddressWidth, MessageDecoder, MessageOptions};
+use symbolize::{FunctionSymbol, FunctionTable, ObjectSymbolizer};
 use trace_elements::{ElementKind, RangeEnd, TraceElement};
 
 use crate::output::LineWriter;
@@ -58,12 +59,74 @@ pub struct DecodeArgs {
 
 struct LoadedCode {
     image: CodeImage,
-    symbols: SymbolTable,
+    symbols: CodeSymbols,
     files: Vec<FileDecodeInfo>,
     address_width: AddressWidth,
 }
 
-fn parse_elf_argument(argument: &str) -> Result<(PathBuf, Option<u64>)> {
+/// The functions of every loaded ELF, from `symbolize`: the table `rvperf report`
+/// names functions by, looked up at the ELF's load address.
+struct CodeSymbols {
+    /// By image file index.
+    files: Vec<FileFunctions>,
+    /// Which file maps each range of the image, sorted by start.
+    ranges: Vec<MappedRange>,
+}
+
+struct FileFunctions {
+    functions: FunctionTable,
+    elf: ElfInfo,
+}
+
+#[derive(Clone, Copy)]
+struct MappedRange {
+    start: u64,
+    /// One past the last mapped byte.
+    end: u64,
+    file: usize,
+}
+
+impl CodeSymbols {
+    fn new(image: &CodeImage, files: Vec<FileFunctions>) -> CodeSymbols {
+        let ranges = image
+            .segments()
+            .iter()
+            .map(|segment| MappedRange {
+                start: segment.start,
+                end: segment.end,
+                file: segment.file,
+            })
+            .collect();
+        CodeSymbols { files, ranges }
+    }
+
+    /// The function containing image address `address` and the offset into it.
+    fn lookup(&self, address: u64) -> Option<(&FunctionSymbol, u64)> {
+        let following = self.ranges.partition_point(|range| range.start <= address);
+        let range = self.ranges[..following]
+            .last()
+            .filter(|range| address < range.end)?;
+        let file = self.files.get(range.file)?;
+        file.functions.lookup(file.elf.link_address(address))
+    }
+
+    /// The image address where the function containing `address` starts.
+    fn function_start(&self, address: u64) -> Option<u64> {
+        let (_, offset) = self.lookup(address)?;
+        // The function starts `offset` bytes before `address`, inside the image.
+        address.checked_sub(offset)
+    }
+}
+
+/// `FILE` or `FILE@LOAD_ADDR` of `--elf`.
+#[derive(Debug, PartialEq, Eq)]
+struct ElfArgument {
+    path: PathBuf,
+    /// Where the lowest loadable segment goes; `None` for the link addresses.
+    load_address: Option<u64>,
+}
+
+fn parse_elf_argument(argument: &str) -> Result<ElfArgument> {
     if let Some((path, address)) = argument.rsplit_once('@') {
         let digits = address
             .strip_prefix("0x")
@@ -73,36 +136,51 @@ fn parse_elf_argument(argument: &str) -> Result<(PathBuf, Option<u64>)> {
             None => address.parse::<u64>(),
         };
         return match parsed {
-            Ok(load) => Ok((PathBuf::from(path), Some(load))),
+            Ok(load) => Ok(ElfArgument {
+                path: PathBuf::from(path),
+                load_address: Some(load),
+            }),
             Err(_) => {
                 bail!("--elf {argument}: LOAD_ADDR {address:?} is not a number (use 0x... for hex)")
             }
         };
     }
-    Ok((PathBuf::from(argument), None))
+    Ok(ElfArgument {
+        path: PathBuf::from(argument),
+        load_address: None,
+    })
 }
 
 fn load_code(elves: &[String]) -> Result<LoadedCode> {
     let mut image = CodeImage::new();
-    let mut symbols = SymbolTable::default();
-    let mut infos: Vec<ElfInfo> = Vec::new();
+    let mut files: Vec<FileFunctions> = Vec::new();
     for argument in elves {
-        let (path, load_address) = parse_elf_argument(argument)?;
+        let ElfArgument { path, load_address } = parse_elf_argument(argument)?;
         let bytes =
             std::fs::read(&path).with_context(|| format!("cannot read ELF {}", path.display()))?;
         let name = path.display().to_string();
-        let info = load_elf(&mut image, &mut symbols, &name, &bytes, load_address)?;
-        infos.push(info);
+        let elf = load_elf(&mut image, &name, &bytes, load_address)?;
+        // load_elf read the file as an ELF already: what the symbolizer refuses of it
+        // (a malformed note, say) leaves the code decodable, without names.
+        let functions = match ObjectSymbolizer::new(&name, bytes) {
+            Ok(object) => object.function_table(),
+            Err(error) => {
+                eprintln!("rvperf: warning: {error}: functions are not named");
+                FunctionTable::default()
+            }
+        };
+        files.push(FileFunctions { functions, elf });
     }
-    let files = FileDecodeInfo::for_image(&image, &infos);
-    let address_width = match infos.first().map(|info| info.xlen) {
+    let address_width = match files.first().and_then(|file| file.elf.xlen()) {
         Some(Xlen::Rv32) => AddressWidth::Bits32,
         _ => AddressWidth::Bits64,
     };
+    let decode_infos = image.file_decode_infos();
+    let symbols = CodeSymbols::new(&image, files);
     Ok(LoadedCode {
         image,
         symbols,
-        files,
+        files: decode_infos,
         address_width,
     })
 }
@@ -462,10 +540,11 @@ fn write_hottest_functions(
     instructions: u64,
     out: &mut LineWriter<impl Write>,
 ) {
-    let mut by_function: HashMap<Option<usize>, u64> = HashMap::new();
+    // Keyed by where the function starts in the image: ties rank in address order.
+    let mut by_function: HashMap<Option<u64>, u64> = HashMap::new();
     for (start, _last, count) in decoder.block_profile() {
         *by_function
-            .entry(code.symbols.lookup_index(start))
+            .entry(code.symbols.function_start(start))
             .or_default() += count;
     }
     let mut ranked: Vec<_> = by_function.into_iter().collect();
@@ -473,8 +552,8 @@ fn write_hottest_functions(
     out.text("hottest functions:\n");
     for (function, count) in ranked.into_iter().take(10) {
         let name = function
-            .and_then(|index| code.symbols.get(index))
-            .map_or("[unknown]", |symbol| symbol.name.as_str());
+            .and_then(|start| code.symbols.lookup(start))
+            .map_or("[unknown]", |(symbol, _)| symbol.name.as_str());
         let share = 100.0 * count as f64 / instructions.max(1) as f64;
         out.text(&format!("  {share:6.2}%  {count:>12}  {name}\n"));
     }

@@ -1,6 +1,8 @@
 //! The mappings of one process, as MMAP/MMAP2 records built them.
 
-/// One mapped range of a file.
+/// One mapped range of a file. Every file offset of the range fits in 64 bits
+/// (`file_offset + (end - start)` does not overflow): [`Mapping::new`] refuses
+/// records that say otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Mapping {
     pub start: u64,
@@ -9,6 +11,29 @@ pub(crate) struct Mapping {
     pub file_offset: u64,
     /// Index of the file in the symbolizer's file list.
     pub file: usize,
+}
+
+impl Mapping {
+    /// The mapping of `length` bytes at `start` of `file` from `file_offset` on, as
+    /// an MMAP/MMAP2 record gives it; `None` when its file offsets pass the end of
+    /// the 64-bit space (no kernel writes such a record). A range that passes the
+    /// end of the address space ends there.
+    pub fn new(start: u64, length: u64, file_offset: u64, file: usize) -> Option<Mapping> {
+        let end = start.saturating_add(length);
+        file_offset.checked_add(end - start)?;
+        Some(Mapping {
+            start,
+            end,
+            file_offset,
+            file,
+        })
+    }
+
+    /// The file offset of `address`, an address of the mapping.
+    pub fn offset_of(&self, address: u64) -> Option<u64> {
+        self.file_offset
+            .checked_add(address.checked_sub(self.start)?)
+    }
 }
 
 /// Non-overlapping mappings sorted by start address.
@@ -39,10 +64,12 @@ impl AddressSpace {
         }
         replacement.push(new);
         if let Some(old) = self.mappings[first..last].last() {
-            if old.end > new.end {
+            // What is left of `old` after `new`; its offset is one of `old`'s, which
+            // `Mapping::new` checked, so it is always there.
+            if let Some(file_offset) = old.offset_of(new.end).filter(|_| old.end > new.end) {
                 replacement.push(Mapping {
                     start: new.end,
-                    file_offset: old.file_offset + (new.end - old.start),
+                    file_offset,
                     ..*old
                 });
             }
@@ -72,6 +99,20 @@ mod tests {
             file_offset,
             file,
         }
+    }
+
+    #[test]
+    fn mappings_whose_offsets_pass_the_end_are_refused() {
+        let last_page = u64::MAX - 0xfff;
+        assert_eq!(
+            Mapping::new(0x1000, 0x1000, last_page - 1, 0).map(|m| m.end),
+            Some(0x2000)
+        );
+        assert_eq!(Mapping::new(0x1000, 0x1000, last_page, 0), None);
+        let top = Mapping::new(last_page, 0x2000, 0, 0).unwrap();
+        assert_eq!(top.end, u64::MAX);
+        assert_eq!(top.offset_of(u64::MAX - 1), Some(0xffe));
+        assert_eq!(top.offset_of(0), None);
     }
 
     #[test]

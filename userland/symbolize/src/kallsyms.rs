@@ -1,7 +1,7 @@
 //! Kernel symbols from a kallsyms file (`/proc/kallsyms`, or a copy taken
 //! on the recording machine).
 
-use crate::symbols::{is_function_name, ListedSymbol, SymbolTable, ANCHOR_NAMES};
+use crate::symbols::{is_function_name, Anchor, ListedSymbol, SymbolTable, ANCHOR_NAMES};
 use crate::{FunctionSymbol, SymbolizeError};
 
 /// The text symbols of a running kernel and its modules.
@@ -68,7 +68,7 @@ pub struct KallsymsParser {
     symbols: Vec<ListedSymbol>,
     /// The names of `symbols`, end to end.
     names: String,
-    anchors: Vec<(&'static str, u64)>,
+    anchors: Vec<Anchor>,
     modules: Vec<ModuleSpan>,
     any_address: bool,
 }
@@ -112,7 +112,10 @@ impl KallsymsParser {
             return Ok(());
         }
         if let Some(anchor) = ANCHOR_NAMES.iter().find(|anchor| **anchor == symbol) {
-            self.anchors.push((anchor, address));
+            self.anchors.push(Anchor {
+                name: anchor,
+                address,
+            });
         }
         if !is_function_name(symbol) {
             return Ok(());
@@ -158,10 +161,13 @@ impl KallsymsParser {
         let symbols = SymbolTable::from_listed(self.symbols, self.names, self.anchors);
         let mut modules = self.modules;
         for span in &mut modules {
-            // The span ends where its last function does.
+            // The span ends where its last function does (an end is exclusive: a
+            // span reaching the top of the address space ends there).
             span.end = symbols
                 .lookup(span.end)
-                .map_or(span.end + 1, |(_, start, size)| start + size);
+                .map_or(span.end.saturating_add(1), |function| {
+                    function.address.saturating_add(function.size)
+                });
         }
         modules.sort_by_key(|span| span.start);
         Ok(KernelSymbols { symbols, modules })

@@ -11,6 +11,10 @@
 //!   discriminators — straight from `gimli`. DWARF is loaded (and
 //!   decompressed) on the first lookup that needs it, sharing the file's
 //!   bytes. [`KernelSymbols`] is the same for a kallsyms file.
+//!   [`FunctionTable`] is an object's function symbols with their names
+//!   demangled once, for callers that name many addresses (`rvperf decode`).
+//!   This is the one symbol table of rvperf: every command names a function
+//!   by the same rules (perf's choice among aliases, Rust and C++ demangling).
 //! * [`Symbolizer`] is the I/O and caching layer: it builds each process's
 //!   address space from perf MMAP2/FORK/COMM records, finds files (perf's
 //!   build-id cache, a `--symfs` root, the recorded path), their separate
@@ -28,6 +32,7 @@ mod demangle;
 mod dwarf;
 mod error;
 mod frame;
+mod function_table;
 mod kallsyms;
 mod locate;
 mod object_symbolizer;
@@ -38,6 +43,7 @@ mod symbols;
 pub use demangle::demangle;
 pub use error::SymbolizeError;
 pub use frame::{Frame, FunctionSymbol};
+pub use function_table::FunctionTable;
 pub use kallsyms::{KallsymsParser, KernelSymbols};
 pub use locate::cached_kallsyms;
 pub use object_symbolizer::{DebugLink, ObjectSymbolizer, SupplementaryLink};

@@ -10,7 +10,7 @@ use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionIndex};
 
 use crate::dwarf::{DebugInfo, DwarfSource, LoadError};
 use crate::symbols::{Candidate, SymbolKind, SymbolTable};
-use crate::{Frame, FunctionSymbol, SymbolizeError};
+use crate::{Frame, FunctionSymbol, FunctionTable, SymbolizeError};
 
 /// `.gnu_debuglink`: the file name of the separate debug file and the CRC32
 /// of its contents.
@@ -351,10 +351,11 @@ impl ObjectSymbolizer {
         let inside = |segment: &&LoadSegment| {
             offset >= segment.file_offset && offset - segment.file_offset < segment.file_size
         };
+        // `None` for a segment whose addresses pass the end of the 64-bit space.
         self.segments
             .iter()
             .find(inside)
-            .map(|segment| segment.address + (offset - segment.file_offset))
+            .and_then(|segment| segment.address.checked_add(offset - segment.file_offset))
     }
 
     /// The link-time address of the function symbol `name`.
@@ -366,6 +367,12 @@ impl ObjectSymbolizer {
     /// path when inline frames and lines are not wanted.
     pub fn function(&self, vaddr: u64) -> Option<FunctionSymbol> {
         self.symbols.function(vaddr)
+    }
+
+    /// Every function of the symbol table, each name demangled once: for naming
+    /// many addresses, or walking the functions.
+    pub fn function_table(&self) -> FunctionTable {
+        FunctionTable::new(self.symbols.clone())
     }
 
     /// The inline stack at link-time address `vaddr`, innermost first.
@@ -386,14 +393,14 @@ impl ObjectSymbolizer {
         };
         let symbol = self.symbols.lookup(vaddr);
         match (frames.last_mut(), symbol) {
-            (None, Some((linkage_name, _, _))) => {
-                frames.push(Frame::from_linkage_name(linkage_name));
+            (None, Some(symbol)) => {
+                frames.push(Frame::from_linkage_name(symbol.linkage_name));
             }
             // A line without a function: the unit has a line table but no
             // DIE covering the address (assembly sources, for one).
-            (Some(outermost), Some((linkage_name, _, _))) if outermost.function.is_none() => {
-                outermost.function = Some(crate::demangle(linkage_name).into_owned());
-                outermost.linkage_name = Some(linkage_name.to_owned());
+            (Some(outermost), Some(symbol)) if outermost.function.is_none() => {
+                outermost.function = Some(crate::demangle(symbol.linkage_name).into_owned());
+                outermost.linkage_name = Some(symbol.linkage_name.to_owned());
             }
             _ => {}
         }
@@ -480,5 +487,36 @@ mod symbols_only_tests {
             checked += usize::from(whole.function(address).is_some());
         }
         assert!(checked > 1000, "only {checked} addresses in functions");
+    }
+
+    /// The function table names every address as `function` does, and finds
+    /// functions by their demangled names.
+    #[test]
+    fn the_function_table_agrees_with_function() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/ntrace/interp/program"
+        );
+        let object = ObjectSymbolizer::new("program", std::fs::read(path).unwrap()).unwrap();
+        let table = object.function_table();
+        assert!(table.len() > 10);
+        for address in (0x10000..0x40000).step_by(6) {
+            let expected = object.function(address);
+            let found = table.lookup(address);
+            assert_eq!(found.map(|(function, _)| function), expected.as_ref());
+            if let Some((function, offset)) = found {
+                assert_eq!(function.address + offset, address);
+                assert_eq!(
+                    table.get(table.lookup_index(address).unwrap()),
+                    Some(function)
+                );
+            }
+        }
+        let main = table.named("main").expect("main");
+        assert_eq!(object.symbol_address("main"), Some(main.address));
+        assert!(table
+            .iter()
+            .zip(table.iter().skip(1))
+            .all(|(a, b)| a.address < b.address));
     }
 }

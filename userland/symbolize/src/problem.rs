@@ -43,6 +43,9 @@ pub enum Problem {
     NoKernelSymbols { samples: u64 },
     /// Addresses in no mapping of their process and not in the kernel.
     OutsideMappings { samples: u64 },
+    /// MMAP/MMAP2 records ignored because the file offsets of their range pass
+    /// the end of the 64-bit space (a corrupt recording).
+    InvalidMappings { mappings: u64 },
 }
 
 impl fmt::Display for Problem {
@@ -93,6 +96,10 @@ impl fmt::Display for Problem {
             Problem::OutsideMappings { samples } => {
                 write!(formatter, "{samples} sampled addresses outside every mapping")
             }
+            Problem::InvalidMappings { mappings } => write!(
+                formatter,
+                "{mappings} mmap records ignored: their file offsets pass the end of the 64-bit space"
+            ),
         }
     }
 }

@@ -100,8 +100,21 @@ struct FileEntry {
     build_id: Option<Vec<u8>>,
     state: FileState,
     samples: u64,
-    /// The first DWARF error and how many addresses had one.
-    bad_debug_info: Option<(String, u64)>,
+    bad_debug_info: Option<BadDebugInfo>,
+}
+
+/// The first DWARF error of a file and how many addresses had one.
+#[derive(Debug)]
+struct BadDebugInfo {
+    first_error: String,
+    addresses: u64,
+}
+
+/// A kernel symbol and its address in the recorded kernel.
+#[derive(Debug)]
+struct RuntimeAnchor {
+    symbol: String,
+    address: u64,
 }
 
 #[derive(Debug)]
@@ -169,7 +182,7 @@ struct Kernel {
     vmlinux: Option<(Rc<Path>, ObjectSymbolizer)>,
     /// A kernel symbol and its address in the recorded kernel, from the
     /// `[kernel.kallsyms]_text` MMAP record: the KASLR offset to vmlinux.
-    runtime_anchor: Option<(String, u64)>,
+    runtime_anchor: Option<RuntimeAnchor>,
     /// Files given in the options that could not be used.
     unusable: Vec<Unusable>,
     samples: u64,
@@ -196,6 +209,9 @@ pub struct Symbolizer {
     no_frames: Rc<[Frame]>,
     unknown: Rc<str>,
     outside_mappings: u64,
+    /// MMAP/MMAP2 records ignored because their file offsets pass the end of the
+    /// 64-bit space.
+    invalid_mappings: u64,
 }
 
 impl Symbolizer {
@@ -211,6 +227,7 @@ impl Symbolizer {
             no_frames: Rc::from(Vec::new()),
             unknown: Rc::from(UNKNOWN_DSO),
             outside_mappings: 0,
+            invalid_mappings: 0,
         }
     }
 
@@ -230,7 +247,10 @@ impl Symbolizer {
         if let Some(symbol) = filename.strip_prefix(KERNEL_DSO) {
             // perf puts the run-time address of the named symbol in pgoff.
             if !symbol.is_empty() {
-                self.kernel.runtime_anchor = Some((symbol.to_owned(), file_offset));
+                self.kernel.runtime_anchor = Some(RuntimeAnchor {
+                    symbol: symbol.to_owned(),
+                    address: file_offset,
+                });
             }
             return;
         }
@@ -251,12 +271,10 @@ impl Symbolizer {
                 index
             }
         };
-        self.processes.entry(pid).or_default().insert(Mapping {
-            start,
-            end: start.saturating_add(length),
-            file_offset,
-            file,
-        });
+        match Mapping::new(start, length, file_offset, file) {
+            Some(mapping) => self.processes.entry(pid).or_default().insert(mapping),
+            None => self.invalid_mappings += 1,
+        }
     }
 
     /// The build id each file had when recorded (perf.data's
@@ -312,10 +330,12 @@ impl Symbolizer {
             return None;
         }
         let mapping = *self.processes.get(&pid)?.find(address)?;
+        // Inside the mapping, whose offsets `Mapping::new` checked.
+        let offset = mapping.offset_of(address)?;
         self.files[mapping.file].samples += 1;
         Some(FileLocation {
             file: mapping.file,
-            offset: address - mapping.start + mapping.file_offset,
+            offset,
         })
     }
 
@@ -352,11 +372,11 @@ impl Symbolizer {
                             samples,
                         });
                     }
-                    if let Some((reason, addresses)) = &entry.bad_debug_info {
+                    if let Some(bad) = &entry.bad_debug_info {
                         problems.push(Problem::BadDebugInfo {
                             file: path.to_path_buf(),
-                            reason: reason.clone(),
-                            addresses: *addresses,
+                            reason: bad.first_error.clone(),
+                            addresses: bad.addresses,
                         });
                     }
                 }
@@ -384,6 +404,11 @@ impl Symbolizer {
         if self.outside_mappings > 0 {
             problems.push(Problem::OutsideMappings {
                 samples: self.outside_mappings,
+            });
+        }
+        if self.invalid_mappings > 0 {
+            problems.push(Problem::InvalidMappings {
+                mappings: self.invalid_mappings,
             });
         }
         problems
@@ -429,8 +454,11 @@ impl Symbolizer {
                 None => {
                     let (frames, error) = frames_of(object, vaddr, self.options.inlines);
                     if let Some(error) = error {
-                        let bad = entry.bad_debug_info.get_or_insert((error, 0));
-                        bad.1 += 1;
+                        let bad = entry.bad_debug_info.get_or_insert(BadDebugInfo {
+                            first_error: error,
+                            addresses: 0,
+                        });
+                        bad.addresses += 1;
                     }
                     let frames: Rc<[Frame]> = Rc::from(frames);
                     self.cache.insert((index, vaddr), Rc::clone(&frames));
@@ -556,7 +584,7 @@ impl Symbolizer {
             .kernel
             .runtime_anchor
             .as_ref()
-            .and_then(|(symbol, runtime)| Some((*runtime, vmlinux.symbol_address(symbol)?)));
+            .and_then(|anchor| Some((anchor.address, vmlinux.symbol_address(&anchor.symbol)?)));
         let from_kallsyms = || {
             let (_, kallsyms) = self.kernel.kallsyms.as_ref()?;
             ["_text", "_stext"].iter().find_map(|symbol| {

@@ -33,7 +33,7 @@ pub(crate) struct Candidate<'a> {
     pub section_end: Option<u64>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Entry {
     address: u64,
     end: u64,
@@ -42,15 +42,43 @@ struct Entry {
     name_len: u32,
 }
 
+/// A function of the table: its linkage name and extent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TableEntry<'a> {
+    pub linkage_name: &'a str,
+    pub address: u64,
+    /// Bytes from `address` to the end: at least 1.
+    pub size: u64,
+}
+
+impl TableEntry<'_> {
+    /// The entry with its name demangled.
+    pub fn function(self) -> FunctionSymbol {
+        FunctionSymbol {
+            linkage_name: self.linkage_name.to_owned(),
+            name: crate::demangle(self.linkage_name).into_owned(),
+            address: self.address,
+            size: self.size,
+        }
+    }
+}
+
+/// A symbol whose address is asked for by name ([`ANCHOR_NAMES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Anchor {
+    pub name: &'static str,
+    pub address: u64,
+}
+
 /// Functions sorted by start address, each with its extent.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct SymbolTable {
     entries: Vec<Entry>,
     /// Every name, end to end: one allocation instead of one per symbol.
     names: String,
     /// Addresses of the symbols in [`ANCHOR_NAMES`], which deduplication
     /// may have dropped in favour of an alias at the same address.
-    anchors: Vec<(&'static str, u64)>,
+    anchors: Vec<Anchor>,
 }
 
 /// The count, not every symbol of a vmlinux.
@@ -93,7 +121,10 @@ impl SymbolTable {
             .map(without_version)
             .inspect(|candidate| {
                 if let Some(name) = ANCHOR_NAMES.iter().find(|name| **name == &*candidate.name) {
-                    anchors.push((*name, candidate.address));
+                    anchors.push(Anchor {
+                        name,
+                        address: candidate.address,
+                    });
                 }
             })
             .filter(|candidate| {
@@ -171,7 +202,7 @@ impl SymbolTable {
     pub fn from_listed(
         mut listed: Vec<ListedSymbol>,
         names: String,
-        anchors: Vec<(&'static str, u64)>,
+        anchors: Vec<Anchor>,
     ) -> SymbolTable {
         // A stable sort of the reversed list puts the last listed alias first.
         listed.reverse();
@@ -205,8 +236,14 @@ impl SymbolTable {
         self.entries.len()
     }
 
-    /// The linkage name, start and size of the function containing `address`.
-    pub fn lookup(&self, address: u64) -> Option<(&str, u64, u64)> {
+    /// The function containing `address`.
+    pub fn lookup(&self, address: u64) -> Option<TableEntry<'_>> {
+        self.lookup_index(address)
+            .and_then(|index| self.entry(index))
+    }
+
+    /// The index (in address order) of the function containing `address`.
+    pub fn lookup_index(&self, address: u64) -> Option<usize> {
         let above = self
             .entries
             .partition_point(|entry| entry.address <= address);
@@ -214,18 +251,22 @@ impl SymbolTable {
             .iter()
             .rev()
             .take(ENCLOSING_LOOKBACK)
-            .find(|entry| address < entry.end)
-            .map(|entry| (self.name(entry), entry.address, entry.end - entry.address))
+            .position(|entry| address < entry.end)
+            .map(|back| above - 1 - back)
+    }
+
+    /// The function at `index` (in address order).
+    pub fn entry(&self, index: usize) -> Option<TableEntry<'_>> {
+        // `end > address` for every entry (see `new` and `from_listed`).
+        self.entries.get(index).map(|entry| TableEntry {
+            linkage_name: self.name(entry),
+            address: entry.address,
+            size: entry.end - entry.address,
+        })
     }
 
     pub fn function(&self, address: u64) -> Option<FunctionSymbol> {
-        self.lookup(address)
-            .map(|(linkage_name, start, size)| FunctionSymbol {
-                linkage_name: linkage_name.to_owned(),
-                name: crate::demangle(linkage_name).into_owned(),
-                address: start,
-                size,
-            })
+        self.lookup(address).map(TableEntry::function)
     }
 
     fn name(&self, entry: &Entry) -> &str {
@@ -237,8 +278,8 @@ impl SymbolTable {
 
     /// The address of the symbol named `name`, if there is one.
     pub fn address_of(&self, name: &str) -> Option<u64> {
-        let anchor = self.anchors.iter().find(|(anchor, _)| *anchor == name);
-        anchor.map(|(_, address)| *address).or_else(|| {
+        let anchor = self.anchors.iter().find(|anchor| anchor.name == name);
+        anchor.map(|anchor| anchor.address).or_else(|| {
             self.entries
                 .iter()
                 .find(|entry| self.name(entry) == name)
@@ -286,6 +327,14 @@ pub(crate) fn is_function_name(name: &str) -> bool {
 mod tests {
     use super::*;
 
+    fn entry(linkage_name: &str, address: u64, size: u64) -> TableEntry<'_> {
+        TableEntry {
+            linkage_name,
+            address,
+            size,
+        }
+    }
+
     fn candidate(name: &str, address: u64, size: u64, kind: SymbolKind) -> Candidate<'_> {
         Candidate {
             name: Cow::Borrowed(name),
@@ -308,7 +357,7 @@ mod tests {
             candidate("f", 0x100, 0x100, SymbolKind::Function),
         ]);
         assert_eq!(table.len(), 1);
-        assert_eq!(table.lookup(0x190), Some(("f", 0x100, 0x100)));
+        assert_eq!(table.lookup(0x190), Some(entry("f", 0x100, 0x100)));
     }
 
     #[test]
@@ -319,10 +368,10 @@ mod tests {
             candidate("b", 0x200, 0x10, SymbolKind::Function),
             candidate("c", 0x300, 0, SymbolKind::Function),
         ]);
-        assert_eq!(table.lookup(0x13f), Some(("a", 0x100, 0x100)));
-        assert_eq!(table.lookup(0x150), Some(("label", 0x140, 0xc0)));
+        assert_eq!(table.lookup(0x13f), Some(entry("a", 0x100, 0x100)));
+        assert_eq!(table.lookup(0x150), Some(entry("label", 0x140, 0xc0)));
         assert_eq!(table.lookup(0x210), None);
-        assert_eq!(table.lookup(0xfff), Some(("c", 0x300, 0xd00)));
+        assert_eq!(table.lookup(0xfff), Some(entry("c", 0x300, 0xd00)));
         assert_eq!(table.lookup(0x1000), None);
         assert_eq!(table.lookup(0x50), None);
     }
@@ -335,7 +384,7 @@ mod tests {
             8,
             SymbolKind::Function,
         )]);
-        assert_eq!(table.lookup(0x100), Some(("dn_comp", 0x100, 8)));
+        assert_eq!(table.lookup(0x100), Some(entry("dn_comp", 0x100, 8)));
     }
 
     #[test]
@@ -345,9 +394,18 @@ mod tests {
             candidate("big", 0x100, 0x200, SymbolKind::Function),
             candidate("inner", 0x180, 0x8, SymbolKind::Function),
         ]);
-        assert_eq!(table.lookup(0x104).map(|found| found.0), Some("big"));
-        assert_eq!(table.lookup(0x184).map(|found| found.0), Some("inner"));
-        assert_eq!(table.lookup(0x190).map(|found| found.0), Some("big"));
+        assert_eq!(
+            table.lookup(0x104).map(|found| found.linkage_name),
+            Some("big")
+        );
+        assert_eq!(
+            table.lookup(0x184).map(|found| found.linkage_name),
+            Some("inner")
+        );
+        assert_eq!(
+            table.lookup(0x190).map(|found| found.linkage_name),
+            Some("big")
+        );
     }
 
     #[test]
@@ -360,7 +418,7 @@ mod tests {
         let best = |candidates: Vec<Candidate<'static>>| {
             SymbolTable::new(candidates)
                 .lookup(0x100)
-                .map(|found| found.0.to_owned())
+                .map(|found| found.linkage_name.to_owned())
         };
         // (name, global, weak) of each alias, and the one perf shows.
         let cases = [

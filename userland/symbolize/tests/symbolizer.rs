@@ -155,6 +155,32 @@ fn children_inherit_mappings_until_exec() {
     );
 }
 
+/// Records whose numbers pass the end of the 64-bit space are ignored and
+/// counted, never wrapped: the addresses they would have covered are outside
+/// every mapping.
+#[test]
+fn mappings_past_the_end_of_the_offsets_are_ignored_with_a_reason() {
+    let mut symbolizer = Symbolizer::new(options());
+    symbolizer.add_mapping(PID, 0x1000, 0x2000, u64::MAX - 0x1000, "/bin/x", None);
+    // Its end passes the top of the address space: it ends there.
+    symbolizer.add_mapping(PID, u64::MAX - 0x1000, 0x2000, 0, "//anon", None);
+    symbolizer.add_mapping(PID, 0x2000, 0x1000, 0, "//anon", None);
+    assert!(symbolizer.locate(PID, 0x1800).is_none());
+    assert!(symbolizer.locate(PID, 0x2800).is_some());
+    assert!(
+        symbolizer.locate(PID, u64::MAX - 1).is_none(),
+        "kernel half"
+    );
+    assert_eq!(&*symbolizer.symbolize(PID, 0x1800).dso, "[unknown]");
+    assert_eq!(
+        symbolizer.problems(),
+        vec![
+            Problem::OutsideMappings { samples: 1 },
+            Problem::InvalidMappings { mappings: 1 }
+        ]
+    );
+}
+
 #[test]
 fn build_id_mismatch_is_reported_once_with_a_count() {
     let program = Program::build();

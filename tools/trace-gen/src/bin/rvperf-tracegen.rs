@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
-use code_image::{load_elf, CodeImage, SymbolTable};
-use ntrace_flow::{BranchMode, EncoderOptions, FileDecodeInfo, TraceEncoder};
+use code_image::{load_elf, CodeImage};
+use ntrace_flow::{BranchMode, EncoderOptions, TraceEncoder};
 use ntrace_message::{AddressWidth, MessageOptions};
 use trace_gen::qemu::{ExecLogReader, QemuUser};
 
@@ -162,18 +162,17 @@ fn run(arguments: &Arguments) -> Result<()> {
     let elf_bytes = std::fs::read(&arguments.elf)
         .with_context(|| format!("cannot read {}", arguments.elf.display()))?;
     let mut image = CodeImage::new();
-    let mut symbols = SymbolTable::default();
     let info = load_elf(
         &mut image,
-        &mut symbols,
         &arguments.elf.display().to_string(),
         &elf_bytes,
         None,
     )?;
-    let files = FileDecodeInfo::for_image(&image, std::slice::from_ref(&info));
-    let width = match info.xlen {
-        code_image::Xlen::Rv32 => AddressWidth::Bits32,
-        code_image::Xlen::Rv64 => AddressWidth::Bits64,
+    let files = image.file_decode_infos();
+    let width = match info.xlen() {
+        Some(code_image::Xlen::Rv32) => AddressWidth::Bits32,
+        // load_elf loads RISC-V files only: every one has a register width.
+        Some(code_image::Xlen::Rv64) | None => AddressWidth::Bits64,
     };
     let mut options = EncoderOptions::default();
     options.mode = match arguments.mode {
