@@ -511,7 +511,11 @@ impl<'a> MessageDecoder<'a> {
 
     /// Interprets the header and variable-length fields of a message of `kind` that spans
     /// `start..end`: checks the field count against the layout and builds the message.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the framing loop's registers, passed as they are on the hot path rather \
+                  than gathered into a struct per message"
+    )]
     #[inline(always)]
     fn build(
         &self,

@@ -240,9 +240,11 @@ mod tests {
     }
 
     #[test]
-    // Field-by-field assignment is how callers outside the crate must fill a
-    // #[non_exhaustive] struct, so the test does the same.
-    #[allow(clippy::field_reassign_with_default)]
+    #[expect(
+        clippy::field_reassign_with_default,
+        reason = "field-by-field assignment is how callers outside the crate must fill a \
+                  #[non_exhaustive] struct, so the test does the same"
+    )]
     fn every_option_reaches_its_field() {
         let mut options = AttrOptions::default();
         options.sampling = Sampling::Period(10_000);

@@ -515,9 +515,11 @@ impl AuxRecord {
     }
 }
 
-// Samples are by far the most frequent records; boxing them to shrink the
-// side-band variants would cost an allocation per sample.
-#[allow(clippy::large_enum_variant)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "samples are by far the most frequent records; boxing them to shrink the \
+              side-band variants would cost an allocation per sample"
+)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record<'a> {
     Sample(Sample<'a>),

@@ -1,5 +1,5 @@
 //! Shared helpers for the integration tests.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary uses a different part")]
 
 use ntrace_message::{
     AddressWidth, Body, BranchType, Message, MessageDecoder, MessageError, MessageOptions, Process,

@@ -1,6 +1,6 @@
 //! Shared by the writer tests: the real consumers (found or the test fails, naming the
 //! Debian package), and random sample profiles.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary uses a different part")]
 
 pub mod gcc_dump;
 
