@@ -10,7 +10,7 @@
 //!   samples ([`AuxDecoder`]: rvperf_ctr's records become branch-stack samples),
 //!   other AUX types are counted.
 //! * The consumers: [`fold`] (a flame graph's collapse stage, over
-//!   `profiles::StackCollapser`), [`report`] (perf report's rows), [`autofdo`]
+//!   `profiles::StackCollapser`), [`report`](report::report) (perf report's rows), [`autofdo`]
 //!   (branch stacks to an AutoFDO sample profile of one binary) and [`inject`] (a
 //!   perf.data rewritten with its AUX data decoded into samples).
 //!
@@ -18,6 +18,7 @@
 //! problems and what a profile left out are returned for the caller to show.
 
 pub mod aux;
+pub mod fold;
 pub mod lost;
 pub mod ordered;
 pub mod processes;
@@ -25,6 +26,7 @@ pub mod report;
 pub mod session;
 
 pub use aux::{AuxDecoder, CorruptAux, UndecodedAux};
+pub use fold::{fold, FoldOptions, Split, Weight};
 pub use lost::Lost;
 pub use ordered::OrderedEvents;
 pub use processes::{thread_id, InlineFrames, Place, Processes, SymbolOptions};
