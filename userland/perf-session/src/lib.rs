@@ -17,6 +17,7 @@
 //! The library never prints: progress, losses, undecoded AUX data, symbolizer
 //! problems and what a profile left out are returned for the caller to show.
 
+pub mod autofdo;
 pub mod aux;
 pub mod fold;
 pub mod lost;
