@@ -20,6 +20,7 @@
 pub mod autofdo;
 pub mod aux;
 pub mod fold;
+pub mod inject;
 pub mod lost;
 pub mod ordered;
 pub mod processes;

@@ -7,7 +7,6 @@ mod inject;
 mod list;
 mod output;
 mod perf_file;
-mod perf_input;
 mod record;
 mod report;
 mod script;
