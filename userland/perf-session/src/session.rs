@@ -441,4 +441,26 @@ mod tests {
             .collect();
         assert_eq!(files, ["/bin/parent", "/bin/child"]);
     }
+
+    /// Every byte of a recording changed in turn: the session and the fold end in an
+    /// error or a result, never a panic (the fuzz target `perf_session` goes further).
+    #[test]
+    fn corrupt_recordings_end_in_errors_not_panics() {
+        let bytes = recording();
+        for at in 0..bytes.len() {
+            for value in [0x00, 0xff, 0x80] {
+                let mut corrupt = bytes.clone();
+                corrupt[at] = value;
+                let Ok(reader) = PerfDataReader::from_bytes(&corrupt, "corrupt") else {
+                    continue;
+                };
+                let processes = Processes::new(SymbolOptions {
+                    symfs: Some("/nonexistent".into()),
+                    ..SymbolOptions::default()
+                });
+                let mut session = Session::with_processes(&reader, processes);
+                let _ = crate::fold(&mut session, crate::FoldOptions::default());
+            }
+        }
+    }
 }
