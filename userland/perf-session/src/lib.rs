@@ -9,7 +9,7 @@
 //!   ([`OrderedEvents`]); AUX data kept as PERF_RECORD_AUXTRACE is decoded into
 //!   samples ([`AuxDecoder`]: rvperf_ctr's records become branch-stack samples),
 //!   other AUX types are counted.
-//! * The consumers: [`fold`] (a flame graph's collapse stage, over
+//! * The consumers: [`fold`](fold()) (a flame graph's collapse stage, over
 //!   `profiles::StackCollapser`), [`report`](report::report) (perf report's rows), [`autofdo`]
 //!   (branch stacks to an AutoFDO sample profile of one binary) and [`inject`] (a
 //!   perf.data rewritten with its AUX data decoded into samples).
