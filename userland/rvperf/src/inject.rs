@@ -4,10 +4,8 @@
 //! injected, the file is the branch-stack recording the default `rvperf record -b`
 //! writes, which perf, `perf report --branch-history` and llvm-profgen read.
 //!
-//! The command line; the rewriting is [`synthesize`]. CTR needs no decoding options;
-//! N-Trace (issue 15) will add `--itrace` options here.
-
-mod synthesize;
+//! The command line; the rewriting is `perf_session::inject`'s. CTR needs no decoding
+//! options; N-Trace (issue 15) will add `--itrace` options here.
 
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -15,6 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 use perf_data::PerfDataReader;
+use perf_session::inject as synthesize;
 
 use crate::output::write_seekable_atomically;
 
@@ -38,7 +37,7 @@ pub fn run(arguments: &InjectArgs) -> Result<()> {
             .context("cannot read perf.data from standard input")?;
         PerfDataReader::from_bytes(&bytes, "<stdin>")?
     } else {
-        crate::perf_input::open(&arguments.input)?
+        crate::perf_file::open(&arguments.input)?
     };
     let input = if stdin {
         "<stdin>".to_owned()

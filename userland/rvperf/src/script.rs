@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use crate::perf_input::{
-    file_size, for_each_sample, open, thread_id, Processes, SampleEvent, SymbolOptions,
-};
+use perf_session::{thread_id, Processes, Session, SessionSample, SymbolOptions};
+
+use crate::perf_file::{finish_reading, open, show_progress};
 
 #[derive(Debug, Args)]
 pub struct ScriptArgs {
@@ -72,7 +72,7 @@ pub fn run(arguments: &ScriptArgs) -> Result<()> {
     let fields = parse_fields(&arguments.fields)?;
     let reader = open(&arguments.input)?;
     let names = reader.event_names();
-    let mut processes = Processes::for_recording(
+    let mut session = Session::new(
         &reader,
         SymbolOptions {
             symfs: arguments.symfs.clone(),
@@ -80,22 +80,18 @@ pub fn run(arguments: &ScriptArgs) -> Result<()> {
             ..SymbolOptions::default()
         },
     );
+    show_progress(&mut session, &arguments.input);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut line = String::new();
     let printer = LinePrinter::new(&fields, &names);
-    for_each_sample(
-        &reader,
-        file_size(&arguments.input),
-        &mut processes,
-        |processes, sample| {
-            line.clear();
-            printer.print(&mut line, processes, sample);
-            line.push('\n');
-            out.write_all(line.as_bytes())?;
-            Ok(())
-        },
-    )?;
+    while let Some(sample) = session.next_sample()? {
+        line.clear();
+        printer.print(&mut line, session.processes(), &sample);
+        line.push('\n');
+        out.write_all(line.as_bytes())?;
+    }
+    finish_reading(&session, &arguments.input);
     out.flush()?;
     Ok(())
 }
@@ -125,7 +121,7 @@ impl<'a> LinePrinter<'a> {
         }
     }
 
-    fn print(&self, line: &mut String, processes: &mut Processes, event: &SampleEvent<'_>) {
+    fn print(&self, line: &mut String, processes: &mut Processes, event: &SessionSample<'_>) {
         use std::fmt::Write as _;
         let sample = &event.sample;
         // perf's values for fields the sample lacks.

@@ -48,4 +48,6 @@ pub use kallsyms::{KallsymsParser, KernelSymbols};
 pub use locate::cached_kallsyms;
 pub use object_symbolizer::{DebugLink, ObjectSymbolizer, SupplementaryLink};
 pub use problem::Problem;
-pub use symbolizer::{FileLocation, Symbolized, Symbolizer, SymbolizerOptions};
+pub use symbolizer::{
+    FileLocation, MappedFile, RecordedFile, Symbolized, Symbolizer, SymbolizerOptions,
+};

@@ -59,6 +59,30 @@ pub struct FileLocation {
     offset: u64,
 }
 
+/// A file of the recording as its MMAP/MMAP2 records named it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordedFile<'a> {
+    /// The path as recorded.
+    pub recorded: &'a str,
+    /// The build id the MMAP2 record carried.
+    pub build_id: Option<&'a [u8]>,
+}
+
+/// Where an address of a process is in the file mapped there
+/// ([`Symbolizer::mapped_file`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MappedFile<'a> {
+    /// The symbolizer's number for the file (its path and build id): equal for every
+    /// mapping of the file, so callers can keep answers per file.
+    pub index: usize,
+    /// The path as recorded.
+    pub recorded: &'a str,
+    /// The build id the MMAP2 record carried.
+    pub build_id: Option<&'a [u8]>,
+    /// The offset of the address in the file.
+    pub file_offset: u64,
+}
+
 /// What an address is.
 #[derive(Debug, Clone)]
 pub struct Symbolized {
@@ -336,6 +360,29 @@ impl Symbolizer {
         Some(FileLocation {
             file: mapping.file,
             offset,
+        })
+    }
+
+    /// The file `address` of process `pid` maps, as the mappings are now, named as
+    /// its MMAP/MMAP2 record named it; nothing is read from disk and nothing counted
+    /// (for callers with a file of their own, such as an AutoFDO profile's binary).
+    pub fn mapped_file(&self, pid: u32, address: u64) -> Option<MappedFile<'_>> {
+        let mapping = self.processes.get(&pid)?.find(address)?;
+        let entry = &self.files[mapping.file];
+        Some(MappedFile {
+            index: mapping.file,
+            recorded: &entry.recorded,
+            build_id: entry.build_id.as_deref(),
+            file_offset: mapping.offset_of(address)?,
+        })
+    }
+
+    /// Every file mapped so far, as recorded (path and the MMAP2 build id), in the
+    /// order they were first mapped.
+    pub fn recorded_files(&self) -> impl Iterator<Item = RecordedFile<'_>> {
+        self.files.iter().map(|entry| RecordedFile {
+            recorded: &entry.recorded,
+            build_id: entry.build_id.as_deref(),
         })
     }
 

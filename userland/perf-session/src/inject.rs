@@ -13,114 +13,72 @@
 
 use std::io::{Seek, Write};
 
-use perf_abi::ctr::{CtrRecord, CtrRecordError, CtrRecords, RVPERF_AUXTRACE_CTR};
+use perf_abi::ctr::{CtrRecord, CtrRecordError};
 use perf_abi::sys::bindings as abi;
 use perf_abi::{attr_from_bytes, AttrBytesError, ThrottleRecord, RECORD_HEADER_SIZE};
 use perf_data::{
     EventDesc, FeatureSection, PerfDataReader, PerfDataWriter, RawRecord, ReadError, WriteError,
-    AUXTRACE_RECORD_SIZE, HEADER_AUXTRACE, PERF_RECORD_AUXTRACE, PERF_RECORD_AUXTRACE_INFO,
-    PERF_RECORD_EVENT_UPDATE, PERF_RECORD_FINISHED_ROUND, PERF_RECORD_HEADER_ATTR,
-    PERF_RECORD_HEADER_EVENT_TYPE, PERF_RECORD_HEADER_FEATURE,
+    HEADER_AUXTRACE, PERF_RECORD_AUXTRACE, PERF_RECORD_AUXTRACE_INFO, PERF_RECORD_EVENT_UPDATE,
+    PERF_RECORD_FINISHED_ROUND, PERF_RECORD_HEADER_ATTR, PERF_RECORD_HEADER_EVENT_TYPE,
+    PERF_RECORD_HEADER_FEATURE,
 };
 
-use crate::perf_input::OrderedEvents;
 use perf_data::ctr::{ctr_sample, ctr_throttle, write_ctr_throttle};
 
+use crate::aux::{auxtrace_type, AuxDecoder, CorruptAux};
+use crate::ordered::OrderedEvents;
+
 /// Why a file could not be injected.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum InjectError {
     /// AUX data of a type rvperf does not decode (Intel PT, CoreSight, ...).
-    NoDecoder {
-        auxtrace_type: u32,
-        offset: u64,
-    },
+    #[error(
+        "no decoder for AUXTRACE type {auxtrace_type} at offset {offset:#x} \
+         (rvperf decodes rvperf_ctr's only)"
+    )]
+    NoDecoder { auxtrace_type: u32, offset: u64 },
     /// A PERF_RECORD_AUXTRACE with no AUXTRACE_INFO before it to say what it holds.
-    NoAuxtraceInfo {
-        offset: u64,
-    },
+    #[error(
+        "AUXTRACE data at offset {offset:#x} without a PERF_RECORD_AUXTRACE_INFO \
+         before it: its type is unknown"
+    )]
+    NoAuxtraceInfo { offset: u64 },
     /// AUX data that does not decode; `offset` is the file offset of the bad record.
+    #[error("corrupt AUXTRACE data at offset {offset:#x}")]
     CorruptAux {
         offset: u64,
+        #[source]
         source: CtrRecordError,
     },
     /// An AUXTRACE chunk from an AUX area (`idx`) the event has no sample id for.
-    NoEventForAuxArea {
-        idx: u32,
-        offset: u64,
-    },
+    #[error(
+        "AUXTRACE chunk at offset {offset:#x} is from AUX area {idx}, for which \
+         the event has no sample id"
+    )]
+    NoEventForAuxArea { idx: u32, offset: u64 },
     /// The attr the decoded samples belong to cannot hold them.
-    Attr {
-        index: usize,
-        why: &'static str,
-    },
+    #[error("event {index}: {why}")]
+    Attr { index: usize, why: &'static str },
     /// An attr that cannot be read, so cannot be copied.
+    #[error("event {index}: its perf_event_attr cannot be copied")]
     AttrBytes {
         index: usize,
+        #[source]
         source: AttrBytesError,
     },
-    Read(ReadError),
-    Write(WriteError),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
 }
 
-impl std::fmt::Display for InjectError {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::NoDecoder {
-                auxtrace_type,
-                offset,
-            } => write!(
-                formatter,
-                "no decoder for AUXTRACE type {auxtrace_type} at offset {offset:#x} \
-                 (rvperf decodes rvperf_ctr's only)"
-            ),
-            Self::NoAuxtraceInfo { offset } => write!(
-                formatter,
-                "AUXTRACE data at offset {offset:#x} without a PERF_RECORD_AUXTRACE_INFO \
-                 before it: its type is unknown"
-            ),
-            Self::CorruptAux { offset, .. } => {
-                write!(formatter, "corrupt AUXTRACE data at offset {offset:#x}")
-            }
-            Self::NoEventForAuxArea { idx, offset } => write!(
-                formatter,
-                "AUXTRACE chunk at offset {offset:#x} is from AUX area {idx}, for which \
-                 the event has no sample id"
-            ),
-            Self::Attr { index, why } => write!(formatter, "event {index}: {why}"),
-            Self::AttrBytes { index, .. } => {
-                write!(
-                    formatter,
-                    "event {index}: its perf_event_attr cannot be copied"
-                )
-            }
-            Self::Read(error) => error.fmt(formatter),
-            Self::Write(error) => error.fmt(formatter),
+impl From<CorruptAux> for InjectError {
+    fn from(error: CorruptAux) -> Self {
+        Self::CorruptAux {
+            offset: error.offset,
+            source: error.source,
         }
-    }
-}
-
-impl std::error::Error for InjectError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::CorruptAux { source, .. } => Some(source),
-            Self::AttrBytes { source, .. } => Some(source),
-            Self::Read(error) => error.source(),
-            Self::Write(error) => error.source(),
-            _ => None,
-        }
-    }
-}
-
-impl From<ReadError> for InjectError {
-    fn from(error: ReadError) -> Self {
-        Self::Read(error)
-    }
-}
-
-impl From<WriteError> for InjectError {
-    fn from(error: WriteError) -> Self {
-        Self::Write(error)
     }
 }
 
@@ -172,15 +130,23 @@ pub fn inject<W: Write + Seek>(
     let mut records = reader.records();
     while let Some(record) = records.next_record()? {
         match record.record_type {
-            PERF_RECORD_AUXTRACE_INFO => decoder = Some(Decoder::for_info(&record)?),
+            PERF_RECORD_AUXTRACE_INFO => {
+                let auxtrace_type = auxtrace_type(&record);
+                decoder = Some(AuxDecoder::for_type(auxtrace_type).ok_or(
+                    InjectError::NoDecoder {
+                        auxtrace_type,
+                        offset: record.offset,
+                    },
+                )?);
+            }
             PERF_RECORD_AUXTRACE => {
                 let decoder = decoder.as_ref().ok_or(InjectError::NoAuxtraceInfo {
                     offset: record.offset,
                 })?;
-                injected.chunks += 1;
+                injected.chunks = injected.chunks.saturating_add(1);
                 let id = sample_id(&record, &ids)?;
                 for ctr in decoder.records(&record)? {
-                    injected.samples += 1;
+                    injected.samples = injected.samples.saturating_add(1);
                     let time = Some(ctr.header.time);
                     let throttle = ctr_throttle(&ctr, id);
                     if let Some(now) = queue.queue(time, Pending::Ctr { record: ctr, id }) {
@@ -188,7 +154,7 @@ pub fn inject<W: Write + Seek>(
                     }
                     // At the sample's time, queued after it: written right after it.
                     if let Some(throttle) = throttle {
-                        injected.throttles += 1;
+                        injected.throttles = injected.throttles.saturating_add(1);
                         if let Some(now) = queue.queue(time, Pending::Throttle(throttle)) {
                             write(&mut writer, now)?;
                         }
@@ -283,54 +249,6 @@ fn sample_id(record: &RawRecord<'_>, ids: &[u64]) -> Result<u64, InjectError> {
         })
 }
 
-/// How one AUXTRACE type's data becomes samples.
-#[derive(Debug, Clone, Copy)]
-enum Decoder {
-    /// rvperf_ctr records: one sample each, no options.
-    Ctr,
-}
-
-impl Decoder {
-    /// The decoder a PERF_RECORD_AUXTRACE_INFO asks for.
-    fn for_info(record: &RawRecord<'_>) -> Result<Self, InjectError> {
-        let auxtrace_type = record
-            .body
-            .get(..4)
-            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-        match auxtrace_type {
-            RVPERF_AUXTRACE_CTR => Ok(Self::Ctr),
-            _ => Err(InjectError::NoDecoder {
-                auxtrace_type,
-                offset: record.offset,
-            }),
-        }
-    }
-
-    /// The records of one PERF_RECORD_AUXTRACE chunk, each a sample ([`ctr_sample`]).
-    fn records<'a>(self, record: &RawRecord<'a>) -> Result<Vec<CtrRecord<'a>>, InjectError> {
-        match self {
-            Self::Ctr => {
-                let data_at = record.offset + AUXTRACE_RECORD_SIZE;
-                let mut records = CtrRecords::new(record.aux_data);
-                let mut samples = Vec::new();
-                loop {
-                    let at = records.offset();
-                    match records.next_record() {
-                        Ok(Some(ctr)) => samples.push(ctr),
-                        Ok(None) => return Ok(samples),
-                        Err(source) => {
-                            return Err(InjectError::CorruptAux {
-                                offset: data_at + at as u64,
-                                source,
-                            })
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// A record waiting for its time to be written.
 enum Pending<'a> {
     /// Copied as it was.
@@ -364,7 +282,9 @@ fn write<W: Write + Seek>(
 mod tests {
     use std::io::Cursor;
 
-    use perf_abi::ctr::{encode_ctr_record, CtrBranch, CtrRecordHeader, CTR_RECORD_THROTTLED};
+    use perf_abi::ctr::{
+        encode_ctr_record, CtrBranch, CtrRecordHeader, CTR_RECORD_THROTTLED, RVPERF_AUXTRACE_CTR,
+    };
     use perf_abi::sys::bindings::perf_event_attr;
     use perf_data::{AuxtraceChunk, Metadata};
 

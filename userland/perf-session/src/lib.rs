@@ -1,0 +1,35 @@
+//! A perf.data session, as perf's `session.c`, `ordered-events.c` and `machine.c`
+//! build one, and the tools that consume it.
+//!
+//! * [`Session`] reads a [`perf_data::PerfDataReader`]'s records and gives their
+//!   samples in time order ([`Session::next_sample`]), with the side band (MMAP,
+//!   MMAP2, COMM, FORK, EXIT) applied before each to the [`Processes`]: each
+//!   process's address space (the symbolizer's, with perf's fork and exec rules) and
+//!   its threads' command names. Records are ordered by perf's rounds
+//!   ([`OrderedEvents`]); AUX data kept as PERF_RECORD_AUXTRACE is decoded into
+//!   samples ([`AuxDecoder`]: rvperf_ctr's records become branch-stack samples),
+//!   other AUX types are counted.
+//! * The consumers: [`fold`](fold()) (a flame graph's collapse stage, over
+//!   `profiles::StackCollapser`), [`report`](report::report) (perf report's rows), [`autofdo`]
+//!   (branch stacks to an AutoFDO sample profile of one binary) and [`inject`] (a
+//!   perf.data rewritten with its AUX data decoded into samples).
+//!
+//! The library never prints: progress, losses, undecoded AUX data, symbolizer
+//! problems and what a profile left out are returned for the caller to show.
+
+pub mod autofdo;
+pub mod aux;
+pub mod fold;
+pub mod inject;
+pub mod lost;
+pub mod ordered;
+pub mod processes;
+pub mod report;
+pub mod session;
+
+pub use aux::{AuxDecoder, CorruptAux, UndecodedAux};
+pub use fold::{fold, FoldOptions, Split, Weight};
+pub use lost::Lost;
+pub use ordered::OrderedEvents;
+pub use processes::{thread_id, InlineFrames, Place, Processes, SymbolOptions};
+pub use session::{Session, SessionError, SessionSample};
