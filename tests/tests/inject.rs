@@ -177,10 +177,10 @@ impl Keep {
 }
 
 /// Writes to `kept` what `rvperf record --keep-aux` writes for the recording
-/// `converted` (record_ctr.rs, `drain_all`): the same attrs and feature sections,
-/// AUXTRACE_INFO first, every record but the samples as it is, and each run of
-/// samples between two other records (one drain) as one AUXTRACE chunk per AUX area
-/// in area order, holding the rvperf_ctr records the samples were converted from.
+/// `converted` (perf-record's CTR source, `CtrSource::drain`): the same attrs and
+/// feature sections, AUXTRACE_INFO first, every record but the samples as it is, and
+/// each run of samples between two other records (one drain) as one AUXTRACE chunk per
+/// AUX area in area order, holding the rvperf_ctr records the samples were converted from.
 fn keep_aux(converted: &Path, kept: &Path, keep: &Keep) {
     let bytes = std::fs::read(converted).unwrap();
     let reader = PerfDataReader::from_bytes(&bytes, "recording").unwrap();
