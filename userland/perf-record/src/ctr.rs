@@ -24,7 +24,7 @@ use perf_data::ctr::{ctr_sample, ctr_throttle, write_ctr_throttle};
 use perf_data::AuxtraceChunk;
 use perf_ring::{online_cpus, page_size, Event};
 
-use crate::recorder::{
+use crate::plan::{
     quarter_watermark, sampling_options, AuxPlan, AuxSource, Counts, CpuRing, Plan, PlannedEvent,
     Writer,
 };

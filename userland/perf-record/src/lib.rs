@@ -18,6 +18,7 @@ mod ctr;
 mod error;
 mod options;
 mod output;
+mod plan;
 mod recorder;
 mod stop;
 mod workload;
