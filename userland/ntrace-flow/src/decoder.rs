@@ -225,7 +225,7 @@ impl<'a> FlowDecoder<'a> {
                             .store(self.messages.position(), Ordering::Relaxed);
                     }
                     let hart = self.hart_index(message.src);
-                    if let Err(error) = self.apply(hart, &message) {
+                    if let Err(error) = self.apply(hart, message) {
                         self.recover(error, Lost::Hart(hart));
                         break;
                     }
@@ -336,8 +336,10 @@ impl<'a> FlowDecoder<'a> {
             .push((TraceElement { hart, offset, kind }, NO_BLOCK));
     }
 
-    /// Hands a message to its hart's event layer and reports the event.
-    fn apply(&mut self, hart: usize, message: &Message) -> Result<(), FlowError> {
+    /// Hands a message to its hart's event layer and reports the event. Kept out of line:
+    /// once per message, it would crowd the registers of the per-block loop in `refill`.
+    #[inline(never)]
+    fn apply(&mut self, hart: usize, message: Message) -> Result<(), FlowError> {
         self.statistics.messages += 1;
         if message.is_sync() {
             self.statistics.sync_messages += 1;
@@ -417,7 +419,8 @@ impl<'a> FlowDecoder<'a> {
     }
 
     /// The armed I-CNT is used up: the event layer checks the walk against the message
-    /// that armed it and says where execution resumes.
+    /// that armed it and says where execution resumes. Once per message: out of line.
+    #[inline(never)]
     fn end_walk(&mut self, index: usize) -> Result<(), FlowError> {
         let hart = &mut self.harts[index];
         let src = hart.events.src;

@@ -105,12 +105,27 @@ pub(crate) struct IndirectJump {
     pub(crate) links: bool,
 }
 
-/// The answer of [`HartEvents::branch_taken`] and [`HartEvents::indirect_target`].
+/// The answer of [`HartEvents::branch_taken`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Resolution<T> {
     Known(T),
     /// Only the next message can tell: pause the walk before this instruction.
     WaitForMessage,
+}
+
+/// The answer of [`HartEvents::indirect_target`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IndirectTarget {
+    /// Execution continues there; `None` when the walk ends at the jump and its target
+    /// is not needed.
+    Known(Option<u64>),
+    /// Only the next message can tell: pause the walk before this jump.
+    WaitForMessage,
+    /// The message says the walk ends at a taken conditional branch, and this is a jump.
+    NotABranch,
+    /// Neither the message, the code nor the return stack gives the target, and the walk
+    /// goes on past the jump.
+    Unknown,
 }
 
 /// Where execution continues after a walk ended as its message said.
@@ -231,7 +246,7 @@ impl HartEvents {
 
     /// Applies one message of this hart. An error leaves the hart for the caller to
     /// [`unsync`](Self::unsync).
-    pub(crate) fn apply(&mut self, message: &Message) -> Result<Event, FlowError> {
+    pub(crate) fn apply(&mut self, message: Message) -> Result<Event, FlowError> {
         let offset = message.offset;
         match message.body {
             Body::Error { etype, ecode } => {
@@ -245,9 +260,9 @@ impl HartEvents {
             _ => {}
         }
         if self.sync != SyncState::Synced {
-            return Ok(self.synchronize(message));
+            return Ok(self.synchronize(&message));
         }
-        self.pending_time = self.time_of(message)?;
+        self.pending_time = self.time_of(&message)?;
         match message.body {
             Body::Ownership { process } => {
                 // PROCESS FORMAT (spec Table 12): 2 carries scontext, 3 hcontext.
@@ -337,7 +352,7 @@ impl HartEvents {
                 };
                 self.arm_branch(offset, icnt, Some(hist), end)
             }
-            Body::ResourceFull(resource) => self.resource_full(message, resource),
+            Body::ResourceFull(resource) => self.resource_full(&message, resource),
             Body::RepeatBranch { bcnt } => self.repeat_branch(offset, bcnt),
             Body::ProgTraceCorrelation {
                 evcode,
@@ -544,33 +559,25 @@ impl HartEvents {
 
     /// Where the indirect jump the walk reached goes, with `remaining` units after it:
     /// the message's address when the message reports this very jump, else a
-    /// constant-load inference or the return stack. `Known(None)`: the walk ends at the
-    /// jump with its target unknown (it is not needed).
+    /// constant-load inference or the return stack. The answer is a small value, not a
+    /// `Result`, so that the per-block walk stays in registers; [`Self::jump_error`]
+    /// makes the error of the failures.
     #[inline]
-    pub(crate) fn indirect_target(
-        &mut self,
-        jump: IndirectJump,
-        remaining: u64,
-    ) -> Result<Resolution<Option<u64>>, FlowError> {
+    pub(crate) fn indirect_target(&mut self, jump: IndirectJump, remaining: u64) -> IndirectTarget {
         if remaining == 0 {
             match self.end {
                 // Whether this jump's target comes in the next message or was implicit
                 // is only known from that message.
-                None => return Ok(Resolution::WaitForMessage),
+                None => return IndirectTarget::WaitForMessage,
                 Some(WalkEnd::Address {
                     target,
                     btype: BranchType::Indirect,
                     ..
                 }) => {
                     self.reported_jump(jump);
-                    return Ok(Resolution::Known(Some(target)));
+                    return IndirectTarget::Known(Some(target));
                 }
-                Some(WalkEnd::TakenBranch { .. }) => {
-                    return Err(FlowError::NotABranch {
-                        offset: self.walk_offset,
-                        address: jump.address,
-                    });
-                }
+                Some(WalkEnd::TakenBranch { .. }) => return IndirectTarget::NotABranch,
                 Some(WalkEnd::Address { .. } | WalkEnd::Stop { .. }) => {}
             }
         }
@@ -578,16 +585,27 @@ impl HartEvents {
             if jump.links {
                 self.stack.push(jump.return_address);
             }
-            return Ok(Resolution::Known(Some(target)));
+            return IndirectTarget::Known(Some(target));
         }
         let popped = self.implicit_return(jump);
         if popped.is_none() && remaining > 0 {
-            return Err(FlowError::UnknownTarget {
-                offset: self.walk_offset,
-                address: jump.address,
-            });
+            return IndirectTarget::Unknown;
         }
-        Ok(Resolution::Known(popped))
+        IndirectTarget::Known(popped)
+    }
+
+    /// The error of an [`IndirectTarget::NotABranch`] or [`IndirectTarget::Unknown`]
+    /// answer about `jump`, at the offset of the message being walked.
+    #[cold]
+    pub(crate) fn jump_error(&self, jump: IndirectJump, answer: IndirectTarget) -> FlowError {
+        let offset = self.walk_offset;
+        let address = jump.address;
+        match answer {
+            IndirectTarget::NotABranch => FlowError::NotABranch { offset, address },
+            IndirectTarget::Unknown | IndirectTarget::Known(_) | IndirectTarget::WaitForMessage => {
+                FlowError::UnknownTarget { offset, address }
+            }
+        }
     }
 
     /// An explicitly reported jump: the encoder still popped or pushed its stack (see
@@ -782,7 +800,7 @@ mod tests {
     fn synced_at(address: u64) -> HartEvents {
         let mut hart = HartEvents::new(HART, 4);
         assert_eq!(
-            hart.apply(&message(0, sync(address))).unwrap(),
+            hart.apply(message(0, sync(address))).unwrap(),
             Event::TraceOn {
                 address,
                 reason: TraceOnReason::Start
@@ -812,7 +830,7 @@ mod tests {
     fn messages_before_the_first_sync_are_skipped() {
         let mut hart = HartEvents::new(HART, 4);
         assert_eq!(
-            hart.apply(&message(0, Body::DirectBranch { icnt: 3 }))
+            hart.apply(message(0, Body::DirectBranch { icnt: 3 }))
                 .unwrap(),
             Event::BeforeSync
         );
@@ -826,7 +844,7 @@ mod tests {
         assert!(hart.is_synced());
         let lost = Body::Error { etype: 1, ecode: 2 };
         assert_eq!(
-            hart.apply(&message(9, lost)).unwrap(),
+            hart.apply(message(9, lost)).unwrap(),
             Event::Lost {
                 error_type: 1,
                 error_code: 2
@@ -834,7 +852,7 @@ mod tests {
         );
         assert!(!hart.is_synced());
         assert_eq!(
-            hart.apply(&message(12, sync(0x2000))).unwrap(),
+            hart.apply(message(12, sync(0x2000))).unwrap(),
             Event::TraceOn {
                 address: 0x2000,
                 reason: TraceOnReason::Restart
@@ -847,10 +865,10 @@ mod tests {
         // Spec Table 24: F-ADDR 0x3FC04, U-ADDR 0x7B6 -> 0x3F368, U-ADDR 0x934 -> 0x3E100
         // (U-ADDR counts half-words: the message decoder gives it shifted to bytes).
         let mut hart = synced_at(0x3fc04);
-        hart.apply(&message(4, indirect(1, 0x7b6 << 1))).unwrap();
+        hart.apply(message(4, indirect(1, 0x7b6 << 1))).unwrap();
         let (ended, _) = end(&mut hart, None);
         assert_eq!(ended.resume, Resume::At(0x3f368));
-        hart.apply(&message(8, indirect(1, 0x934 << 1))).unwrap();
+        hart.apply(message(8, indirect(1, 0x934 << 1))).unwrap();
         let (ended, _) = end(&mut hart, None);
         assert_eq!(ended.resume, Resume::At(0x3e100));
     }
@@ -864,19 +882,19 @@ mod tests {
             icnt: 2,
             faddr: 0x8000,
         };
-        assert_eq!(hart.apply(&message(4, resync)).unwrap(), Event::Walk);
+        assert_eq!(hart.apply(message(4, resync)).unwrap(), Event::Walk);
         end(&mut hart, None);
-        hart.apply(&message(8, indirect(2, 0x10))).unwrap();
+        hart.apply(message(8, indirect(2, 0x10))).unwrap();
         assert_eq!(end(&mut hart, None).0.resume, Resume::At(0x8010));
     }
 
     #[test]
     fn timestamps_are_absolute_in_syncs_and_relative_elsewhere() {
         let mut hart = HartEvents::new(HART, 4);
-        hart.apply(&stamped(0, sync(0x1000), 1000)).unwrap();
+        hart.apply(stamped(0, sync(0x1000), 1000)).unwrap();
         assert_eq!(hart.take_time(), Some(1000));
         assert_eq!(hart.take_time(), None, "reported once");
-        hart.apply(&stamped(4, Body::DirectBranch { icnt: 2 }, 25))
+        hart.apply(stamped(4, Body::DirectBranch { icnt: 2 }, 25))
             .unwrap();
         assert_eq!(hart.take_time(), Some(1025));
         let periodic = Body::ProgTraceSync {
@@ -884,16 +902,16 @@ mod tests {
             icnt: 0,
             faddr: 0x1000,
         };
-        hart.apply(&stamped(8, periodic, 5000)).unwrap();
+        hart.apply(stamped(8, periodic, 5000)).unwrap();
         assert_eq!(hart.take_time(), Some(5000));
     }
 
     #[test]
     fn a_relative_timestamp_past_64_bits_is_an_error_with_its_offset() {
         let mut hart = HartEvents::new(HART, 4);
-        hart.apply(&stamped(0, sync(0x1000), u64::MAX - 1)).unwrap();
+        hart.apply(stamped(0, sync(0x1000), u64::MAX - 1)).unwrap();
         let error = hart
-            .apply(&stamped(0x21, Body::DirectBranch { icnt: 2 }, 2))
+            .apply(stamped(0x21, Body::DirectBranch { icnt: 2 }, 2))
             .unwrap_err();
         assert!(
             matches!(error, FlowError::TimestampOverflow { offset: 0x21 }),
@@ -905,14 +923,14 @@ mod tests {
     fn icnt_accumulates_and_overflow_is_an_error_with_its_offset() {
         let mut hart = synced_at(0x1000);
         let full = |icnt| Body::ResourceFull(ResourceFull::IcntOverflow { icnt });
-        assert_eq!(hart.apply(&message(4, full(1 << 20))).unwrap(), Event::Walk);
+        assert_eq!(hart.apply(message(4, full(1 << 20))).unwrap(), Event::Walk);
         assert!(
             !hart.has_end(),
             "ResourceFull I-CNT alone does not end a walk"
         );
-        hart.apply(&message(8, full(5))).unwrap();
+        hart.apply(message(8, full(5))).unwrap();
         assert_eq!(hart.pending_units(), (1 << 20) + 5);
-        let error = hart.apply(&message(0x30, full(u64::MAX))).unwrap_err();
+        let error = hart.apply(message(0x30, full(u64::MAX))).unwrap_err();
         assert!(
             matches!(error, FlowError::IcntOverflow { offset: 0x30 }),
             "{error}"
@@ -923,7 +941,7 @@ mod tests {
     fn hist_bits_answer_branches_in_order_then_wait_for_a_message() {
         let mut hart = synced_at(0x1000);
         let overflow = Body::ResourceFull(ResourceFull::HistOverflow { hist: 0b110 });
-        hart.apply(&message(4, overflow)).unwrap();
+        hart.apply(message(4, overflow)).unwrap();
         assert_eq!(hart.branch_taken(5), Resolution::Known(true));
         assert_eq!(hart.branch_taken(5), Resolution::Known(false));
         assert_eq!(hart.branch_taken(5), Resolution::WaitForMessage);
@@ -936,7 +954,7 @@ mod tests {
             hist: 0b101,
             repeat: 3,
         });
-        hart.apply(&message(4, repeated)).unwrap();
+        hart.apply(message(4, repeated)).unwrap();
         let outcomes: Vec<_> = (0..7).map(|_| hart.branch_taken(1)).collect();
         let (yes, no) = (Resolution::Known(true), Resolution::Known(false));
         assert_eq!(
@@ -949,7 +967,7 @@ mod tests {
     fn hist_without_its_stop_bit_is_an_error_with_its_offset() {
         let mut hart = synced_at(0x1000);
         let zero = Body::ResourceFull(ResourceFull::HistOverflow { hist: 0 });
-        let error = hart.apply(&message(0x44, zero)).unwrap_err();
+        let error = hart.apply(message(0x44, zero)).unwrap_err();
         assert!(
             matches!(error, FlowError::MissingStopBit { offset: 0x44 }),
             "{error}"
@@ -960,7 +978,7 @@ mod tests {
     fn without_hist_only_the_last_branch_of_a_direct_branch_message_is_taken() {
         // BTM (spec 8.4.1): the message ends at the taken branch, the others fell through.
         let mut hart = synced_at(0x1000);
-        hart.apply(&message(4, Body::DirectBranch { icnt: 6 }))
+        hart.apply(message(4, Body::DirectBranch { icnt: 6 }))
             .unwrap();
         assert_eq!(hart.branch_taken(4), Resolution::Known(false));
         assert_eq!(hart.branch_taken(0), Resolution::Known(true));
@@ -975,7 +993,7 @@ mod tests {
             uaddr: 0x10,
             hist: 0b1011,
         };
-        hart.apply(&message(0x50, hist_branch)).unwrap();
+        hart.apply(message(0x50, hist_branch)).unwrap();
         hart.branch_taken(1);
         let error = hart.end_walk(Some(0x1004), |_| {}).unwrap_err();
         assert!(
@@ -993,7 +1011,7 @@ mod tests {
     #[test]
     fn a_direct_branch_message_must_end_at_a_taken_branch() {
         let mut hart = synced_at(0x1000);
-        hart.apply(&message(0x60, Body::DirectBranch { icnt: 2 }))
+        hart.apply(message(0x60, Body::DirectBranch { icnt: 2 }))
             .unwrap();
         hart.placed(0, 0x1002, RangeEnd::Sequential);
         let error = hart.end_walk(Some(0x1004), |_| {}).unwrap_err();
@@ -1017,7 +1035,7 @@ mod tests {
             icnt: 2,
             faddr: 0x2000,
         };
-        hart.apply(&message(0x70, branch_sync)).unwrap();
+        hart.apply(message(0x70, branch_sync)).unwrap();
         hart.placed(0, 0x1002, RangeEnd::BranchTaken);
         let error = hart.end_walk(Some(0x3000), |_| {}).unwrap_err();
         assert!(
@@ -1041,7 +1059,7 @@ mod tests {
             icnt: 2,
             uaddr: 0x1000 ^ 0x8000,
         };
-        hart.apply(&message(4, exception)).unwrap();
+        hart.apply(message(4, exception)).unwrap();
         hart.placed(0, 0x1000, RangeEnd::Sequential);
         let (ended, elements) = end(&mut hart, Some(0x1002));
         assert_eq!(ended.resume, Resume::At(0x8000));
@@ -1063,7 +1081,7 @@ mod tests {
             icnt: 0,
             faddr: 0x2000,
         };
-        hart.apply(&message(4, restart)).unwrap();
+        hart.apply(message(4, restart)).unwrap();
         assert_eq!(
             end(&mut hart, Some(0x1000)).1,
             [ElementKind::TraceOn {
@@ -1076,7 +1094,7 @@ mod tests {
             icnt: 0,
             faddr: 0x2000,
         };
-        hart.apply(&message(8, marker)).unwrap();
+        hart.apply(message(8, marker)).unwrap();
         assert_eq!(end(&mut hart, Some(0x2000)).1, []);
     }
 
@@ -1089,7 +1107,7 @@ mod tests {
             icnt: 2,
             hist: None,
         };
-        hart.apply(&message(4, stop)).unwrap();
+        hart.apply(message(4, stop)).unwrap();
         hart.placed(0, 0x1002, RangeEnd::Sequential);
         let (ended, elements) = end(&mut hart, Some(0x1004));
         assert_eq!(ended.resume, Resume::Nowhere);
@@ -1106,11 +1124,11 @@ mod tests {
     #[test]
     fn repeat_branch_replays_the_previous_branch_message() {
         let mut hart = synced_at(0x1000);
-        hart.apply(&message(4, indirect(3, 0))).unwrap();
+        hart.apply(message(4, indirect(3, 0))).unwrap();
         hart.placed(0, 0x1004, RangeEnd::IndirectJump);
         end(&mut hart, None);
         assert_eq!(
-            hart.apply(&message(8, Body::RepeatBranch { bcnt: 2 }))
+            hart.apply(message(8, Body::RepeatBranch { bcnt: 2 }))
                 .unwrap(),
             Event::Walk
         );
@@ -1121,7 +1139,7 @@ mod tests {
         hart.placed(0, 0x1004, RangeEnd::IndirectJump);
         assert_eq!(end(&mut hart, None).0.next, NextWalk::Idle);
         assert_eq!(
-            hart.apply(&message(12, Body::RepeatBranch { bcnt: 0 }))
+            hart.apply(message(12, Body::RepeatBranch { bcnt: 0 }))
                 .unwrap(),
             Event::Nothing
         );
@@ -1131,7 +1149,7 @@ mod tests {
     fn repeat_branch_without_a_branch_is_an_error_with_its_offset() {
         let mut hart = synced_at(0x1000);
         let error = hart
-            .apply(&message(0x80, Body::RepeatBranch { bcnt: 1 }))
+            .apply(message(0x80, Body::RepeatBranch { bcnt: 1 }))
             .unwrap_err();
         assert!(
             matches!(error, FlowError::RepeatWithoutBranch { offset: 0x80 }),
@@ -1149,8 +1167,7 @@ mod tests {
             context: 42,
         };
         assert_eq!(
-            hart.apply(&message(4, Body::Ownership { process }))
-                .unwrap(),
+            hart.apply(message(4, Body::Ownership { process })).unwrap(),
             Event::ContextChange {
                 privilege: 0,
                 virtualized: false,
@@ -1162,7 +1179,7 @@ mod tests {
     #[test]
     fn implicit_returns_pop_what_calls_pushed() {
         let mut hart = synced_at(0x1000);
-        hart.apply(&message(4, Body::DirectBranch { icnt: 100 }))
+        hart.apply(message(4, Body::DirectBranch { icnt: 100 }))
             .unwrap();
         hart.direct_call(0x2000);
         hart.indirect_target(
@@ -1174,18 +1191,19 @@ mod tests {
                 ..jump(IndirectKind::Call)
             },
             50,
-        )
-        .unwrap();
+        );
         let ret = jump(IndirectKind::Return);
         assert_eq!(
-            hart.indirect_target(ret, 40).unwrap(),
-            Resolution::Known(Some(0x3000))
+            hart.indirect_target(ret, 40),
+            IndirectTarget::Known(Some(0x3000))
         );
         assert_eq!(
-            hart.indirect_target(ret, 30).unwrap(),
-            Resolution::Known(Some(0x2000))
+            hart.indirect_target(ret, 30),
+            IndirectTarget::Known(Some(0x2000))
         );
-        let error = hart.indirect_target(ret, 20).unwrap_err();
+        let answer = hart.indirect_target(ret, 20);
+        assert_eq!(answer, IndirectTarget::Unknown);
+        let error = hart.jump_error(ret, answer);
         assert!(
             matches!(
                 error,
@@ -1201,39 +1219,60 @@ mod tests {
     #[test]
     fn a_reported_return_still_pops_the_stack() {
         let mut hart = synced_at(0x1000);
-        hart.apply(&message(4, indirect(10, 0x1000 ^ 0x7000)))
+        hart.apply(message(4, indirect(10, 0x1000 ^ 0x7000)))
             .unwrap();
         hart.direct_call(0x2000);
         assert_eq!(
-            hart.indirect_target(jump(IndirectKind::Return), 0).unwrap(),
-            Resolution::Known(Some(0x7000)),
+            hart.indirect_target(jump(IndirectKind::Return), 0),
+            IndirectTarget::Known(Some(0x7000)),
             "the message's address, not the stack's"
         );
         hart.placed(0, 0x100, RangeEnd::Return);
         end(&mut hart, Some(0x7000));
-        hart.apply(&message(8, Body::DirectBranch { icnt: 10 }))
+        hart.apply(message(8, Body::DirectBranch { icnt: 10 }))
             .unwrap();
-        let error = hart
-            .indirect_target(jump(IndirectKind::Return), 4)
-            .unwrap_err();
-        assert!(matches!(error, FlowError::UnknownTarget { .. }), "{error}");
+        assert_eq!(
+            hart.indirect_target(jump(IndirectKind::Return), 4),
+            IndirectTarget::Unknown
+        );
+    }
+
+    #[test]
+    fn a_direct_branch_message_cannot_end_at_a_jump() {
+        let mut hart = synced_at(0x1000);
+        hart.apply(message(0x90, Body::DirectBranch { icnt: 4 }))
+            .unwrap();
+        let other = jump(IndirectKind::Other);
+        let answer = hart.indirect_target(other, 0);
+        assert_eq!(answer, IndirectTarget::NotABranch);
+        let error = hart.jump_error(other, answer);
+        assert!(
+            matches!(
+                error,
+                FlowError::NotABranch {
+                    offset: 0x90,
+                    address: 0x100
+                }
+            ),
+            "{error}"
+        );
     }
 
     #[test]
     fn an_indirect_jump_at_the_end_of_resource_full_icnt_waits_for_the_next_message() {
         let mut hart = synced_at(0x1000);
         let full = Body::ResourceFull(ResourceFull::IcntOverflow { icnt: 4 });
-        hart.apply(&message(4, full)).unwrap();
+        hart.apply(message(4, full)).unwrap();
         assert_eq!(
-            hart.indirect_target(jump(IndirectKind::Other), 0).unwrap(),
-            Resolution::WaitForMessage
+            hart.indirect_target(jump(IndirectKind::Other), 0),
+            IndirectTarget::WaitForMessage
         );
     }
 
     #[test]
     fn a_sync_resetting_the_encoder_empties_the_return_stack() {
         let mut hart = synced_at(0x1000);
-        hart.apply(&message(4, Body::DirectBranch { icnt: 10 }))
+        hart.apply(message(4, Body::DirectBranch { icnt: 10 }))
             .unwrap();
         hart.direct_call(0x2000);
         hart.placed(0, 0x1000, RangeEnd::BranchTaken);
@@ -1243,11 +1282,14 @@ mod tests {
             icnt: 0,
             faddr: 0x1100,
         };
-        hart.apply(&message(8, reset)).unwrap();
+        hart.apply(message(8, reset)).unwrap();
         end(&mut hart, Some(0x1100));
-        hart.apply(&message(12, Body::DirectBranch { icnt: 10 }))
+        hart.apply(message(12, Body::DirectBranch { icnt: 10 }))
             .unwrap();
-        assert!(hart.indirect_target(jump(IndirectKind::Return), 4).is_err());
+        assert_eq!(
+            hart.indirect_target(jump(IndirectKind::Return), 4),
+            IndirectTarget::Unknown
+        );
     }
 
     #[test]
@@ -1259,7 +1301,7 @@ mod tests {
             uaddr: 0x10,
             hist: 0b1011,
         };
-        hart.apply(&message(4, hist_branch)).unwrap();
+        hart.apply(message(4, hist_branch)).unwrap();
         hart.unsync();
         assert_eq!(hart.pending_units(), 0);
         assert!(!hart.has_end());

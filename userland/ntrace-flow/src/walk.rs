@@ -8,7 +8,7 @@ use trace_elements::{ElementKind, RangeEnd, TraceElement};
 use crate::block::{
     Block, BlockCache, BlockError, FileDecodeInfo, IndirectKind, Terminator, NO_BLOCK,
 };
-use crate::event::{HartEvents, IndirectJump, Resolution};
+use crate::event::{HartEvents, IndirectJump, IndirectTarget, Resolution};
 use crate::FlowError;
 
 /// A produced element with the block its range came from (`NO_BLOCK` otherwise).
@@ -149,13 +149,18 @@ impl<'a> BlockWalk<'a> {
         let Some(pc) = hart.position.pc else {
             return Err(FlowError::UnknownAddress { offset });
         };
-        let index = self.block_at(&mut hart.position, pc, offset)?;
+        let index = match self.block_at(&mut hart.position, pc) {
+            Ok(index) => index,
+            Err(error) => return Err(block_error(error, offset, pc)),
+        };
         let block = &self.cache.blocks[index as usize];
         let Some(remaining) = units.checked_sub(u64::from(block.units)) else {
             return self.walk_inside(hart, index, units, ready);
         };
-        let Some(transfer) = leave(&mut hart.events, block, remaining)? else {
-            return Ok(Stepped::Pause);
+        let transfer = match leave(&mut hart.events, block, remaining) {
+            Exit::Transfer(transfer) => transfer,
+            Exit::WaitForMessage => return Ok(Stepped::Pause),
+            Exit::Failed(jump, answer) => return Err(hart.events.jump_error(jump, answer)),
         };
         let position = &mut hart.position;
         position.pc = transfer.next;
@@ -194,22 +199,14 @@ impl<'a> BlockWalk<'a> {
     /// The block starting at the hart's pc: from the previous block's link, or looked up
     /// (and then linked from the previous block).
     #[inline(always)]
-    fn block_at(
-        &mut self,
-        position: &mut Position,
-        pc: u64,
-        offset: u64,
-    ) -> Result<u32, FlowError> {
+    fn block_at(&mut self, position: &mut Position, pc: u64) -> Result<u32, BlockError> {
         let linked = position.block;
         position.block = NO_BLOCK;
         let link = position.link.take();
         if linked != NO_BLOCK {
             return Ok(linked);
         }
-        let index = self
-            .cache
-            .lookup(self.image, &self.files, pc)
-            .map_err(|error| block_error(error, offset, pc))?;
+        let index = self.cache.lookup(self.image, &self.files, pc)?;
         if let Some(link) = link {
             self.cache.blocks[link.block as usize].successors[link.successor as usize] = index;
         }
@@ -297,6 +294,7 @@ impl<'a> BlockWalk<'a> {
     }
 }
 
+#[cold]
 fn block_error(error: BlockError, offset: u64, address: u64) -> FlowError {
     match error {
         BlockError::Unmapped => FlowError::Unmapped { offset, address },
@@ -305,14 +303,21 @@ fn block_error(error: BlockError, offset: u64, address: u64) -> FlowError {
     }
 }
 
+/// How control leaves a block: a small value, so that the per-block walk keeps it in
+/// registers (a `Result` carrying a `FlowError` would not be).
+#[derive(Clone, Copy, Debug)]
+enum Exit {
+    Transfer(Transfer),
+    /// Only the next message can tell.
+    WaitForMessage,
+    /// The block ends with an indirect jump the event layer could not resolve.
+    Failed(IndirectJump, IndirectTarget),
+}
+
 /// How control leaves `block` when the walk covers it entirely, with `remaining` units
-/// after it; `None` when only the next message can tell.
+/// after it.
 #[inline(always)]
-fn leave(
-    events: &mut HartEvents,
-    block: &Block,
-    remaining: u64,
-) -> Result<Option<Transfer>, FlowError> {
+fn leave(events: &mut HartEvents, block: &Block, remaining: u64) -> Exit {
     let transfer = match block.terminator {
         Terminator::Fallthrough => Transfer {
             next: Some(block.next),
@@ -320,7 +325,7 @@ fn leave(
             successor: Some(Successor::Next),
         },
         Terminator::Branch { target } => match events.branch_taken(remaining) {
-            Resolution::WaitForMessage => return Ok(None),
+            Resolution::WaitForMessage => return Exit::WaitForMessage,
             Resolution::Known(true) => Transfer {
                 next: Some(target),
                 end: RangeEnd::BranchTaken,
@@ -366,17 +371,20 @@ fn leave(
                 inferred_target,
                 links,
             };
-            match events.indirect_target(jump, remaining)? {
-                Resolution::WaitForMessage => return Ok(None),
-                Resolution::Known(next) => Transfer {
+            match events.indirect_target(jump, remaining) {
+                IndirectTarget::Known(next) => Transfer {
                     next,
                     end: indirect_end(kind),
                     successor: None,
                 },
+                IndirectTarget::WaitForMessage => return Exit::WaitForMessage,
+                failed @ (IndirectTarget::NotABranch | IndirectTarget::Unknown) => {
+                    return Exit::Failed(jump, failed)
+                }
             }
         }
     };
-    Ok(Some(transfer))
+    Exit::Transfer(transfer)
 }
 
 fn indirect_end(kind: IndirectKind) -> RangeEnd {
