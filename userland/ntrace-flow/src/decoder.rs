@@ -336,9 +336,8 @@ impl<'a> FlowDecoder<'a> {
             .push((TraceElement { hart, offset, kind }, NO_BLOCK));
     }
 
-    /// Hands a message to its hart's event layer and reports the event. Kept out of line:
-    /// once per message, it would crowd the registers of the per-block loop in `refill`.
-    #[inline(never)]
+    /// Hands a message to its hart's event layer and reports the event.
+    #[inline(always)]
     fn apply(&mut self, hart: usize, message: Message) -> Result<(), FlowError> {
         self.statistics.messages += 1;
         if message.is_sync() {

@@ -246,7 +246,10 @@ impl HartEvents {
 
     /// Applies one message of this hart. An error leaves the hart for the caller to
     /// [`unsync`](Self::unsync).
+    #[inline(always)]
     pub(crate) fn apply(&mut self, message: Message) -> Result<Event, FlowError> {
+        // The helpers take fields, not the message: a message kept whole in memory costs
+        // a store-forwarding stall per message on x86.
         let offset = message.offset;
         match message.body {
             Body::Error { etype, ecode } => {
@@ -260,9 +263,9 @@ impl HartEvents {
             _ => {}
         }
         if self.sync != SyncState::Synced {
-            return Ok(self.synchronize(&message));
+            return Ok(self.synchronize(sync_address(&message.body), message.timestamp));
         }
-        self.pending_time = self.time_of(&message)?;
+        self.pending_time = self.time_of(offset, message.timestamp, message.is_sync())?;
         match message.body {
             Body::Ownership { process } => {
                 // PROCESS FORMAT (spec Table 12): 2 carries scontext, 3 hcontext.
@@ -352,7 +355,7 @@ impl HartEvents {
                 };
                 self.arm_branch(offset, icnt, Some(hist), end)
             }
-            Body::ResourceFull(resource) => self.resource_full(&message, resource),
+            Body::ResourceFull(resource) => self.resource_full(offset, resource),
             Body::RepeatBranch { bcnt } => self.repeat_branch(offset, bcnt),
             Body::ProgTraceCorrelation {
                 evcode,
@@ -368,8 +371,8 @@ impl HartEvents {
 
     /// A message while not synchronised: only a synchronisation message starts decoding
     /// (its I-CNT and HIST cover instructions before its address, which are unknown).
-    fn synchronize(&mut self, message: &Message) -> Event {
-        let Some(address) = sync_address(&message.body) else {
+    fn synchronize(&mut self, address: Option<u64>, timestamp: Option<u64>) -> Event {
+        let Some(address) = address else {
             return Event::BeforeSync;
         };
         self.unsync();
@@ -380,8 +383,8 @@ impl HartEvents {
         self.sync = SyncState::Synced;
         self.last_address = address;
         // A synchronisation message's timestamp is absolute: it cannot overflow.
-        self.pending_time = message.timestamp;
-        if let Some(time) = message.timestamp {
+        self.pending_time = timestamp;
+        if let Some(time) = timestamp {
             self.time = time;
         }
         Event::TraceOn { address, reason }
@@ -389,18 +392,21 @@ impl HartEvents {
 
     /// The time of a message of a synchronised hart: absolute in synchronisation
     /// messages, relative to the previous message otherwise (spec 8.7).
-    fn time_of(&mut self, message: &Message) -> Result<Option<u64>, FlowError> {
-        let Some(stamp) = message.timestamp else {
+    fn time_of(
+        &mut self,
+        offset: u64,
+        timestamp: Option<u64>,
+        is_sync: bool,
+    ) -> Result<Option<u64>, FlowError> {
+        let Some(stamp) = timestamp else {
             return Ok(None);
         };
-        self.time = if message.is_sync() {
+        self.time = if is_sync {
             stamp
         } else {
             self.time
                 .checked_add(stamp)
-                .ok_or(FlowError::TimestampOverflow {
-                    offset: message.offset,
-                })?
+                .ok_or(FlowError::TimestampOverflow { offset })?
         };
         Ok(Some(self.time))
     }
@@ -411,12 +417,7 @@ impl HartEvents {
         self.last_address
     }
 
-    fn resource_full(
-        &mut self,
-        message: &Message,
-        resource: ResourceFull,
-    ) -> Result<Event, FlowError> {
-        let offset = message.offset;
+    fn resource_full(&mut self, offset: u64, resource: ResourceFull) -> Result<Event, FlowError> {
         match resource {
             ResourceFull::IcntOverflow { icnt } => self.arm(offset, icnt, None, None),
             ResourceFull::HistOverflow { hist } => self.arm(offset, 0, Some(hist), None),
@@ -428,7 +429,7 @@ impl HartEvents {
             }
             // Reserved or vendor RCODE: surfaced under its TCODE, flow unchanged.
             ResourceFull::Other { .. } => Ok(Event::Unhandled {
-                code: message.tcode(),
+                code: ntrace_message::tcode::RESOURCE_FULL,
             }),
         }
     }
