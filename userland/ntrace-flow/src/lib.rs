@@ -1,7 +1,13 @@
 //! RISC-V N-Trace flow reconstruction.
 //!
 //! [`FlowDecoder`] turns an N-Trace byte stream plus the code that ran into
-//! protocol-free [`trace_elements::TraceElement`]s; [`TraceEncoder`] is the opposite: a
+//! protocol-free [`trace_elements::TraceElement`]s. Its layers follow libipt's: the
+//! message decoder (`ntrace-message`, libipt's packets); the event layer (`event`,
+//! libipt's query layer: per-hart address reconstruction, HIST, I-CNT, timestamps and
+//! the implicit-return stack, with no knowledge of the code); the block walk (`walk`
+//! over `block`'s cached basic blocks, libipt's block decoder), which asks the event layer
+//! what the code cannot say. What to do after an error is an option ([`Recovery`]):
+//! return it, or report a gap and resynchronise. [`TraceEncoder`] is the opposite: a
 //! model of a trace encoder that turns a retired-instruction stream into N-Trace bytes,
 //! used by tests and for emulating hardware.
 //!
@@ -13,14 +19,17 @@
 mod block;
 mod decoder;
 mod encoder;
+mod event;
 mod history;
 mod return_stack;
+mod walk;
 
 pub use block::FileDecodeInfo;
 pub use decoder::{FlowDecoder, FlowStatistics};
 pub use encoder::{BranchMode, EncodeError, EncoderOptions, EncoderStatistics, TraceEncoder};
 
 use ntrace_message::{MessageError, MessageOptions};
+use trace_elements::DecodeFailure;
 
 /// Return-stack depth the decoder assumes by default: the spec's maximum (9.2).
 pub const DEFAULT_RETURN_STACK_DEPTH: usize = 32;
@@ -37,6 +46,26 @@ pub struct DecoderOptions {
     /// the flow, counts instructions (`FlowStatistics::instructions`) and keeps the block
     /// profile, and still reports every other element: the fast path for summaries.
     pub instruction_ranges: bool,
+    /// What the decoder does after an error.
+    pub recovery: Recovery,
+}
+
+/// What [`FlowDecoder`] does when a message is corrupt or the trace disagrees with the
+/// code. Either way the harts affected (every hart for an unreadable message, since its
+/// SRC is unknown) forget their flow and wait for their next synchronisation message,
+/// so decoding can go on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Recovery {
+    /// `next_element` returns the error (after the elements before it); calling it again
+    /// resumes at the next synchronisation message. The caller decides.
+    #[default]
+    ReturnError,
+    /// The error becomes an [`trace_elements::ElementKind::Gap`] element at its byte
+    /// offset (`GapReason::DecodeError`, for each hart that lost its flow) and decoding
+    /// resumes at the next synchronisation message; [`FlowDecoder::last_recovered_error`]
+    /// gives the error itself.
+    Resync,
 }
 
 impl Default for DecoderOptions {
@@ -45,6 +74,7 @@ impl Default for DecoderOptions {
             message: MessageOptions::default(),
             return_stack_depth: DEFAULT_RETURN_STACK_DEPTH,
             instruction_ranges: true,
+            recovery: Recovery::ReturnError,
         }
     }
 }
@@ -62,6 +92,11 @@ impl DecoderOptions {
 
     pub fn with_instruction_ranges(mut self, ranges: bool) -> Self {
         self.instruction_ranges = ranges;
+        self
+    }
+
+    pub fn with_recovery(mut self, recovery: Recovery) -> Self {
+        self.recovery = recovery;
         self
     }
 }
@@ -103,6 +138,8 @@ pub enum FlowError {
     IcntOverflow { offset: u64 },
     #[error("at byte offset {offset:#x}: RepeatBranch without a preceding branch message")]
     RepeatWithoutBranch { offset: u64 },
+    #[error("at byte offset {offset:#x}: the relative timestamp takes the time past 64 bits")]
+    TimestampOverflow { offset: u64 },
 }
 
 impl FlowError {
@@ -121,7 +158,28 @@ impl FlowError {
             | FlowError::HistoryLeft { offset, .. }
             | FlowError::MissingStopBit { offset }
             | FlowError::IcntOverflow { offset }
-            | FlowError::RepeatWithoutBranch { offset } => offset,
+            | FlowError::RepeatWithoutBranch { offset }
+            | FlowError::TimestampOverflow { offset } => offset,
+        }
+    }
+
+    /// The protocol-free reason reported in a gap element.
+    pub fn failure(&self) -> DecodeFailure {
+        match *self {
+            // A HIST field without its stop bit is a malformed field, not a disagreement.
+            FlowError::Message(_) | FlowError::MissingStopBit { .. } => DecodeFailure::CorruptData,
+            FlowError::Unmapped { address, .. }
+            | FlowError::Undecodable { address, .. }
+            | FlowError::Misaligned { address, .. } => DecodeFailure::NoCode { address },
+            FlowError::IcntInsideInstruction { .. }
+            | FlowError::UnknownTarget { .. }
+            | FlowError::NotABranch { .. }
+            | FlowError::UnknownAddress { .. }
+            | FlowError::AddressMismatch { .. }
+            | FlowError::HistoryLeft { .. }
+            | FlowError::IcntOverflow { .. }
+            | FlowError::RepeatWithoutBranch { .. }
+            | FlowError::TimestampOverflow { .. } => DecodeFailure::Inconsistent,
         }
     }
 }

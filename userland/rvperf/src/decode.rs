@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use code_image::{load_elf, CodeImage, ElfInfo, Xlen};
-use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
+use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError, Recovery};
 use ntrace_message::{dump_message, AddressWidth, MessageDecoder, MessageOptions};
 use symbolize::{FunctionSymbol, FunctionTable, ObjectSymbolizer};
-use trace_elements::{ElementKind, RangeEnd, TraceElement};
+use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
 
 use crate::output::LineWriter;
 use crate::trace_file::TraceFile;
@@ -339,147 +339,29 @@ fn decode_flow(
     trace_name: &str,
 ) -> Result<()> {
     let started = Instant::now();
+    // The decoder resynchronises after an error and reports it as a gap; `print_elements`
+    // decides which gaps are fatal.
+    let options = options.with_recovery(Recovery::Resync);
     let mut decoder = FlowDecoder::new(trace.bytes(), &code.image, code.files.clone(), options);
     // Resident memory stays bounded however long the trace: a helper thread gives the
     // mapped pages the decoder has passed back to the kernel (the summary path can run
     // through the whole trace inside one decoder call).
     let progress = decoder.progress();
     let done = AtomicBool::new(false);
-    let walked = std::thread::scope(|scope| {
+    let printed = std::thread::scope(|scope| {
         scope.spawn(|| {
             while !done.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(10));
                 trace.release_before(progress.load(Ordering::Relaxed));
             }
         });
-        let walked = (|| -> Result<()> {
-            let mut skipped_garbage = false;
-            let mut pcs: Vec<u64> = Vec::with_capacity(64);
-            let mut line = String::new();
-            loop {
-                // Matching on a reference keeps the element where the decoder wrote it: copying it
-                // out costs a store-forwarding stall per element on x86.
-                let result = decoder.next_element();
-                let element = match &result {
-                    Ok(Some(element)) => element,
-                    Ok(None) => break,
-                    Err(error) => {
-                        // A wrapped trace buffer starts inside a message: bytes before the first
-                        // synchronisation that do not parse are skipped, and said so.
-                        if matches!(error, FlowError::Message(_))
-                            && decoder.statistics().sync_messages == 0
-                        {
-                            if !skipped_garbage {
-                                eprintln!("rvperf: warning: {trace_name}: skipping undecodable bytes before the first synchronisation ({error})");
-                                skipped_garbage = true;
-                            }
-                            continue;
-                        }
-                        bail!("{trace_name}: {error}");
-                    }
-                };
-                match element.kind {
-                    ElementKind::InstructionRange {
-                        start,
-                        last,
-                        instructions: count,
-                        end,
-                        ..
-                    } => match mode {
-                        Output::Summary | Output::Messages => {}
-                        Output::Pcs => {
-                            pcs.clear();
-                            decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
-                            for &pc in &pcs {
-                                if multi_hart {
-                                    out.text(&element.hart.to_string());
-                                    out.text(" ");
-                                }
-                                out.hex_line(pc)?;
-                            }
-                        }
-                        Output::Blocks => {
-                            line.clear();
-                            if multi_hart {
-                                line.push_str(&format!("{} ", element.hart));
-                            }
-                            let function = code
-                                .symbols
-                                .lookup(start)
-                                .map(|(symbol, _)| symbol.name.as_str());
-                            line.push_str(&format!(
-                                "{start:#x}..{last:#x} {count:>3} {:<16} {}\n",
-                                range_end_name(end),
-                                function.unwrap_or("?")
-                            ));
-                            out.text(&line);
-                            out.maybe_flush()?;
-                        }
-                        Output::Insns => {
-                            pcs.clear();
-                            decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
-                            for &pc in &pcs {
-                                line.clear();
-                                if multi_hart {
-                                    line.push_str(&format!("{} ", element.hart));
-                                }
-                                let place = match code.symbols.lookup(pc) {
-                                    Some((symbol, offset)) => {
-                                        format!("{}+{offset:#x}", symbol.name)
-                                    }
-                                    None => "?".to_owned(),
-                                };
-                                let file = code
-                                    .image
-                                    .segment_index(pc)
-                                    .and_then(|index| code.image.segment(index))
-                                    .map(|segment| segment.file)
-                                    .unwrap_or(0);
-                                let options = code
-                                    .files
-                                    .get(file)
-                                    .map(|info| info.options)
-                                    .unwrap_or_default();
-                                let mut raw = [0u8; 4];
-                                code.image.read(pc, &mut raw);
-                                let text =
-                                    match riscv_insn::decode(u32::from_le_bytes(raw), options) {
-                                        Ok(instruction) if instruction.length == 2 => {
-                                            format!(
-                                                "{:04x}      {instruction}",
-                                                instruction.raw & 0xffff
-                                            )
-                                        }
-                                        Ok(instruction) => {
-                                            format!("{:08x}  {instruction}", instruction.raw)
-                                        }
-                                        Err(_) => "(undecodable)".to_owned(),
-                                    };
-                                line.push_str(&format!("{pc:#x}  {place:<32} {text}\n"));
-                                out.text(&line);
-                                out.maybe_flush()?;
-                            }
-                        }
-                    },
-                    _ => {
-                        if matches!(mode, Output::Blocks | Output::Insns) {
-                            if let Some(text) = event_text(element) {
-                                out.text(&text);
-                                out.text("\n");
-                            }
-                        }
-                    }
-                }
-            }
-            Ok(())
-        })();
+        let printed = print_elements(&mut decoder, code, mode, multi_hart, out, trace_name);
         done.store(true, Ordering::Relaxed);
-        walked
+        printed
     });
-    walked?;
+    printed?;
     let elapsed = started.elapsed();
     let statistics = decoder.statistics();
-    let instructions = statistics.instructions;
     if statistics.unresolved_units_at_end > 0 {
         eprintln!(
             "rvperf: warning: {trace_name}: the trace ends with {} I-CNT units (16-bit instruction units) not followed by a message that places them; those instructions are not shown",
@@ -493,45 +375,192 @@ fn decode_flow(
         );
     }
     if mode == Output::Summary {
-        let seconds = elapsed.as_secs_f64().max(1e-9);
-        let bytes = trace.bytes().len() as f64;
-        out.text(&format!("trace:               {trace_name}\n"));
-        out.text(&format!("trace bytes:         {}\n", trace.bytes().len()));
-        out.text(&format!("messages:            {}\n", statistics.messages));
-        out.text(&format!(
-            "sync messages:       {}\n",
-            statistics.sync_messages
-        ));
-        if statistics.messages_before_sync > 0 {
-            out.text(&format!(
-                "skipped before sync: {} messages\n",
-                statistics.messages_before_sync
-            ));
-        }
-        if statistics.gaps > 0 {
-            out.text(&format!("gaps (lost trace):   {}\n", statistics.gaps));
-        }
-        if statistics.vendor_or_reserved_messages > 0 {
-            out.text(&format!(
-                "vendor/reserved:     {} messages\n",
-                statistics.vendor_or_reserved_messages
-            ));
-        }
-        out.text(&format!("instructions:        {instructions}\n"));
-        out.text(&format!("idle bytes:          {}\n", decoder.idle_bytes()));
-        out.text(&format!(
-            "code blocks decoded: {}\n",
-            statistics.blocks_decoded
-        ));
-        out.text(&format!(
-            "decode time:         {:.3} s ({:.1} M instructions/s, {:.1} MB/s of trace)\n",
-            seconds,
-            instructions as f64 / seconds / 1e6,
-            bytes / seconds / 1e6
-        ));
-        write_hottest_functions(&decoder, code, instructions, out);
+        write_summary(&decoder, code, trace, trace_name, elapsed, out);
     }
     Ok(())
+}
+
+/// Prints every element of the trace as `mode` wants. A gap the decoder reports for
+/// undecodable bytes before the first synchronisation (a wrapped trace buffer starts
+/// inside a message) is a warning; any other decode error ends the decode.
+fn print_elements(
+    decoder: &mut FlowDecoder<'_>,
+    code: &LoadedCode,
+    mode: Output,
+    multi_hart: bool,
+    out: &mut LineWriter<impl Write>,
+    trace_name: &str,
+) -> Result<()> {
+    let mut skipped_garbage = false;
+    let mut pcs: Vec<u64> = Vec::with_capacity(64);
+    let mut line = String::new();
+    loop {
+        // Matching on a reference keeps the element where the decoder wrote it: copying it
+        // out costs a store-forwarding stall per element on x86.
+        let result = decoder.next_element();
+        let element = match &result {
+            Ok(Some(element)) => element,
+            Ok(None) => return Ok(()),
+            Err(error) => bail!("{trace_name}: {error}"),
+        };
+        match element.kind {
+            ElementKind::InstructionRange {
+                start,
+                last,
+                instructions: count,
+                end,
+                ..
+            } => match mode {
+                Output::Summary | Output::Messages => {}
+                Output::Pcs => {
+                    pcs.clear();
+                    decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
+                    for &pc in &pcs {
+                        if multi_hart {
+                            out.text(&element.hart.to_string());
+                            out.text(" ");
+                        }
+                        out.hex_line(pc)?;
+                    }
+                }
+                Output::Blocks => {
+                    line.clear();
+                    if multi_hart {
+                        line.push_str(&format!("{} ", element.hart));
+                    }
+                    let function = code
+                        .symbols
+                        .lookup(start)
+                        .map(|(symbol, _)| symbol.name.as_str());
+                    line.push_str(&format!(
+                        "{start:#x}..{last:#x} {count:>3} {:<16} {}\n",
+                        range_end_name(end),
+                        function.unwrap_or("?")
+                    ));
+                    out.text(&line);
+                    out.maybe_flush()?;
+                }
+                Output::Insns => {
+                    pcs.clear();
+                    decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
+                    for &pc in &pcs {
+                        line.clear();
+                        if multi_hart {
+                            line.push_str(&format!("{} ", element.hart));
+                        }
+                        instruction_line(code, pc, &mut line);
+                        out.text(&line);
+                        out.maybe_flush()?;
+                    }
+                }
+            },
+            ElementKind::Gap {
+                reason: GapReason::DecodeError { .. },
+            } => {
+                let Some(error) = decoder.last_recovered_error() else {
+                    bail!(
+                        "{trace_name}: undecodable trace at byte offset {:#x}",
+                        element.offset
+                    );
+                };
+                if !(matches!(error, FlowError::Message(_))
+                    && decoder.statistics().sync_messages == 0)
+                {
+                    bail!("{trace_name}: {error}");
+                }
+                if !skipped_garbage {
+                    eprintln!("rvperf: warning: {trace_name}: skipping undecodable bytes before the first synchronisation ({error})");
+                    skipped_garbage = true;
+                }
+            }
+            _ => {
+                if matches!(mode, Output::Blocks | Output::Insns) {
+                    if let Some(text) = event_text(element) {
+                        out.text(&text);
+                        out.text("\n");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `pc  function+offset  encoding  disassembly` (insns output), appended to `line`.
+fn instruction_line(code: &LoadedCode, pc: u64, line: &mut String) {
+    let place = match code.symbols.lookup(pc) {
+        Some((symbol, offset)) => format!("{}+{offset:#x}", symbol.name),
+        None => "?".to_owned(),
+    };
+    let file = code
+        .image
+        .segment_index(pc)
+        .and_then(|index| code.image.segment(index))
+        .map(|segment| segment.file)
+        .unwrap_or(0);
+    let options = code
+        .files
+        .get(file)
+        .map(|info| info.options)
+        .unwrap_or_default();
+    let mut raw = [0u8; 4];
+    code.image.read(pc, &mut raw);
+    let text = match riscv_insn::decode(u32::from_le_bytes(raw), options) {
+        Ok(instruction) if instruction.length == 2 => {
+            format!("{:04x}      {instruction}", instruction.raw & 0xffff)
+        }
+        Ok(instruction) => format!("{:08x}  {instruction}", instruction.raw),
+        Err(_) => "(undecodable)".to_owned(),
+    };
+    line.push_str(&format!("{pc:#x}  {place:<32} {text}\n"));
+}
+
+fn write_summary(
+    decoder: &FlowDecoder<'_>,
+    code: &LoadedCode,
+    trace: &TraceFile,
+    trace_name: &str,
+    elapsed: Duration,
+    out: &mut LineWriter<impl Write>,
+) {
+    let statistics = decoder.statistics();
+    let instructions = statistics.instructions;
+    let seconds = elapsed.as_secs_f64().max(1e-9);
+    let bytes = trace.bytes().len() as f64;
+    out.text(&format!("trace:               {trace_name}\n"));
+    out.text(&format!("trace bytes:         {}\n", trace.bytes().len()));
+    out.text(&format!("messages:            {}\n", statistics.messages));
+    out.text(&format!(
+        "sync messages:       {}\n",
+        statistics.sync_messages
+    ));
+    if statistics.messages_before_sync > 0 {
+        out.text(&format!(
+            "skipped before sync: {} messages\n",
+            statistics.messages_before_sync
+        ));
+    }
+    if statistics.gaps > 0 {
+        out.text(&format!("gaps (lost trace):   {}\n", statistics.gaps));
+    }
+    if statistics.vendor_or_reserved_messages > 0 {
+        out.text(&format!(
+            "vendor/reserved:     {} messages\n",
+            statistics.vendor_or_reserved_messages
+        ));
+    }
+    out.text(&format!("instructions:        {instructions}\n"));
+    out.text(&format!("idle bytes:          {}\n", decoder.idle_bytes()));
+    out.text(&format!(
+        "code blocks decoded: {}\n",
+        statistics.blocks_decoded
+    ));
+    out.text(&format!(
+        "decode time:         {:.3} s ({:.1} M instructions/s, {:.1} MB/s of trace)\n",
+        seconds,
+        instructions as f64 / seconds / 1e6,
+        bytes / seconds / 1e6
+    ));
+    write_hottest_functions(decoder, code, instructions, out);
 }
 
 fn write_hottest_functions(

@@ -78,8 +78,24 @@ pub enum Context {
 pub enum GapReason {
     /// The encoder reported lost messages (N-Trace Error message: ETYPE and ECODE).
     EncoderOverflow { error_type: u8, error_code: u64 },
-    /// The decoder could not follow the trace and skipped to the next synchronisation point.
-    DecodeError,
+    /// The decoder could not follow the trace at the element's offset and skipped to the
+    /// next synchronisation point.
+    DecodeError { cause: DecodeFailure },
+}
+
+/// Why a decoder could not follow the trace, in terms every protocol shares (the decoder's
+/// own error type says more).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DecodeFailure {
+    /// The bytes at the offset are not a valid message: corrupt, or cut short.
+    CorruptData,
+    /// The trace leads to `address`, where the code gives no instruction (outside every
+    /// file, undecodable, or misaligned).
+    NoCode { address: u64 },
+    /// The trace disagrees with the code or with itself: instruction counts, branch
+    /// outcomes, reported addresses, the return stack, counters that overflow.
+    Inconsistent,
 }
 
 /// One thing the traced hart did, in execution order.

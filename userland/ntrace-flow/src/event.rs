@@ -1,0 +1,1339 @@
+//! The event layer (libipt's query layer): one hart's reading of its messages, with no
+//! knowledge of the code.
+//!
+//! [`HartEvents::apply`] turns each message into an [`Event`] and keeps what the message
+//! stream alone determines: synchronisation, the U-ADDR reference address (spec 8.1), the
+//! timestamp (8.7), the HIST bits queue (8.3, 9.3), the I-CNT units not yet walked, how the
+//! armed walk must end, and RepeatBranch (7.11). The block walk then asks this layer the
+//! questions the code raises, as libipt's block decoder queries its query decoder: was
+//! this conditional branch taken ([`HartEvents::branch_taken`]), where does this indirect
+//! jump go ([`HartEvents::indirect_target`], which owns the implicit-return stack of 9.2),
+//! and, once the I-CNT is used up, does the walk agree with the message that armed it
+//! ([`HartEvents::end_walk`]). Every method is small and inlinable: the walk calls them
+//! once per block.
+
+use ntrace_message::{Body, BranchType, Message, ResourceFull, SyncReason};
+use trace_elements::{Context, ElementKind, RangeEnd, TraceOffReason, TraceOnReason, TrapKind};
+
+use crate::block::IndirectKind;
+use crate::history::HistoryQueue;
+use crate::return_stack::ReturnStack;
+use crate::FlowError;
+
+/// What a message did to its hart, for the layer above.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// The hart is not synchronised and this is no synchronisation message: skipped.
+    BeforeSync,
+    /// Decoding (re)starts at `address`.
+    TraceOn { address: u64, reason: TraceOnReason },
+    /// The encoder lost trace (an Error message); the hart waits for its next
+    /// synchronisation.
+    Lost { error_type: u8, error_code: u64 },
+    /// A message this layer does not interpret (vendor-defined or reserved), by TCODE.
+    Unhandled { code: u8 },
+    /// Privilege mode or context changed.
+    ContextChange {
+        privilege: u8,
+        virtualized: bool,
+        context: Option<Context>,
+    },
+    /// The message added I-CNT units or HIST bits, or said how the walk ends: walk now.
+    Walk,
+    /// The message changed nothing the walk needs (RepeatBranch with a count of zero).
+    Nothing,
+}
+
+/// How the walk armed by a message ends once its I-CNT is used up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WalkEnd {
+    /// DirectBranch(Sync): the last instruction is a taken conditional branch. The sync
+    /// variant also carries the target, which must agree.
+    TakenBranch {
+        target: Option<u64>,
+        sync: Option<SyncReason>,
+    },
+    /// The next instruction is at `target`: an indirect jump's target when `btype` is
+    /// Indirect, a trap handler otherwise; sync messages say where execution continues.
+    Address {
+        target: u64,
+        btype: BranchType,
+        sync: Option<SyncReason>,
+    },
+    /// ProgTraceCorrelation: trace stopped after the walked instructions.
+    Stop { evcode: u8 },
+}
+
+/// A branch message kept for RepeatBranch (spec 7.11: "repeat handling of previous
+/// branch message B-CNT times").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RepeatableWalk {
+    icnt: u64,
+    hist: Option<u64>,
+    end: WalkEnd,
+}
+
+/// The last instruction the current walk placed, which its end is checked against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LastInstruction {
+    pub(crate) address: u64,
+    /// How control left it; `None` before the walk placed any instruction.
+    pub(crate) end: Option<RangeEnd>,
+}
+
+/// Whether the hart can be decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SyncState {
+    /// No synchronisation message seen yet.
+    NeverSynced,
+    Synced,
+    /// Synchronised once, then lost (error, trace stopped): the next one is a restart.
+    Lost,
+}
+
+/// An indirect jump met by the walk, described without the code image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct IndirectJump {
+    /// Address of the jump instruction.
+    pub(crate) address: u64,
+    /// Address of the instruction after it: the return address when it links.
+    pub(crate) return_address: u64,
+    pub(crate) kind: IndirectKind,
+    /// A target the code gives after all (a constant loaded just before).
+    pub(crate) inferred_target: Option<u64>,
+    /// The jump writes a link register.
+    pub(crate) links: bool,
+}
+
+/// The answer of [`HartEvents::branch_taken`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Resolution<T> {
+    Known(T),
+    /// Only the next message can tell: pause the walk before this instruction.
+    WaitForMessage,
+}
+
+/// The answer of [`HartEvents::indirect_target`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IndirectTarget {
+    /// Execution continues there; `None` when the walk ends at the jump and its target
+    /// is not needed.
+    Known(Option<u64>),
+    /// Only the next message can tell: pause the walk before this jump.
+    WaitForMessage,
+    /// The message says the walk ends at a taken conditional branch, and this is a jump.
+    NotABranch,
+    /// Neither the message, the code nor the return stack gives the target, and the walk
+    /// goes on past the jump.
+    Unknown,
+}
+
+/// Where execution continues after a walk ended as its message said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Resume {
+    /// Where the walk stopped (a taken branch's target, the next instruction).
+    WhereTheWalkStopped,
+    /// At the address the message gave (indirect target, trap handler).
+    At(u64),
+    /// Trace stopped: nowhere until the next synchronisation.
+    Nowhere,
+}
+
+/// What [`HartEvents::end_walk`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WalkEnded {
+    pub(crate) resume: Resume,
+    /// Whether a RepeatBranch armed the same walk again.
+    pub(crate) next: NextWalk,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NextWalk {
+    /// The message is repeated: walk again.
+    Repeat,
+    /// Wait for the next message.
+    Idle,
+}
+
+/// One hart's event state.
+#[derive(Debug)]
+pub(crate) struct HartEvents {
+    /// The hart's SRC.
+    pub(crate) src: u16,
+    sync: SyncState,
+    /// Reference for U-ADDR (spec 8.1): the last address sent or computed from a message.
+    last_address: u64,
+    /// Current time (spec 8.7), in timestamp units.
+    time: u64,
+    /// The time of the message being applied, reported once its walk ends.
+    pending_time: Option<u64>,
+    history: HistoryQueue,
+    stack: ReturnStack,
+    /// I-CNT units received but not yet walked.
+    pending_units: u64,
+    /// Set when the armed walk is a message's own (not only ResourceFull I-CNT).
+    end: Option<WalkEnd>,
+    /// Offset of the message that armed the walk, for its elements and errors.
+    walk_offset: u64,
+    last: LastInstruction,
+    /// The I-CNT and HIST of the branch message whose walk is armed: kept as the message
+    /// to repeat once the walk ends (copying the freshly built walk end at once would
+    /// stall store forwarding, once per message).
+    armed_branch: Option<ArmedBranch>,
+    repeat: Option<RepeatableWalk>,
+    repeats_left: u64,
+}
+
+/// The counts of an armed branch message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ArmedBranch {
+    icnt: u64,
+    hist: Option<u64>,
+}
+
+/// SYNC reasons after which the hart continues as before (markers and periodic
+/// synchronisation); every other reason reports that trace restarted.
+fn is_restart(sync: SyncReason) -> bool {
+    !matches!(
+        sync,
+        SyncReason::EXTERNAL_TRIGGER
+            | SyncReason::PERIODIC
+            | SyncReason::SEQUENTIAL_INSTRUCTION_COUNTER
+            | SyncReason::TRACE_EVENT
+    )
+}
+
+/// The F-ADDR of a synchronisation message (where decoding can start).
+fn sync_address(body: &Body) -> Option<u64> {
+    match *body {
+        Body::ProgTraceSync { faddr, .. }
+        | Body::DirectBranchSync { faddr, .. }
+        | Body::IndirectBranchSync { faddr, .. }
+        | Body::IndirectBranchHistSync { faddr, .. } => Some(faddr),
+        _ => None,
+    }
+}
+
+impl HartEvents {
+    pub(crate) fn new(src: u16, return_stack_depth: usize) -> Self {
+        Self {
+            src,
+            sync: SyncState::NeverSynced,
+            last_address: 0,
+            time: 0,
+            pending_time: None,
+            history: HistoryQueue::default(),
+            stack: ReturnStack::new(return_stack_depth),
+            pending_units: 0,
+            end: None,
+            walk_offset: 0,
+            last: LastInstruction::default(),
+            armed_branch: None,
+            repeat: None,
+            repeats_left: 0,
+        }
+    }
+
+    /// Forgets the flow: the hart waits for its next synchronisation message.
+    pub(crate) fn unsync(&mut self) {
+        if self.sync == SyncState::Synced {
+            self.sync = SyncState::Lost;
+        }
+        self.pending_units = 0;
+        self.end = None;
+        self.history.clear();
+        self.stack.clear();
+        self.armed_branch = None;
+        self.repeat = None;
+        self.repeats_left = 0;
+    }
+
+    pub(crate) fn is_synced(&self) -> bool {
+        self.sync == SyncState::Synced
+    }
+
+    /// Approximate heap bytes held.
+    pub(crate) fn footprint(&self) -> usize {
+        self.history.footprint() + self.stack.footprint()
+    }
+
+    /// Applies one message of this hart. An error leaves the hart for the caller to
+    /// [`unsync`](Self::unsync).
+    #[inline(always)]
+    pub(crate) fn apply(&mut self, message: Message) -> Result<Event, FlowError> {
+        // The helpers take fields, not the message: a message kept whole in memory costs
+        // a store-forwarding stall per message on x86.
+        let offset = message.offset;
+        match message.body {
+            Body::Error { etype, ecode } => {
+                self.unsync();
+                return Ok(Event::Lost {
+                    error_type: etype,
+                    error_code: ecode,
+                });
+            }
+            Body::Other { tcode } => return Ok(Event::Unhandled { code: tcode }),
+            _ => {}
+        }
+        if self.sync != SyncState::Synced {
+            return Ok(self.synchronize(sync_address(&message.body), message.timestamp));
+        }
+        self.pending_time = self.time_of(offset, message.timestamp, message.is_sync())?;
+        match message.body {
+            Body::Ownership { process } => {
+                // PROCESS FORMAT (spec Table 12): 2 carries scontext, 3 hcontext.
+                let context = match process.format {
+                    2 => Some(Context::Process(process.context)),
+                    3 => Some(Context::VirtualMachine(process.context)),
+                    _ => None,
+                };
+                Ok(Event::ContextChange {
+                    privilege: process.privilege,
+                    virtualized: process.virtualized,
+                    context,
+                })
+            }
+            Body::DirectBranch { icnt } => {
+                let end = WalkEnd::TakenBranch {
+                    target: None,
+                    sync: None,
+                };
+                self.arm_branch(offset, icnt, None, end)
+            }
+            Body::IndirectBranch { btype, icnt, uaddr } => {
+                let end = WalkEnd::Address {
+                    target: self.unique_address(uaddr),
+                    btype,
+                    sync: None,
+                };
+                self.arm_branch(offset, icnt, None, end)
+            }
+            Body::IndirectBranchHist {
+                btype,
+                icnt,
+                uaddr,
+                hist,
+            } => {
+                let end = WalkEnd::Address {
+                    target: self.unique_address(uaddr),
+                    btype,
+                    sync: None,
+                };
+                self.arm_branch(offset, icnt, Some(hist), end)
+            }
+            Body::ProgTraceSync { sync, icnt, faddr } => {
+                self.last_address = faddr;
+                let end = WalkEnd::Address {
+                    target: faddr,
+                    btype: BranchType::Indirect,
+                    sync: Some(sync),
+                };
+                // Not a branch message: RepeatBranch does not repeat it.
+                self.armed_branch = None;
+                self.arm(offset, icnt, None, Some(end))
+            }
+            Body::DirectBranchSync { sync, icnt, faddr } => {
+                self.last_address = faddr;
+                let end = WalkEnd::TakenBranch {
+                    target: Some(faddr),
+                    sync: Some(sync),
+                };
+                self.arm_branch(offset, icnt, None, end)
+            }
+            Body::IndirectBranchSync {
+                sync,
+                btype,
+                icnt,
+                faddr,
+            } => {
+                self.last_address = faddr;
+                let end = WalkEnd::Address {
+                    target: faddr,
+                    btype,
+                    sync: Some(sync),
+                };
+                self.arm_branch(offset, icnt, None, end)
+            }
+            Body::IndirectBranchHistSync {
+                sync,
+                btype,
+                icnt,
+                faddr,
+                hist,
+            } => {
+                self.last_address = faddr;
+                let end = WalkEnd::Address {
+                    target: faddr,
+                    btype,
+                    sync: Some(sync),
+                };
+                self.arm_branch(offset, icnt, Some(hist), end)
+            }
+            Body::ResourceFull(resource) => self.resource_full(offset, resource),
+            Body::RepeatBranch { bcnt } => self.repeat_branch(offset, bcnt),
+            Body::ProgTraceCorrelation {
+                evcode,
+                cdf: _,
+                icnt,
+                hist,
+            } => {
+                self.armed_branch = None;
+                self.arm(offset, icnt, hist, Some(WalkEnd::Stop { evcode }))
+            }
+            // Error and Other were handled before the synchronisation check; `Body` is
+            // non-exhaustive, and a message kind this layer does not know changes nothing.
+            _ => Ok(Event::Nothing),
+        }
+    }
+
+    /// A message while not synchronised: only a synchronisation message starts decoding
+    /// (its I-CNT and HIST cover instructions before its address, which are unknown).
+    fn synchronize(&mut self, address: Option<u64>, timestamp: Option<u64>) -> Event {
+        let Some(address) = address else {
+            return Event::BeforeSync;
+        };
+        self.unsync();
+        let reason = match self.sync {
+            SyncState::NeverSynced => TraceOnReason::Start,
+            SyncState::Synced | SyncState::Lost => TraceOnReason::Restart,
+        };
+        self.sync = SyncState::Synced;
+        self.last_address = address;
+        // A synchronisation message's timestamp is absolute: it cannot overflow.
+        self.pending_time = timestamp;
+        if let Some(time) = timestamp {
+            self.time = time;
+        }
+        Event::TraceOn { address, reason }
+    }
+
+    /// The time of a message of a synchronised hart: absolute in synchronisation
+    /// messages, relative to the previous message otherwise (spec 8.7).
+    fn time_of(
+        &mut self,
+        offset: u64,
+        timestamp: Option<u64>,
+        is_sync: bool,
+    ) -> Result<Option<u64>, FlowError> {
+        let Some(stamp) = timestamp else {
+            return Ok(None);
+        };
+        self.time = if is_sync {
+            stamp
+        } else {
+            self.time
+                .checked_add(stamp)
+                .ok_or(FlowError::TimestampOverflow { offset })?
+        };
+        Ok(Some(self.time))
+    }
+
+    /// U-ADDR (spec 8.1): the changed low bits, XORed into the previous address.
+    fn unique_address(&mut self, uaddr: u64) -> u64 {
+        self.last_address ^= uaddr;
+        self.last_address
+    }
+
+    fn resource_full(&mut self, offset: u64, resource: ResourceFull) -> Result<Event, FlowError> {
+        match resource {
+            ResourceFull::IcntOverflow { icnt } => self.arm(offset, icnt, None, None),
+            ResourceFull::HistOverflow { hist } => self.arm(offset, 0, Some(hist), None),
+            ResourceFull::RepeatedHist { hist, repeat } => {
+                self.history
+                    .push(hist, repeat)
+                    .map_err(|_| FlowError::MissingStopBit { offset })?;
+                self.arm(offset, 0, None, None)
+            }
+            // Reserved or vendor RCODE: surfaced under its TCODE, flow unchanged.
+            ResourceFull::Other { .. } => Ok(Event::Unhandled {
+                code: ntrace_message::tcode::RESOURCE_FULL,
+            }),
+        }
+    }
+
+    fn repeat_branch(&mut self, offset: u64, bcnt: u64) -> Result<Event, FlowError> {
+        let Some(repeat) = self.repeat else {
+            return Err(FlowError::RepeatWithoutBranch { offset });
+        };
+        let Some(more) = bcnt.checked_sub(1) else {
+            return Ok(Event::Nothing);
+        };
+        self.repeats_left = more;
+        self.arm(offset, repeat.icnt, repeat.hist, Some(repeat.end))
+    }
+
+    fn arm_branch(
+        &mut self,
+        offset: u64,
+        icnt: u64,
+        hist: Option<u64>,
+        end: WalkEnd,
+    ) -> Result<Event, FlowError> {
+        self.armed_branch = Some(ArmedBranch { icnt, hist });
+        self.arm(offset, icnt, hist, Some(end))
+    }
+
+    /// Adds a message's I-CNT and HIST to what the walk has to place.
+    fn arm(
+        &mut self,
+        offset: u64,
+        icnt: u64,
+        hist: Option<u64>,
+        end: Option<WalkEnd>,
+    ) -> Result<Event, FlowError> {
+        self.pending_units = self
+            .pending_units
+            .checked_add(icnt)
+            .ok_or(FlowError::IcntOverflow { offset })?;
+        if let Some(hist) = hist {
+            self.history
+                .push(hist, 1)
+                .map_err(|_| FlowError::MissingStopBit { offset })?;
+        }
+        if end.is_some() {
+            self.last = LastInstruction::default();
+        }
+        self.end = end;
+        self.walk_offset = offset;
+        Ok(Event::Walk)
+    }
+
+    /// The time of the message just applied, once: reported after the elements of its
+    /// walk.
+    #[inline]
+    pub(crate) fn take_time(&mut self) -> Option<u64> {
+        self.pending_time.take()
+    }
+
+    /// Offset of the message whose walk is armed.
+    #[inline]
+    pub(crate) fn walk_offset(&self) -> u64 {
+        self.walk_offset
+    }
+
+    /// I-CNT units not walked yet.
+    #[inline]
+    pub(crate) fn pending_units(&self) -> u64 {
+        self.pending_units
+    }
+
+    /// Whether the armed walk has an end (a message's own I-CNT, not only ResourceFull's).
+    #[cfg(test)]
+    fn has_end(&self) -> bool {
+        self.end.is_some()
+    }
+
+    /// The walk placed instructions up to `last`, leaving `remaining` units.
+    #[inline]
+    pub(crate) fn placed(&mut self, remaining: u64, last: u64, end: RangeEnd) {
+        self.pending_units = remaining;
+        self.last = LastInstruction {
+            address: last,
+            end: Some(end),
+        };
+    }
+
+    /// Whether the conditional branch the walk reached, with `remaining` units after it,
+    /// was taken: the next HIST bit, or, with no HIST (BTM, spec 8.4), whether the
+    /// message that armed the walk is a direct branch message ending exactly there.
+    #[inline]
+    pub(crate) fn branch_taken(&mut self, remaining: u64) -> Resolution<bool> {
+        if let Some(taken) = self.history.next() {
+            return Resolution::Known(taken);
+        }
+        match self.end {
+            // HIST for this branch has not arrived yet (or this is BTM and a later
+            // message says whether it was taken).
+            None => Resolution::WaitForMessage,
+            Some(end) => {
+                Resolution::Known(remaining == 0 && matches!(end, WalkEnd::TakenBranch { .. }))
+            }
+        }
+    }
+
+    /// A direct call: the encoder pushes its return address (spec 9.2).
+    #[inline]
+    pub(crate) fn direct_call(&mut self, return_address: u64) {
+        self.stack.push(return_address);
+    }
+
+    /// `ecall`/`ebreak` with `remaining` units after it. An encoder that reports it as an
+    /// indirect call (B-TYPE 0, as the reference encoder does) also pushed its return
+    /// address: mirror it.
+    #[inline]
+    pub(crate) fn environment_call(&mut self, return_address: u64, remaining: u64) {
+        if remaining == 0
+            && matches!(
+                self.end,
+                Some(WalkEnd::Address {
+                    btype: BranchType::Indirect,
+                    ..
+                })
+            )
+        {
+            self.stack.push(return_address);
+        }
+    }
+
+    /// Where the indirect jump the walk reached goes, with `remaining` units after it:
+    /// the message's address when the message reports this very jump, else a
+    /// constant-load inference or the return stack. The answer is a small value, not a
+    /// `Result`, so that the per-block walk stays in registers; [`Self::jump_error`]
+    /// makes the error of the failures.
+    #[inline]
+    pub(crate) fn indirect_target(&mut self, jump: IndirectJump, remaining: u64) -> IndirectTarget {
+        if remaining == 0 {
+            match self.end {
+                // Whether this jump's target comes in the next message or was implicit
+                // is only known from that message.
+                None => return IndirectTarget::WaitForMessage,
+                Some(WalkEnd::Address {
+                    target,
+                    btype: BranchType::Indirect,
+                    ..
+                }) => {
+                    self.reported_jump(jump);
+                    return IndirectTarget::Known(Some(target));
+                }
+                Some(WalkEnd::TakenBranch { .. }) => return IndirectTarget::NotABranch,
+                Some(WalkEnd::Address { .. } | WalkEnd::Stop { .. }) => {}
+            }
+        }
+        if let Some(target) = jump.inferred_target {
+            if jump.links {
+                self.stack.push(jump.return_address);
+            }
+            return IndirectTarget::Known(Some(target));
+        }
+        let popped = self.implicit_return(jump);
+        if popped.is_none() && remaining > 0 {
+            return IndirectTarget::Unknown;
+        }
+        IndirectTarget::Known(popped)
+    }
+
+    /// The error of an [`IndirectTarget::NotABranch`] or [`IndirectTarget::Unknown`]
+    /// answer about `jump`, at the offset of the message being walked.
+    #[cold]
+    pub(crate) fn jump_error(&self, jump: IndirectJump, answer: IndirectTarget) -> FlowError {
+        let offset = self.walk_offset;
+        let address = jump.address;
+        match answer {
+            IndirectTarget::NotABranch => FlowError::NotABranch { offset, address },
+            IndirectTarget::Unknown | IndirectTarget::Known(_) | IndirectTarget::WaitForMessage => {
+                FlowError::UnknownTarget { offset, address }
+            }
+        }
+    }
+
+    /// An explicitly reported jump: the encoder still popped or pushed its stack (see
+    /// docs/ntrace-errata.md), so the decoder does the same.
+    fn reported_jump(&mut self, jump: IndirectJump) {
+        match jump.kind {
+            IndirectKind::Return => {
+                self.stack.pop();
+            }
+            IndirectKind::CoroutineSwap => {
+                self.stack.pop();
+                self.stack.push(jump.return_address);
+            }
+            IndirectKind::Call => self.stack.push(jump.return_address),
+            IndirectKind::Other | IndirectKind::TrapReturn => {}
+        }
+    }
+
+    /// An unreported return (spec 9.2): its target is the top of the return stack.
+    fn implicit_return(&mut self, jump: IndirectJump) -> Option<u64> {
+        match jump.kind {
+            IndirectKind::Return => self.stack.pop(),
+            IndirectKind::CoroutineSwap => {
+                let popped = self.stack.pop();
+                if popped.is_some() {
+                    self.stack.push(jump.return_address);
+                }
+                popped
+            }
+            IndirectKind::Call | IndirectKind::Other | IndirectKind::TrapReturn => None,
+        }
+    }
+
+    /// Called when the armed I-CNT is used up and the walk has an end: checks the walk
+    /// against the message (`pc` is where the walk stopped), reports the elements the end
+    /// implies to `emit` (trap, restart, trace off), and re-arms a repeated message.
+    pub(crate) fn end_walk(
+        &mut self,
+        pc: Option<u64>,
+        mut emit: impl FnMut(ElementKind),
+    ) -> Result<WalkEnded, FlowError> {
+        let Some(end) = self.end.take() else {
+            return Ok(WalkEnded {
+                resume: Resume::WhereTheWalkStopped,
+                next: NextWalk::Idle,
+            });
+        };
+        if let Some(branch) = self.armed_branch.take() {
+            self.repeat = Some(RepeatableWalk {
+                icnt: branch.icnt,
+                hist: branch.hist,
+                end,
+            });
+        }
+        let offset = self.walk_offset;
+        if !self.history.is_empty() {
+            return Err(FlowError::HistoryLeft {
+                offset,
+                bits: self.history.len(),
+            });
+        }
+        let resume = match end {
+            WalkEnd::TakenBranch { target, sync } => {
+                if self.last.end != Some(RangeEnd::BranchTaken) {
+                    return Err(FlowError::NotABranch {
+                        offset,
+                        address: self.last.address,
+                    });
+                }
+                if let Some(target) = target {
+                    if pc != Some(target) {
+                        return Err(FlowError::AddressMismatch {
+                            offset,
+                            computed: pc.unwrap_or(0),
+                            reported: target,
+                        });
+                    }
+                }
+                if let Some(sync) = sync {
+                    self.after_sync(sync, target.unwrap_or(0), &mut emit);
+                }
+                Resume::WhereTheWalkStopped
+            }
+            WalkEnd::Address {
+                target,
+                btype,
+                sync,
+            } => {
+                if btype != BranchType::Indirect {
+                    let from = if self.last.end == Some(RangeEnd::EnvironmentCall) {
+                        Some(self.last.address)
+                    } else {
+                        pc
+                    };
+                    let kind = match btype {
+                        BranchType::Exception => TrapKind::Exception,
+                        BranchType::Interrupt => TrapKind::Interrupt,
+                        BranchType::Indirect | BranchType::ExceptionOrInterrupt => {
+                            TrapKind::ExceptionOrInterrupt
+                        }
+                    };
+                    emit(ElementKind::Trap {
+                        from,
+                        handler: target,
+                        kind,
+                    });
+                }
+                if let Some(sync) = sync {
+                    self.after_sync(sync, target, &mut emit);
+                }
+                Resume::At(target)
+            }
+            WalkEnd::Stop { evcode } => {
+                let last_address = self.last.end.map(|_| self.last.address);
+                let reason = match evcode {
+                    0 => TraceOffReason::DebugMode,
+                    1 => TraceOffReason::LowPower,
+                    4 => TraceOffReason::Disabled,
+                    other => TraceOffReason::Other(other),
+                };
+                self.unsync();
+                emit(ElementKind::TraceOff {
+                    last_address,
+                    reason,
+                });
+                Resume::Nowhere
+            }
+        };
+        let next = self.repeat_again()?;
+        Ok(WalkEnded { resume, next })
+    }
+
+    /// Re-arms the walk of a RepeatBranch that has repeats left.
+    fn repeat_again(&mut self) -> Result<NextWalk, FlowError> {
+        let Some(repeat) = self.repeat else {
+            return Ok(NextWalk::Idle);
+        };
+        let Some(left) = self.repeats_left.checked_sub(1) else {
+            return Ok(NextWalk::Idle);
+        };
+        self.repeats_left = left;
+        self.arm(self.walk_offset, repeat.icnt, repeat.hist, Some(repeat.end))?;
+        Ok(NextWalk::Repeat)
+    }
+
+    fn after_sync(&mut self, sync: SyncReason, address: u64, emit: &mut impl FnMut(ElementKind)) {
+        if sync.resets_encoder() {
+            self.stack.clear();
+        }
+        if is_restart(sync) {
+            emit(ElementKind::TraceOn {
+                address,
+                reason: TraceOnReason::Restart,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ntrace_message::{Body, Process};
+
+    const HART: u16 = 0;
+
+    fn message(offset: u64, body: Body) -> Message {
+        Message {
+            offset,
+            length: 1,
+            src: HART,
+            timestamp: None,
+            body,
+        }
+    }
+
+    fn stamped(offset: u64, body: Body, time: u64) -> Message {
+        Message {
+            timestamp: Some(time),
+            ..message(offset, body)
+        }
+    }
+
+    fn sync(faddr: u64) -> Body {
+        Body::ProgTraceSync {
+            sync: SyncReason::EXIT_FROM_DEBUG,
+            icnt: 0,
+            faddr,
+        }
+    }
+
+    fn indirect(icnt: u64, uaddr: u64) -> Body {
+        Body::IndirectBranch {
+            btype: BranchType::Indirect,
+            icnt,
+            uaddr,
+        }
+    }
+
+    fn synced_at(address: u64) -> HartEvents {
+        let mut hart = HartEvents::new(HART, 4);
+        assert_eq!(
+            hart.apply(message(0, sync(address))).unwrap(),
+            Event::TraceOn {
+                address,
+                reason: TraceOnReason::Start
+            }
+        );
+        hart
+    }
+
+    /// Ends the armed walk as if it stopped at `pc`, collecting the elements.
+    fn end(hart: &mut HartEvents, pc: Option<u64>) -> (WalkEnded, Vec<ElementKind>) {
+        let mut elements = Vec::new();
+        let ended = hart.end_walk(pc, |kind| elements.push(kind)).unwrap();
+        (ended, elements)
+    }
+
+    fn jump(kind: IndirectKind) -> IndirectJump {
+        IndirectJump {
+            address: 0x100,
+            return_address: 0x104,
+            kind,
+            inferred_target: None,
+            links: false,
+        }
+    }
+
+    #[test]
+    fn messages_before_the_first_sync_are_skipped() {
+        let mut hart = HartEvents::new(HART, 4);
+        assert_eq!(
+            hart.apply(message(0, Body::DirectBranch { icnt: 3 }))
+                .unwrap(),
+            Event::BeforeSync
+        );
+        assert_eq!(hart.pending_units(), 0);
+        assert!(!hart.is_synced());
+    }
+
+    #[test]
+    fn the_first_sync_starts_and_later_ones_after_a_loss_restart() {
+        let mut hart = synced_at(0x1000);
+        assert!(hart.is_synced());
+        let lost = Body::Error { etype: 1, ecode: 2 };
+        assert_eq!(
+            hart.apply(message(9, lost)).unwrap(),
+            Event::Lost {
+                error_type: 1,
+                error_code: 2
+            }
+        );
+        assert!(!hart.is_synced());
+        assert_eq!(
+            hart.apply(message(12, sync(0x2000))).unwrap(),
+            Event::TraceOn {
+                address: 0x2000,
+                reason: TraceOnReason::Restart
+            }
+        );
+    }
+
+    #[test]
+    fn u_addr_is_xored_into_the_previous_address() {
+        // Spec Table 24: F-ADDR 0x3FC04, U-ADDR 0x7B6 -> 0x3F368, U-ADDR 0x934 -> 0x3E100
+        // (U-ADDR counts half-words: the message decoder gives it shifted to bytes).
+        let mut hart = synced_at(0x3fc04);
+        hart.apply(message(4, indirect(1, 0x7b6 << 1))).unwrap();
+        let (ended, _) = end(&mut hart, None);
+        assert_eq!(ended.resume, Resume::At(0x3f368));
+        hart.apply(message(8, indirect(1, 0x934 << 1))).unwrap();
+        let (ended, _) = end(&mut hart, None);
+        assert_eq!(ended.resume, Resume::At(0x3e100));
+    }
+
+    #[test]
+    fn f_addr_of_a_sync_message_replaces_the_reference_address() {
+        let mut hart = synced_at(0x1000);
+        let resync = Body::IndirectBranchSync {
+            sync: SyncReason::PERIODIC,
+            btype: BranchType::Indirect,
+            icnt: 2,
+            faddr: 0x8000,
+        };
+        assert_eq!(hart.apply(message(4, resync)).unwrap(), Event::Walk);
+        end(&mut hart, None);
+        hart.apply(message(8, indirect(2, 0x10))).unwrap();
+        assert_eq!(end(&mut hart, None).0.resume, Resume::At(0x8010));
+    }
+
+    #[test]
+    fn timestamps_are_absolute_in_syncs_and_relative_elsewhere() {
+        let mut hart = HartEvents::new(HART, 4);
+        hart.apply(stamped(0, sync(0x1000), 1000)).unwrap();
+        assert_eq!(hart.take_time(), Some(1000));
+        assert_eq!(hart.take_time(), None, "reported once");
+        hart.apply(stamped(4, Body::DirectBranch { icnt: 2 }, 25))
+            .unwrap();
+        assert_eq!(hart.take_time(), Some(1025));
+        let periodic = Body::ProgTraceSync {
+            sync: SyncReason::PERIODIC,
+            icnt: 0,
+            faddr: 0x1000,
+        };
+        hart.apply(stamped(8, periodic, 5000)).unwrap();
+        assert_eq!(hart.take_time(), Some(5000));
+    }
+
+    #[test]
+    fn a_relative_timestamp_past_64_bits_is_an_error_with_its_offset() {
+        let mut hart = HartEvents::new(HART, 4);
+        hart.apply(stamped(0, sync(0x1000), u64::MAX - 1)).unwrap();
+        let error = hart
+            .apply(stamped(0x21, Body::DirectBranch { icnt: 2 }, 2))
+            .unwrap_err();
+        assert!(
+            matches!(error, FlowError::TimestampOverflow { offset: 0x21 }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn icnt_accumulates_and_overflow_is_an_error_with_its_offset() {
+        let mut hart = synced_at(0x1000);
+        let full = |icnt| Body::ResourceFull(ResourceFull::IcntOverflow { icnt });
+        assert_eq!(hart.apply(message(4, full(1 << 20))).unwrap(), Event::Walk);
+        assert!(
+            !hart.has_end(),
+            "ResourceFull I-CNT alone does not end a walk"
+        );
+        hart.apply(message(8, full(5))).unwrap();
+        assert_eq!(hart.pending_units(), (1 << 20) + 5);
+        let error = hart.apply(message(0x30, full(u64::MAX))).unwrap_err();
+        assert!(
+            matches!(error, FlowError::IcntOverflow { offset: 0x30 }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn hist_bits_answer_branches_in_order_then_wait_for_a_message() {
+        let mut hart = synced_at(0x1000);
+        let overflow = Body::ResourceFull(ResourceFull::HistOverflow { hist: 0b110 });
+        hart.apply(message(4, overflow)).unwrap();
+        assert_eq!(hart.branch_taken(5), Resolution::Known(true));
+        assert_eq!(hart.branch_taken(5), Resolution::Known(false));
+        assert_eq!(hart.branch_taken(5), Resolution::WaitForMessage);
+    }
+
+    #[test]
+    fn repeated_hist_plays_its_pattern_repeat_times() {
+        let mut hart = synced_at(0x1000);
+        let repeated = Body::ResourceFull(ResourceFull::RepeatedHist {
+            hist: 0b101,
+            repeat: 3,
+        });
+        hart.apply(message(4, repeated)).unwrap();
+        let outcomes: Vec<_> = (0..7).map(|_| hart.branch_taken(1)).collect();
+        let (yes, no) = (Resolution::Known(true), Resolution::Known(false));
+        assert_eq!(
+            outcomes,
+            [no, yes, no, yes, no, yes, Resolution::WaitForMessage]
+        );
+    }
+
+    #[test]
+    fn hist_without_its_stop_bit_is_an_error_with_its_offset() {
+        let mut hart = synced_at(0x1000);
+        let zero = Body::ResourceFull(ResourceFull::HistOverflow { hist: 0 });
+        let error = hart.apply(message(0x44, zero)).unwrap_err();
+        assert!(
+            matches!(error, FlowError::MissingStopBit { offset: 0x44 }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn without_hist_only_the_last_branch_of_a_direct_branch_message_is_taken() {
+        // BTM (spec 8.4.1): the message ends at the taken branch, the others fell through.
+        let mut hart = synced_at(0x1000);
+        hart.apply(message(4, Body::DirectBranch { icnt: 6 }))
+            .unwrap();
+        assert_eq!(hart.branch_taken(4), Resolution::Known(false));
+        assert_eq!(hart.branch_taken(0), Resolution::Known(true));
+    }
+
+    #[test]
+    fn hist_left_over_after_the_walk_is_an_error_with_its_offset() {
+        let mut hart = synced_at(0x1000);
+        let hist_branch = Body::IndirectBranchHist {
+            btype: BranchType::Indirect,
+            icnt: 2,
+            uaddr: 0x10,
+            hist: 0b1011,
+        };
+        hart.apply(message(0x50, hist_branch)).unwrap();
+        hart.branch_taken(1);
+        let error = hart.end_walk(Some(0x1004), |_| {}).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                FlowError::HistoryLeft {
+                    offset: 0x50,
+                    bits: 2
+                }
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_direct_branch_message_must_end_at_a_taken_branch() {
+        let mut hart = synced_at(0x1000);
+        hart.apply(message(0x60, Body::DirectBranch { icnt: 2 }))
+            .unwrap();
+        hart.placed(0, 0x1002, RangeEnd::Sequential);
+        let error = hart.end_walk(Some(0x1004), |_| {}).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                FlowError::NotABranch {
+                    offset: 0x60,
+                    address: 0x1002
+                }
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_direct_branch_sync_target_must_agree_with_the_walk() {
+        let mut hart = synced_at(0x1000);
+        let branch_sync = Body::DirectBranchSync {
+            sync: SyncReason::PERIODIC,
+            icnt: 2,
+            faddr: 0x2000,
+        };
+        hart.apply(message(0x70, branch_sync)).unwrap();
+        hart.placed(0, 0x1002, RangeEnd::BranchTaken);
+        let error = hart.end_walk(Some(0x3000), |_| {}).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                FlowError::AddressMismatch {
+                    offset: 0x70,
+                    computed: 0x3000,
+                    reported: 0x2000
+                }
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn traps_name_where_they_happened_and_their_kind() {
+        let mut hart = synced_at(0x1000);
+        let exception = Body::IndirectBranch {
+            btype: BranchType::Exception,
+            icnt: 2,
+            uaddr: 0x1000 ^ 0x8000,
+        };
+        hart.apply(message(4, exception)).unwrap();
+        hart.placed(0, 0x1000, RangeEnd::Sequential);
+        let (ended, elements) = end(&mut hart, Some(0x1002));
+        assert_eq!(ended.resume, Resume::At(0x8000));
+        assert_eq!(
+            elements,
+            [ElementKind::Trap {
+                from: Some(0x1002),
+                handler: 0x8000,
+                kind: TrapKind::Exception
+            }]
+        );
+    }
+
+    #[test]
+    fn a_restarting_sync_reports_trace_on_and_a_marker_does_not() {
+        let mut hart = synced_at(0x1000);
+        let restart = Body::ProgTraceSync {
+            sync: SyncReason::TRACE_ENABLE,
+            icnt: 0,
+            faddr: 0x2000,
+        };
+        hart.apply(message(4, restart)).unwrap();
+        assert_eq!(
+            end(&mut hart, Some(0x1000)).1,
+            [ElementKind::TraceOn {
+                address: 0x2000,
+                reason: TraceOnReason::Restart
+            }]
+        );
+        let marker = Body::ProgTraceSync {
+            sync: SyncReason::SEQUENTIAL_INSTRUCTION_COUNTER,
+            icnt: 0,
+            faddr: 0x2000,
+        };
+        hart.apply(message(8, marker)).unwrap();
+        assert_eq!(end(&mut hart, Some(0x2000)).1, []);
+    }
+
+    #[test]
+    fn correlation_stops_trace_after_the_last_instruction() {
+        let mut hart = synced_at(0x1000);
+        let stop = Body::ProgTraceCorrelation {
+            evcode: 4,
+            cdf: 0,
+            icnt: 2,
+            hist: None,
+        };
+        hart.apply(message(4, stop)).unwrap();
+        hart.placed(0, 0x1002, RangeEnd::Sequential);
+        let (ended, elements) = end(&mut hart, Some(0x1004));
+        assert_eq!(ended.resume, Resume::Nowhere);
+        assert_eq!(
+            elements,
+            [ElementKind::TraceOff {
+                last_address: Some(0x1002),
+                reason: TraceOffReason::Disabled
+            }]
+        );
+        assert!(!hart.is_synced());
+    }
+
+    #[test]
+    fn repeat_branch_replays_the_previous_branch_message() {
+        let mut hart = synced_at(0x1000);
+        hart.apply(message(4, indirect(3, 0))).unwrap();
+        hart.placed(0, 0x1004, RangeEnd::IndirectJump);
+        end(&mut hart, None);
+        assert_eq!(
+            hart.apply(message(8, Body::RepeatBranch { bcnt: 2 }))
+                .unwrap(),
+            Event::Walk
+        );
+        assert_eq!(hart.pending_units(), 3);
+        hart.placed(0, 0x1004, RangeEnd::IndirectJump);
+        assert_eq!(end(&mut hart, None).0.next, NextWalk::Repeat);
+        assert_eq!(hart.pending_units(), 3, "the second play");
+        hart.placed(0, 0x1004, RangeEnd::IndirectJump);
+        assert_eq!(end(&mut hart, None).0.next, NextWalk::Idle);
+        assert_eq!(
+            hart.apply(message(12, Body::RepeatBranch { bcnt: 0 }))
+                .unwrap(),
+            Event::Nothing
+        );
+    }
+
+    #[test]
+    fn repeat_branch_without_a_branch_is_an_error_with_its_offset() {
+        let mut hart = synced_at(0x1000);
+        let error = hart
+            .apply(message(0x80, Body::RepeatBranch { bcnt: 1 }))
+            .unwrap_err();
+        assert!(
+            matches!(error, FlowError::RepeatWithoutBranch { offset: 0x80 }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn ownership_becomes_a_context_change() {
+        let mut hart = synced_at(0x1000);
+        let process = Process {
+            format: 2,
+            privilege: 0,
+            virtualized: false,
+            context: 42,
+        };
+        assert_eq!(
+            hart.apply(message(4, Body::Ownership { process })).unwrap(),
+            Event::ContextChange {
+                privilege: 0,
+                virtualized: false,
+                context: Some(Context::Process(42))
+            }
+        );
+    }
+
+    #[test]
+    fn implicit_returns_pop_what_calls_pushed() {
+        let mut hart = synced_at(0x1000);
+        hart.apply(message(4, Body::DirectBranch { icnt: 100 }))
+            .unwrap();
+        hart.direct_call(0x2000);
+        hart.indirect_target(
+            IndirectJump {
+                return_address: 0x3000,
+                kind: IndirectKind::Call,
+                inferred_target: Some(0x5000),
+                links: true,
+                ..jump(IndirectKind::Call)
+            },
+            50,
+        );
+        let ret = jump(IndirectKind::Return);
+        assert_eq!(
+            hart.indirect_target(ret, 40),
+            IndirectTarget::Known(Some(0x3000))
+        );
+        assert_eq!(
+            hart.indirect_target(ret, 30),
+            IndirectTarget::Known(Some(0x2000))
+        );
+        let answer = hart.indirect_target(ret, 20);
+        assert_eq!(answer, IndirectTarget::Unknown);
+        let error = hart.jump_error(ret, answer);
+        assert!(
+            matches!(
+                error,
+                FlowError::UnknownTarget {
+                    offset: 4,
+                    address: 0x100
+                }
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_reported_return_still_pops_the_stack() {
+        let mut hart = synced_at(0x1000);
+        hart.apply(message(4, indirect(10, 0x1000 ^ 0x7000)))
+            .unwrap();
+        hart.direct_call(0x2000);
+        assert_eq!(
+            hart.indirect_target(jump(IndirectKind::Return), 0),
+            IndirectTarget::Known(Some(0x7000)),
+            "the message's address, not the stack's"
+        );
+        hart.placed(0, 0x100, RangeEnd::Return);
+        end(&mut hart, Some(0x7000));
+        hart.apply(message(8, Body::DirectBranch { icnt: 10 }))
+            .unwrap();
+        assert_eq!(
+            hart.indirect_target(jump(IndirectKind::Return), 4),
+            IndirectTarget::Unknown
+        );
+    }
+
+    #[test]
+    fn a_direct_branch_message_cannot_end_at_a_jump() {
+        let mut hart = synced_at(0x1000);
+        hart.apply(message(0x90, Body::DirectBranch { icnt: 4 }))
+            .unwrap();
+        let other = jump(IndirectKind::Other);
+        let answer = hart.indirect_target(other, 0);
+        assert_eq!(answer, IndirectTarget::NotABranch);
+        let error = hart.jump_error(other, answer);
+        assert!(
+            matches!(
+                error,
+                FlowError::NotABranch {
+                    offset: 0x90,
+                    address: 0x100
+                }
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_indirect_jump_at_the_end_of_resource_full_icnt_waits_for_the_next_message() {
+        let mut hart = synced_at(0x1000);
+        let full = Body::ResourceFull(ResourceFull::IcntOverflow { icnt: 4 });
+        hart.apply(message(4, full)).unwrap();
+        assert_eq!(
+            hart.indirect_target(jump(IndirectKind::Other), 0),
+            IndirectTarget::WaitForMessage
+        );
+    }
+
+    #[test]
+    fn a_sync_resetting_the_encoder_empties_the_return_stack() {
+        let mut hart = synced_at(0x1000);
+        hart.apply(message(4, Body::DirectBranch { icnt: 10 }))
+            .unwrap();
+        hart.direct_call(0x2000);
+        hart.placed(0, 0x1000, RangeEnd::BranchTaken);
+        end(&mut hart, Some(0x1100));
+        let reset = Body::ProgTraceSync {
+            sync: SyncReason::EXIT_FROM_RESET,
+            icnt: 0,
+            faddr: 0x1100,
+        };
+        hart.apply(message(8, reset)).unwrap();
+        end(&mut hart, Some(0x1100));
+        hart.apply(message(12, Body::DirectBranch { icnt: 10 }))
+            .unwrap();
+        assert_eq!(
+            hart.indirect_target(jump(IndirectKind::Return), 4),
+            IndirectTarget::Unknown
+        );
+    }
+
+    #[test]
+    fn unsync_forgets_the_flow() {
+        let mut hart = synced_at(0x1000);
+        let hist_branch = Body::IndirectBranchHist {
+            btype: BranchType::Indirect,
+            icnt: 7,
+            uaddr: 0x10,
+            hist: 0b1011,
+        };
+        hart.apply(message(4, hist_branch)).unwrap();
+        hart.unsync();
+        assert_eq!(hart.pending_units(), 0);
+        assert!(!hart.has_end());
+        assert_eq!(
+            hart.branch_taken(0),
+            Resolution::WaitForMessage,
+            "HIST dropped"
+        );
+    }
+}

@@ -1,0 +1,450 @@
+//! The block walk (libipt's block decoder): follows a hart's armed I-CNT through cached
+//! basic blocks, one block per call, and asks the hart's event layer at each control
+//! transfer the code cannot resolve alone (branch outcome, indirect target).
+
+use code_image::CodeImage;
+use trace_elements::{ElementKind, RangeEnd, TraceElement};
+
+use crate::block::{
+    Block, BlockCache, BlockError, FileDecodeInfo, IndirectKind, Terminator, NO_BLOCK,
+};
+use crate::event::{HartEvents, IndirectJump, IndirectTarget, Resolution};
+use crate::FlowError;
+
+/// A produced element with the block its range came from (`NO_BLOCK` otherwise).
+pub(crate) type ReadyElement = (TraceElement, u32);
+
+/// Which static successor of a block a step took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum Successor {
+    /// The next instruction (fall-through, branch not taken, `ecall`).
+    Next = 0,
+    /// The branch or jump target.
+    Target = 1,
+}
+
+/// A block whose successor link should point at the block found at the hart's pc.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Link {
+    block: u32,
+    successor: Successor,
+}
+
+/// Where a hart's walk stands in the code.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Position {
+    pc: Option<u64>,
+    /// The cached block starting at `pc`, when the previous block's link gave it.
+    block: u32,
+    /// The link to fill in once the block at `pc` is found.
+    link: Option<Link>,
+}
+
+impl Position {
+    /// Moves to an address the code alone does not give (trace address, return stack).
+    pub(crate) fn jump_to(&mut self, pc: Option<u64>) {
+        self.pc = pc;
+        self.block = NO_BLOCK;
+        self.link = None;
+    }
+
+    pub(crate) fn pc(&self) -> Option<u64> {
+        self.pc
+    }
+}
+
+/// A hart: its event state and where its walk stands.
+#[derive(Debug)]
+pub(crate) struct Hart {
+    pub(crate) events: HartEvents,
+    pub(crate) position: Position,
+}
+
+impl Hart {
+    pub(crate) fn new(src: u16, return_stack_depth: usize) -> Self {
+        Self {
+            events: HartEvents::new(src, return_stack_depth),
+            position: Position {
+                pc: None,
+                block: NO_BLOCK,
+                link: None,
+            },
+        }
+    }
+
+    /// Forgets the flow until the next synchronisation message.
+    pub(crate) fn unsync(&mut self) {
+        self.events.unsync();
+        self.position.jump_to(None);
+    }
+}
+
+/// Whether the walk reports instruction ranges or only counts them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RangeOutput {
+    Report,
+    CountOnly,
+}
+
+/// What one call of the walk achieved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stepped {
+    /// A block was walked (and its range added to the batch, when ranges are wanted).
+    Element,
+    /// Waiting for the next message before this block's last instruction can be placed.
+    Pause,
+    /// The armed I-CNT is used up.
+    Done,
+}
+
+/// How control leaves a block the walk covered entirely.
+#[derive(Clone, Copy, Debug)]
+struct Transfer {
+    next: Option<u64>,
+    end: RangeEnd,
+    /// The static successor taken, if the code gives it.
+    successor: Option<Successor>,
+}
+
+/// The code the walk runs over and what it learnt about it.
+#[derive(Debug)]
+pub(crate) struct BlockWalk<'a> {
+    image: &'a CodeImage,
+    files: Vec<FileDecodeInfo>,
+    pub(crate) cache: BlockCache,
+    ranges: RangeOutput,
+    /// Instructions walked so far.
+    pub(crate) instructions: u64,
+}
+
+impl<'a> BlockWalk<'a> {
+    pub(crate) fn new(
+        image: &'a CodeImage,
+        files: Vec<FileDecodeInfo>,
+        ranges: RangeOutput,
+    ) -> Self {
+        Self {
+            image,
+            files,
+            cache: BlockCache::default(),
+            ranges,
+            instructions: 0,
+        }
+    }
+
+    /// The hot path: walks one cached block of `hart`'s armed I-CNT, adding its range to
+    /// `ready`.
+    #[inline(always)]
+    pub(crate) fn step(
+        &mut self,
+        hart: &mut Hart,
+        ready: &mut Vec<ReadyElement>,
+    ) -> Result<Stepped, FlowError> {
+        let units = hart.events.pending_units();
+        if units == 0 {
+            return Ok(Stepped::Done);
+        }
+        let offset = hart.events.walk_offset();
+        let Some(pc) = hart.position.pc else {
+            return Err(FlowError::UnknownAddress { offset });
+        };
+        let index = match self.block_at(&mut hart.position, pc) {
+            Ok(index) => index,
+            Err(error) => return Err(block_error(error, offset, pc)),
+        };
+        let block = &self.cache.blocks[index as usize];
+        let Some(remaining) = units.checked_sub(u64::from(block.units)) else {
+            return self.walk_inside(hart, index, units, ready);
+        };
+        let transfer = match leave(&mut hart.events, block, remaining) {
+            Exit::Transfer(transfer) => transfer,
+            Exit::WaitForMessage => return Ok(Stepped::Pause),
+            Exit::Failed(jump, answer) => return Err(hart.events.jump_error(jump, answer)),
+        };
+        let position = &mut hart.position;
+        position.pc = transfer.next;
+        if let Some(successor) = transfer.successor {
+            let linked = block.successors[successor as usize];
+            if linked != NO_BLOCK {
+                position.block = linked;
+            } else {
+                position.link = Some(Link {
+                    block: index,
+                    successor,
+                });
+            }
+        }
+        hart.events.placed(remaining, block.last, transfer.end);
+        self.cache.executed[index as usize] += u64::from(block.instructions);
+        self.instructions += u64::from(block.instructions);
+        if self.ranges == RangeOutput::Report {
+            push_range(
+                ready,
+                hart.events.src,
+                offset,
+                Range {
+                    start: block.start,
+                    last: block.last,
+                    instructions: block.instructions,
+                    end: transfer.end,
+                    next: transfer.next,
+                },
+                index,
+            );
+        }
+        Ok(Stepped::Element)
+    }
+
+    /// The block starting at the hart's pc: from the previous block's link, or looked up
+    /// (and then linked from the previous block).
+    #[inline(always)]
+    fn block_at(&mut self, position: &mut Position, pc: u64) -> Result<u32, BlockError> {
+        let linked = position.block;
+        position.block = NO_BLOCK;
+        let link = position.link.take();
+        if linked != NO_BLOCK {
+            return Ok(linked);
+        }
+        let index = self.cache.lookup(self.image, &self.files, pc)?;
+        if let Some(link) = link {
+            self.cache.blocks[link.block as usize].successors[link.successor as usize] = index;
+        }
+        Ok(index)
+    }
+
+    /// The walk ends inside block `index`, before its last instruction completes (an
+    /// exception, trace stopped, a ResourceFull I-CNT): ends on the instruction
+    /// boundary `units` gives, which is not a control transfer.
+    #[cold]
+    fn walk_inside(
+        &mut self,
+        hart: &mut Hart,
+        index: u32,
+        units: u64,
+        ready: &mut Vec<ReadyElement>,
+    ) -> Result<Stepped, FlowError> {
+        let block = &self.cache.blocks[index as usize];
+        let offset = hart.events.walk_offset();
+        let Some((count, last, next)) = block.prefix(units) else {
+            return Err(FlowError::IcntInsideInstruction {
+                offset,
+                block_start: block.start,
+            });
+        };
+        let start = block.start;
+        hart.events.placed(0, last, RangeEnd::Sequential);
+        hart.position.jump_to(Some(next));
+        self.cache.executed[index as usize] += u64::from(count);
+        self.instructions += u64::from(count);
+        if self.ranges == RangeOutput::Report {
+            push_range(
+                ready,
+                hart.events.src,
+                offset,
+                Range {
+                    start,
+                    last,
+                    instructions: count,
+                    end: RangeEnd::Sequential,
+                    next: Some(next),
+                },
+                index,
+            );
+        }
+        Ok(Stepped::Element)
+    }
+
+    /// Calls `visit` with the address of each of `instructions` instructions from `start`,
+    /// beginning in block `hint` when it starts there. Returns false if `start` is not the
+    /// start of a walked block.
+    #[inline]
+    pub(crate) fn for_each_instruction(
+        &self,
+        hint: u32,
+        start: u64,
+        instructions: u32,
+        mut visit: impl FnMut(u64),
+    ) -> bool {
+        let mut block = match self.cache.blocks.get(hint as usize) {
+            Some(block) if block.start == start => block,
+            _ => match self.cache.cached(start) {
+                Some(block) => block,
+                None => return false,
+            },
+        };
+        // A range may run on through several blocks that follow each other in memory.
+        let mut left = instructions;
+        let mut address = start;
+        loop {
+            let here = left.min(block.instructions);
+            for index in 0..here {
+                visit(address);
+                address = address.wrapping_add(block.length_of(index));
+            }
+            left -= here;
+            if left == 0 {
+                return true;
+            }
+            block = match self.cache.cached(address) {
+                Some(next) => next,
+                None => return false,
+            };
+        }
+    }
+}
+
+#[cold]
+fn block_error(error: BlockError, offset: u64, address: u64) -> FlowError {
+    match error {
+        BlockError::Unmapped => FlowError::Unmapped { offset, address },
+        BlockError::Undecodable => FlowError::Undecodable { offset, address },
+        BlockError::Misaligned => FlowError::Misaligned { offset, address },
+    }
+}
+
+/// How control leaves a block: a small value, so that the per-block walk keeps it in
+/// registers (a `Result` carrying a `FlowError` would not be).
+#[derive(Clone, Copy, Debug)]
+enum Exit {
+    Transfer(Transfer),
+    /// Only the next message can tell.
+    WaitForMessage,
+    /// The block ends with an indirect jump the event layer could not resolve.
+    Failed(IndirectJump, IndirectTarget),
+}
+
+/// How control leaves `block` when the walk covers it entirely, with `remaining` units
+/// after it.
+#[inline(always)]
+fn leave(events: &mut HartEvents, block: &Block, remaining: u64) -> Exit {
+    let transfer = match block.terminator {
+        Terminator::Fallthrough => Transfer {
+            next: Some(block.next),
+            end: RangeEnd::Sequential,
+            successor: Some(Successor::Next),
+        },
+        Terminator::Branch { target } => match events.branch_taken(remaining) {
+            Resolution::WaitForMessage => return Exit::WaitForMessage,
+            Resolution::Known(true) => Transfer {
+                next: Some(target),
+                end: RangeEnd::BranchTaken,
+                successor: Some(Successor::Target),
+            },
+            Resolution::Known(false) => Transfer {
+                next: Some(block.next),
+                end: RangeEnd::BranchNotTaken,
+                successor: Some(Successor::Next),
+            },
+        },
+        Terminator::Jump { target, links } => {
+            if links {
+                events.direct_call(block.next);
+            }
+            Transfer {
+                next: Some(target),
+                end: if links {
+                    RangeEnd::Call
+                } else {
+                    RangeEnd::Jump
+                },
+                successor: Some(Successor::Target),
+            }
+        }
+        Terminator::EnvironmentCall => {
+            events.environment_call(block.next, remaining);
+            Transfer {
+                next: Some(block.next),
+                end: RangeEnd::EnvironmentCall,
+                successor: Some(Successor::Next),
+            }
+        }
+        Terminator::Indirect {
+            kind,
+            inferred_target,
+            links,
+        } => {
+            let jump = IndirectJump {
+                address: block.last,
+                return_address: block.next,
+                kind,
+                inferred_target,
+                links,
+            };
+            match events.indirect_target(jump, remaining) {
+                IndirectTarget::Known(next) => Transfer {
+                    next,
+                    end: indirect_end(kind),
+                    successor: None,
+                },
+                IndirectTarget::WaitForMessage => return Exit::WaitForMessage,
+                failed @ (IndirectTarget::NotABranch | IndirectTarget::Unknown) => {
+                    return Exit::Failed(jump, failed)
+                }
+            }
+        }
+    };
+    Exit::Transfer(transfer)
+}
+
+fn indirect_end(kind: IndirectKind) -> RangeEnd {
+    match kind {
+        IndirectKind::Call => RangeEnd::IndirectCall,
+        IndirectKind::Return => RangeEnd::Return,
+        IndirectKind::CoroutineSwap => RangeEnd::CoroutineSwap,
+        IndirectKind::Other => RangeEnd::IndirectJump,
+        IndirectKind::TrapReturn => RangeEnd::TrapReturn,
+    }
+}
+
+/// An instruction range before it becomes an element.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Range {
+    start: u64,
+    last: u64,
+    instructions: u32,
+    end: RangeEnd,
+    next: Option<u64>,
+}
+
+/// Adds an instruction range to the batch, extending the previous one when execution
+/// simply continued into this block (a not-taken branch or a block size limit): fewer,
+/// longer ranges are what profilers want, and each costs the consumer a call.
+#[inline(always)]
+fn push_range(ready: &mut Vec<ReadyElement>, hart: u16, offset: u64, range: Range, block: u32) {
+    if let Some((previous, _)) = ready.last_mut() {
+        if previous.hart == hart {
+            if let ElementKind::InstructionRange {
+                last: previous_last,
+                instructions: previous_instructions,
+                end: previous_end @ (RangeEnd::BranchNotTaken | RangeEnd::Sequential),
+                next: previous_next,
+                ..
+            } = &mut previous.kind
+            {
+                let total = previous_instructions.checked_add(range.instructions);
+                if let (true, Some(total)) = (*previous_next == Some(range.start), total) {
+                    *previous_last = range.last;
+                    *previous_instructions = total;
+                    *previous_end = range.end;
+                    *previous_next = range.next;
+                    return;
+                }
+            }
+        }
+    }
+    ready.push((
+        TraceElement {
+            hart,
+            offset,
+            kind: ElementKind::InstructionRange {
+                start: range.start,
+                last: range.last,
+                instructions: range.instructions,
+                end: range.end,
+                next: range.next,
+            },
+        },
+        block,
+    ));
+}
