@@ -1,7 +1,9 @@
-//! The Linux perf ABI without I/O: perf's event syntax (events, groups and
-//! modifiers), `-j` branch filters, `perf_event_attr` construction and a
+//! The Linux perf ABI: perf's event syntax (events, groups and modifiers)
+//! resolved through sysfs, the listing of sysfs' events and PMUs
+//! ([`list_pmus`]), `-j` branch filters, `perf_event_attr` construction and a
 //! zero-copy parser for the records the kernel writes into the ring buffer (and
-//! perf writes into perf.data).
+//! perf writes into perf.data). The only I/O is reading sysfs, under a root the
+//! caller gives.
 //!
 //! Struct layouts, constants and the attr type come from `perf-event-open-sys`
 //! (re-exported as [`sys`]) so that this crate never re-declares kernel ABI.
@@ -13,6 +15,7 @@ mod branch;
 pub mod ctr;
 mod event;
 mod event_list;
+mod pmu_list;
 mod record;
 
 pub use perf_event_open_sys as sys;
@@ -26,6 +29,9 @@ pub use event::{parse_event, EventError, EventSpec};
 pub use event_list::{
     expand_groups, parse_modifiers, split_modifiers, EventListEntry, EventListError, EventModifier,
     ModifiedEvent,
+};
+pub use pmu_list::{
+    list_pmus, CtrDetails, GenericEvent, GenericEventKind, Pmu, PmuListing, SbiCounter, SysfsValue,
 };
 pub use record::{
     format_brstack_entry, parse_read_values, parse_record, AuxRecord, BranchEntry, BranchFlags,

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
-use code_image::{load_elf, CodeImage, ElfInfo, Xlen};
+use code_image::{load_elf, CodeImage, Xlen};
 use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError, Recovery};
 use ntrace_message::{dump_message, AddressWidth, MessageDecoder, MessageOptions};
-use symbolize::{FunctionSymbol, FunctionTable, ObjectSymbolizer};
+use symbolize::{FunctionTable, ImageFunctions, MappedRange, ObjectSymbolizer};
 use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
 
 use crate::output::LineWriter;
@@ -59,63 +59,11 @@ pub struct DecodeArgs {
 
 struct LoadedCode {
     image: CodeImage,
-    symbols: CodeSymbols,
+    /// The functions of every loaded ELF, from `symbolize`: the table `rvperf report`
+    /// names functions by, looked up at the ELF's load address.
+    symbols: ImageFunctions,
     files: Vec<FileDecodeInfo>,
     address_width: AddressWidth,
-}
-
-/// The functions of every loaded ELF, from `symbolize`: the table `rvperf report`
-/// names functions by, looked up at the ELF's load address.
-struct CodeSymbols {
-    /// By image file index.
-    files: Vec<FileFunctions>,
-    /// Which file maps each range of the image, sorted by start.
-    ranges: Vec<MappedRange>,
-}
-
-struct FileFunctions {
-    functions: FunctionTable,
-    elf: ElfInfo,
-}
-
-#[derive(Clone, Copy)]
-struct MappedRange {
-    start: u64,
-    /// One past the last mapped byte.
-    end: u64,
-    file: usize,
-}
-
-impl CodeSymbols {
-    fn new(image: &CodeImage, files: Vec<FileFunctions>) -> CodeSymbols {
-        let ranges = image
-            .segments()
-            .iter()
-            .map(|segment| MappedRange {
-                start: segment.start,
-                end: segment.end,
-                file: segment.file,
-            })
-            .collect();
-        CodeSymbols { files, ranges }
-    }
-
-    /// The function containing image address `address` and the offset into it.
-    fn lookup(&self, address: u64) -> Option<(&FunctionSymbol, u64)> {
-        let following = self.ranges.partition_point(|range| range.start <= address);
-        let range = self.ranges[..following]
-            .last()
-            .filter(|range| address < range.end)?;
-        let file = self.files.get(range.file)?;
-        file.functions.lookup(file.elf.link_address(address))
-    }
-
-    /// The image address where the function containing `address` starts.
-    fn function_start(&self, address: u64) -> Option<u64> {
-        let (_, offset) = self.lookup(address)?;
-        // The function starts `offset` bytes before `address`, inside the image.
-        address.checked_sub(offset)
-    }
 }
 
 /// `FILE` or `FILE@LOAD_ADDR` of `--elf`.
@@ -153,7 +101,8 @@ fn parse_elf_argument(argument: &str) -> Result<ElfArgument> {
 
 fn load_code(elves: &[String]) -> Result<LoadedCode> {
     let mut image = CodeImage::new();
-    let mut files: Vec<FileFunctions> = Vec::new();
+    let mut symbols = ImageFunctions::new();
+    let mut first_xlen = None;
     for argument in elves {
         let ElfArgument { path, load_address } = parse_elf_argument(argument)?;
         let bytes =
@@ -169,14 +118,25 @@ fn load_code(elves: &[String]) -> Result<LoadedCode> {
                 FunctionTable::default()
             }
         };
-        files.push(FileFunctions { functions, elf });
+        // One image file per ELF: the numbers agree with the segments' `file`.
+        let file = symbols.add_file(functions, elf.bias);
+        debug_assert_eq!(file, elf.file_index);
+        if first_xlen.is_none() {
+            first_xlen = Some(elf.xlen());
+        }
     }
-    let address_width = match files.first().and_then(|file| file.elf.xlen()) {
+    let address_width = match first_xlen.flatten() {
         Some(Xlen::Rv32) => AddressWidth::Bits32,
         _ => AddressWidth::Bits64,
     };
     let decode_infos = image.file_decode_infos();
-    let symbols = CodeSymbols::new(&image, files);
+    for segment in image.segments() {
+        symbols.add_range(MappedRange {
+            start: segment.start,
+            end: segment.end,
+            file: segment.file,
+        });
+    }
     Ok(LoadedCode {
         image,
         symbols,

@@ -15,6 +15,8 @@
 //!   demangled once, for callers that name many addresses (`rvperf decode`).
 //!   This is the one symbol table of rvperf: every command names a function
 //!   by the same rules (perf's choice among aliases, Rust and C++ demangling).
+//!   [`ImageFunctions`] puts the tables of several files at their load
+//!   biases, to name addresses of a trace decoder's code image.
 //! * [`Symbolizer`] is the I/O and caching layer: it builds each process's
 //!   address space from perf MMAP2/FORK/COMM records, finds files (perf's
 //!   build-id cache, a `--symfs` root, the recorded path), their separate
@@ -33,6 +35,7 @@ mod dwarf;
 mod error;
 mod frame;
 mod function_table;
+mod image_functions;
 mod kallsyms;
 mod locate;
 mod object_symbolizer;
@@ -44,6 +47,7 @@ pub use demangle::demangle;
 pub use error::SymbolizeError;
 pub use frame::{Frame, FunctionSymbol};
 pub use function_table::FunctionTable;
+pub use image_functions::{ImageFunctions, MappedRange};
 pub use kallsyms::{KallsymsParser, KernelSymbols};
 pub use locate::cached_kallsyms;
 pub use object_symbolizer::{DebugLink, ObjectSymbolizer, SupplementaryLink};
