@@ -11,6 +11,18 @@ use std::hash::{BuildHasherDefault, Hasher};
 use code_image::CodeImage;
 use riscv_insn::{decode, ControlFlow, DecodeOptions, Itype, Xlen};
 
+/// A basic block of the code image that ran, for block profiles
+/// ([`FlowDecoder::block_profile`](crate::FlowDecoder::block_profile)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockExecutions {
+    /// The block's first instruction.
+    pub start: u64,
+    /// The address of its last instruction.
+    pub last: u64,
+    /// Instructions executed from the block's start (a run may leave a block early).
+    pub instructions: u64,
+}
+
 /// Instructions per block at most: the per-instruction lengths must fit in `lengths`.
 pub(crate) const MAX_BLOCK_INSTRUCTIONS: u32 = 64;
 const PAGE_SHIFT: u32 = 12;
@@ -172,13 +184,17 @@ impl BlockCache {
         self.blocks.len()
     }
 
-    /// (block start, address of its last instruction, instructions executed from its start).
-    pub(crate) fn executed(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+    /// The blocks that ran, with how many instructions ran from each one's start.
+    pub(crate) fn executed(&self) -> impl Iterator<Item = BlockExecutions> + '_ {
         self.blocks
             .iter()
             .zip(&self.executed)
             .filter(|(_, &count)| count > 0)
-            .map(|(block, &count)| (block.start, block.last, count))
+            .map(|(block, &instructions)| BlockExecutions {
+                start: block.start,
+                last: block.last,
+                instructions,
+            })
     }
 
     /// The slot table of `page`, if the page has one.

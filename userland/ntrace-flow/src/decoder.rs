@@ -133,7 +133,7 @@ impl<'a> FlowDecoder<'a> {
     /// Instructions executed per code block so far: (block start, address of the block's
     /// last instruction, instructions executed starting at that block start). A cheap
     /// instruction-count profile: it costs one add per block walked.
-    pub fn block_profile(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+    pub fn block_profile(&self) -> impl Iterator<Item = crate::BlockExecutions> + '_ {
         self.walk.cache.executed()
     }
 

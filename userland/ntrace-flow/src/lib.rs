@@ -24,7 +24,7 @@ mod history;
 mod return_stack;
 mod walk;
 
-pub use block::FileDecodeInfo;
+pub use block::{BlockExecutions, FileDecodeInfo};
 pub use decoder::{FlowDecoder, FlowStatistics};
 pub use encoder::{BranchMode, EncodeError, EncoderOptions, EncoderStatistics, TraceEncoder};
 

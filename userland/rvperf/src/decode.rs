@@ -1,6 +1,5 @@
 //! `rvperf decode`: N-Trace stream + ELF files -> PCs, blocks, instructions, messages or a summary.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,7 +10,7 @@ use clap::{Args, ValueEnum};
 use code_image::{load_elf, CodeImage, Xlen};
 use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError, Recovery};
 use ntrace_message::{dump_message, AddressWidth, MessageDecoder, MessageOptions};
-use symbolize::{FunctionTable, ImageFunctions, MappedRange, ObjectSymbolizer};
+use symbolize::{FunctionTable, FunctionTotal, ImageFunctions, MappedRange, ObjectSymbolizer};
 use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
 
 use crate::output::LineWriter;
@@ -529,18 +528,18 @@ fn write_hottest_functions(
     instructions: u64,
     out: &mut LineWriter<impl Write>,
 ) {
-    // Keyed by where the function starts in the image: ties rank in address order.
-    let mut by_function: HashMap<Option<u64>, u64> = HashMap::new();
-    for (start, _last, count) in decoder.block_profile() {
-        *by_function
-            .entry(code.symbols.function_start(start))
-            .or_default() += count;
-    }
-    let mut ranked: Vec<_> = by_function.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let ranked = code.symbols.totals_by_function(
+        decoder
+            .block_profile()
+            .map(|block| (block.start, block.instructions)),
+    );
     out.text("hottest functions:\n");
-    for (function, count) in ranked.into_iter().take(10) {
-        let name = function
+    for FunctionTotal {
+        start,
+        total: count,
+    } in ranked.into_iter().take(10)
+    {
+        let name = start
             .and_then(|start| code.symbols.lookup(start))
             .map_or("[unknown]", |(symbol, _)| symbol.name.as_str());
         let share = 100.0 * count as f64 / instructions.max(1) as f64;

@@ -25,6 +25,14 @@ struct LoadedFunctions {
     bias: u64,
 }
 
+/// A count summed over one function ([`ImageFunctions::totals_by_function`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FunctionTotal {
+    /// Where the function starts in the image; `None` for addresses in no function.
+    pub start: Option<u64>,
+    pub total: u64,
+}
+
 /// A range of image addresses that one file maps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MappedRange {
@@ -70,6 +78,27 @@ impl ImageFunctions {
     }
 
     /// The image address where the function containing `address` starts.
+    /// Counts summed per function of the image, most first (ties in address order,
+    /// addresses in no function first among equals): `counts` gives an image address and a
+    /// count each (instructions run from a block's start, say). Sums saturate.
+    pub fn totals_by_function(
+        &self,
+        counts: impl IntoIterator<Item = (u64, u64)>,
+    ) -> Vec<FunctionTotal> {
+        let mut by_function: std::collections::HashMap<Option<u64>, u64> =
+            std::collections::HashMap::new();
+        for (address, count) in counts {
+            let total = by_function.entry(self.function_start(address)).or_default();
+            *total = total.saturating_add(count);
+        }
+        let mut ranked: Vec<FunctionTotal> = by_function
+            .into_iter()
+            .map(|(start, total)| FunctionTotal { start, total })
+            .collect();
+        ranked.sort_by(|a, b| b.total.cmp(&a.total).then(a.start.cmp(&b.start)));
+        ranked
+    }
+
     pub fn function_start(&self, address: u64) -> Option<u64> {
         let (_, offset) = self.lookup(address)?;
         // The function starts `offset` bytes before `address`, inside the image.
@@ -157,5 +186,40 @@ mod tests {
             file: 3,
         });
         assert_eq!(name_at(&image, 0x1800), None);
+    }
+
+    #[test]
+    fn totals_are_summed_per_function_most_first_ties_by_address() {
+        let image = two_files();
+        let totals = image.totals_by_function([
+            (0x1_0000, 5),
+            (0x1_0010, 5),
+            (0x1_0040, 7),
+            (0x4000_0100, 10),
+            // In no function: summed under `None`, first among equals.
+            (0x9000_0000, 10),
+            (0x1_0044, u64::MAX),
+        ]);
+        assert_eq!(
+            totals,
+            [
+                FunctionTotal {
+                    start: Some(0x1_0040),
+                    total: u64::MAX,
+                },
+                FunctionTotal {
+                    start: None,
+                    total: 10,
+                },
+                FunctionTotal {
+                    start: Some(0x1_0000),
+                    total: 10,
+                },
+                FunctionTotal {
+                    start: Some(0x4000_0100),
+                    total: 10,
+                },
+            ]
+        );
     }
 }

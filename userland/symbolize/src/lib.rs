@@ -47,7 +47,7 @@ pub use demangle::demangle;
 pub use error::SymbolizeError;
 pub use frame::{Frame, FunctionSymbol};
 pub use function_table::FunctionTable;
-pub use image_functions::{ImageFunctions, MappedRange};
+pub use image_functions::{FunctionTotal, ImageFunctions, MappedRange};
 pub use kallsyms::{KallsymsParser, KernelSymbols};
 pub use locate::cached_kallsyms;
 pub use object_symbolizer::{DebugLink, ObjectSymbolizer, SupplementaryLink};
