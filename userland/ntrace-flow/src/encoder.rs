@@ -9,7 +9,8 @@
 
 use code_image::CodeImage;
 use ntrace_message::{
-    Body, BranchType, MessageEncoder, MessageOptions, Process, ResourceFull, SyncReason,
+    Body, BranchType, CorrelationEvent, MessageEncoder, MessageOptions, Process, ProcessFormat,
+    ResourceFull, SyncReason,
 };
 use riscv_insn::{ControlFlow, Instruction, Itype};
 
@@ -233,7 +234,7 @@ impl<'a> TraceEncoder<'a> {
                 BranchMode::Btm => (0, None),
             };
             let body = Body::ProgTraceCorrelation {
-                evcode: 0,
+                evcode: CorrelationEvent(0),
                 cdf,
                 icnt: self.icnt,
                 hist,
@@ -559,7 +560,7 @@ impl<'a> TraceEncoder<'a> {
         self.last_branch = None;
         if let Some(context) = self.options.context {
             let process = Process {
-                format: 2,
+                format: ProcessFormat::Scontext,
                 privilege: 0,
                 virtualized: false,
                 context,

@@ -12,7 +12,9 @@
 //! ([`HartEvents::end_walk`]). Every method is small and inlinable: the walk calls them
 //! once per block.
 
-use ntrace_message::{Body, BranchType, Message, ResourceFull, SyncReason};
+use ntrace_message::{
+    Body, BranchType, CorrelationEvent, Message, ProcessFormat, ResourceFull, SyncReason,
+};
 use trace_elements::{Context, ElementKind, RangeEnd, TraceOffReason, TraceOnReason, TrapKind};
 
 use crate::block::IndirectKind;
@@ -61,7 +63,7 @@ pub(crate) enum WalkEnd {
         sync: Option<SyncReason>,
     },
     /// ProgTraceCorrelation: trace stopped after the walked instructions.
-    Stop { evcode: u8 },
+    Stop { evcode: CorrelationEvent },
 }
 
 /// A branch message kept for RepeatBranch (spec 7.11: "repeat handling of previous
@@ -281,11 +283,10 @@ impl HartEvents {
         self.pending_time = self.time_of(offset, message.timestamp, message.is_sync())?;
         match message.body {
             Body::Ownership { process } => {
-                // PROCESS FORMAT (spec Table 12): 2 carries scontext, 3 hcontext.
                 let context = match process.format {
-                    2 => Some(Context::Process(process.context)),
-                    3 => Some(Context::VirtualMachine(process.context)),
-                    _ => None,
+                    ProcessFormat::Scontext => Some(Context::Process(process.context)),
+                    ProcessFormat::Hcontext => Some(Context::VirtualMachine(process.context)),
+                    ProcessFormat::PrivilegeChange | ProcessFormat::Reserved => None,
                 };
                 Ok(Event::ContextChange {
                     privilege: process.privilege,
@@ -739,10 +740,10 @@ impl HartEvents {
             WalkEnd::Stop { evcode } => {
                 let last_address = self.last.end.map(|_| self.last.address);
                 let reason = match evcode {
-                    0 => TraceOffReason::DebugMode,
-                    1 => TraceOffReason::LowPower,
-                    4 => TraceOffReason::Disabled,
-                    other => TraceOffReason::Other(other),
+                    CorrelationEvent::ENTRY_INTO_DEBUG => TraceOffReason::DebugMode,
+                    CorrelationEvent::ENTRY_INTO_LOW_POWER => TraceOffReason::LowPower,
+                    CorrelationEvent::TRACE_DISABLED => TraceOffReason::Disabled,
+                    CorrelationEvent(other) => TraceOffReason::Other(other),
                 };
                 self.unsync();
                 emit(ElementKind::TraceOff {
@@ -1127,7 +1128,7 @@ mod tests {
     fn correlation_stops_trace_after_the_last_instruction() {
         let mut hart = synced_at(0x1000);
         let stop = Body::ProgTraceCorrelation {
-            evcode: 4,
+            evcode: CorrelationEvent(4),
             cdf: 0,
             icnt: 2,
             hist: None,
@@ -1186,7 +1187,7 @@ mod tests {
     fn ownership_becomes_a_context_change() {
         let mut hart = synced_at(0x1000);
         let process = Process {
-            format: 2,
+            format: ProcessFormat::Scontext,
             privilege: 0,
             virtualized: false,
             context: 42,

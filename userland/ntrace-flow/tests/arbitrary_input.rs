@@ -3,7 +3,7 @@
 
 use code_image::{load_elf, CodeImage};
 use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder};
-use ntrace_message::MessageOptions;
+use ntrace_message::{CorrelationEvent, MessageOptions};
 use proptest::prelude::*;
 
 static PROGRAM: &[u8] = include_bytes!("../../../tests/fixtures/ntrace/tiny-htm/program");
@@ -94,7 +94,7 @@ fn garbage_addresses_do_not_grow_the_block_cache() {
         };
         encoder.encode(0, &sync, None, &mut trace).unwrap();
         let stop = ntrace_message::Body::ProgTraceCorrelation {
-            evcode: 0,
+            evcode: CorrelationEvent(0),
             cdf: 0,
             icnt: 2,
             hist: None,

@@ -5,7 +5,8 @@
 use code_image::CodeImage;
 use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
 use ntrace_message::{
-    Body, BranchType, MessageEncoder, MessageOptions, Process, ResourceFull, SyncReason,
+    Body, BranchType, CorrelationEvent, MessageEncoder, MessageOptions, Process, ResourceFull,
+    SyncReason,
 };
 use riscv_insn::DecodeOptions;
 use trace_elements::{Context, ElementKind, GapReason, RangeEnd, TraceOnReason, TrapKind};
@@ -101,7 +102,7 @@ fn sync(address: u64) -> Body {
 
 fn stop(icnt: u64) -> Body {
     Body::ProgTraceCorrelation {
-        evcode: 0,
+        evcode: CorrelationEvent(0),
         cdf: 0,
         icnt,
         hist: None,
@@ -358,7 +359,7 @@ fn repeated_history_plays_its_pattern_hrepeat_times() {
         repeat: 3,
     });
     let last = Body::ProgTraceCorrelation {
-        evcode: 0,
+        evcode: CorrelationEvent(0),
         cdf: 1,
         icnt: 91 * 2 + 1,
         hist: Some(0b10),

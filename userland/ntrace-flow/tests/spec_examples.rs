@@ -2,7 +2,9 @@
 
 use code_image::CodeImage;
 use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
-use ntrace_message::{Body, BranchType, MessageEncoder, MessageOptions, SyncReason};
+use ntrace_message::{
+    Body, BranchType, CorrelationEvent, MessageEncoder, MessageOptions, SyncReason,
+};
 use riscv_insn::DecodeOptions;
 use trace_elements::{ElementKind, RangeEnd};
 
@@ -88,7 +90,7 @@ fn start() -> Body {
 
 fn stop(icnt: u64, hist: Option<u64>) -> Body {
     Body::ProgTraceCorrelation {
-        evcode: 0,
+        evcode: CorrelationEvent(0),
         cdf: u8::from(hist.is_some()),
         icnt,
         hist,

@@ -3,8 +3,8 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use ntrace_message::{
-    Body, BranchType, MessageDecoder, MessageEncoder, MessageOptions, Process, ResourceFull,
-    SyncReason,
+    Body, BranchType, MessageDecoder, MessageEncoder, MessageOptions, Process, ProcessFormat,
+    ResourceFull, SyncReason,
 };
 
 /// Deterministic xorshift so every run measures the same stream.
@@ -39,7 +39,7 @@ fn synthetic_stream(options: MessageOptions, target_len: usize) -> (Vec<u8>, u64
                     0,
                     &Body::Ownership {
                         process: Process {
-                            format: 2,
+                            format: ProcessFormat::Scontext,
                             privilege: 1,
                             virtualized: false,
                             context: rng.below(4096),

@@ -2,7 +2,9 @@ use core::fmt;
 
 use crate::error::MessageError;
 use crate::layout::{self, Kind};
-use crate::types::{Body, BranchType, Message, MessageOptions, Process, ResourceFull, SyncReason};
+use crate::types::{
+    Body, BranchType, CorrelationEvent, Message, MessageOptions, Process, ResourceFull, SyncReason,
+};
 
 const MSEO_END_OF_FIELD: u8 = 0b01;
 const MSEO_RESERVED: u8 = 0b10;
@@ -692,7 +694,7 @@ impl<'a> MessageDecoder<'a> {
                 let required = if cdf == 1 { 2 } else { 1 };
                 let timestamp = timestamp(required, defined)?;
                 let body = Body::ProgTraceCorrelation {
-                    evcode: (fixed & 0xf) as u8,
+                    evcode: CorrelationEvent((fixed & 0xf) as u8),
                     cdf,
                     icnt: field(0),
                     hist: (count.min(defined) > 1).then(|| field(1)),

@@ -38,7 +38,7 @@ fn write_process(out: &mut impl Write, process: Process) -> fmt::Result {
         out,
         " process={:#x} format={} prv={} v={} context={:#x}",
         process.to_field(),
-        process.format,
+        process.format.bits(),
         process.privilege,
         u8::from(process.virtualized),
         process.context
@@ -134,7 +134,7 @@ pub fn dump_message(message: &Message, stream: &[u8], out: &mut impl Write) -> f
             icnt,
             hist,
         } => {
-            write!(out, " evcode={evcode} cdf={cdf} icnt={icnt}")?;
+            write!(out, " evcode={} cdf={cdf} icnt={icnt}", evcode.0)?;
             if let Some(hist) = hist {
                 write!(out, " hist={}", Binary(hist))?;
             }

@@ -235,17 +235,8 @@ impl MessageEncoder {
         match *body {
             Body::Ownership { process } => {
                 let Process {
-                    format,
-                    privilege,
-                    context,
-                    ..
+                    privilege, context, ..
                 } = process;
-                if format > 3 {
-                    return Err(EncodeError::FieldOutOfRange {
-                        field: "PROCESS.FORMAT",
-                        value: format.into(),
-                    });
-                }
                 if privilege > 3 {
                     return Err(EncodeError::FieldOutOfRange {
                         field: "PROCESS.PRV",
@@ -394,7 +385,7 @@ impl MessageEncoder {
                     }
                     _ => {}
                 }
-                f.fixed("EVCODE", evcode.into(), 4)?
+                f.fixed("EVCODE", evcode.0.into(), 4)?
                     .fixed("CDF", cdf.into(), 2)?
                     .var(Var::Plain(icnt));
                 if let Some(hist) = hist {

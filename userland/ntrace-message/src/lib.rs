@@ -38,5 +38,6 @@ pub use dump::{dump_message, dump_stream};
 pub use encode::MessageEncoder;
 pub use error::{EncodeError, MessageError};
 pub use types::{
-    AddressWidth, Body, BranchType, Message, MessageOptions, Process, ResourceFull, SyncReason,
+    AddressWidth, Body, BranchType, CorrelationEvent, Message, MessageOptions, Process,
+    ProcessFormat, ResourceFull, SyncReason,
 };

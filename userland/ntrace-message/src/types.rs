@@ -171,20 +171,76 @@ impl SyncReason {
     /// Whether the encoder state (I-CNT, HIST, reference address, timestamp base) is reset,
     /// per the "Encoder Reset" column of Table 25. Reserved values reset (the table says so).
     pub fn resets_encoder(self) -> bool {
-        !matches!(self.0, 0 | 4 | 6)
+        !matches!(
+            self,
+            SyncReason::EXTERNAL_TRIGGER
+                | SyncReason::SEQUENTIAL_INSTRUCTION_COUNTER
+                | SyncReason::TRACE_EVENT
+        )
     }
+}
+
+/// FORMAT\[1:0\] of the PROCESS field (spec 7.1): what the Ownership message reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProcessFormat {
+    /// A V and/or PRV change; CONTEXT is absent.
+    PrivilegeChange,
+    /// Reserved by the spec.
+    Reserved,
+    /// A synchronisation or an scontext change: CONTEXT holds scontext.
+    Scontext,
+    /// A synchronisation or an hcontext change: CONTEXT holds hcontext.
+    Hcontext,
+}
+
+impl ProcessFormat {
+    /// The format of the two bits FORMAT\[1:0\] (higher bits are ignored).
+    #[inline]
+    pub fn from_bits(bits: u8) -> Self {
+        match bits & 3 {
+            0 => ProcessFormat::PrivilegeChange,
+            1 => ProcessFormat::Reserved,
+            2 => ProcessFormat::Scontext,
+            _ => ProcessFormat::Hcontext,
+        }
+    }
+
+    /// The field's two bits.
+    #[inline]
+    pub fn bits(self) -> u8 {
+        match self {
+            ProcessFormat::PrivilegeChange => 0,
+            ProcessFormat::Reserved => 1,
+            ProcessFormat::Scontext => 2,
+            ProcessFormat::Hcontext => 3,
+        }
+    }
+}
+
+/// EVCODE of ProgTraceCorrelation (spec field EVCODE, 4 bits): why the message was sent.
+/// Values without a name are reserved (2, 3: data trace; 5-7) or vendor specific (8-15)
+/// and are kept as they are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CorrelationEvent(pub u8);
+
+impl CorrelationEvent {
+    /// Entry into debug mode (also a hart halted with trace disabled).
+    pub const ENTRY_INTO_DEBUG: CorrelationEvent = CorrelationEvent(0);
+    /// Entry into a low-power mode.
+    pub const ENTRY_INTO_LOW_POWER: CorrelationEvent = CorrelationEvent(1);
+    /// Program trace disabled (the hart may still run).
+    pub const TRACE_DISABLED: CorrelationEvent = CorrelationEvent(4);
 }
 
 /// PROCESS field of the Ownership message: `{CONTEXT, V, PRV[1:0], FORMAT[1:0]}` (spec 7.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Process {
-    /// FORMAT\[1:0\]: 0 = V/PRV change, 1 = reserved, 2 = scontext, 3 = hcontext.
-    pub format: u8,
+    pub format: ProcessFormat,
     /// PRV\[1:0\] privilege level (0 = U, 1 = S, 3 = M).
     pub privilege: u8,
     /// V bit (virtualisation mode).
     pub virtualized: bool,
-    /// scontext or hcontext value (meaningless when `format` is 0).
+    /// scontext or hcontext value (meaningless for [`ProcessFormat::PrivilegeChange`]).
     pub context: u64,
 }
 
@@ -196,7 +252,7 @@ impl Process {
     #[inline]
     pub fn from_field(field: u64) -> Self {
         Process {
-            format: (field & 3) as u8,
+            format: ProcessFormat::from_bits((field & 3) as u8),
             privilege: ((field >> 2) & 3) as u8,
             virtualized: (field >> 4) & 1 == 1,
             context: field >> Self::CONTEXT_SHIFT,
@@ -207,7 +263,7 @@ impl Process {
     /// are dropped; the encoder rejects such values before calling this.
     #[inline]
     pub fn to_field(self) -> u64 {
-        u64::from(self.format & 3)
+        u64::from(self.format.bits())
             | u64::from(self.privilege & 3) << 2
             | u64::from(self.virtualized) << 4
             | self.context.wrapping_shl(Self::CONTEXT_SHIFT)
@@ -351,7 +407,7 @@ pub enum Body {
     /// TCODE 33.
     ProgTraceCorrelation {
         /// EVCODE field (4 bits).
-        evcode: u8,
+        evcode: CorrelationEvent,
         /// CDF field (2 bits).
         cdf: u8,
         /// I-CNT field.

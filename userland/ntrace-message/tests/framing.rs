@@ -4,8 +4,8 @@ mod common;
 
 use common::{decode_all, decode_ok};
 use ntrace_message::{
-    Body, BranchType, EncodeError, MessageDecoder, MessageEncoder, MessageError, MessageOptions,
-    Process, ResourceFull, SyncReason,
+    Body, BranchType, CorrelationEvent, EncodeError, MessageDecoder, MessageEncoder, MessageError,
+    MessageOptions, Process, ProcessFormat, ResourceFull, SyncReason,
 };
 
 const TABLE6: [u8; 6] = [0x70, 0xD0, 0x1D, 0x1D, 0xF8, 0xFF];
@@ -468,34 +468,35 @@ fn encoder_rejects_out_of_range_values() {
             ecode: 0,
         },
         Body::ProgTraceCorrelation {
-            evcode: 0,
+            evcode: CorrelationEvent(0),
             cdf: 4,
             icnt: 0,
             hist: Some(1),
         },
         Body::ProgTraceCorrelation {
-            evcode: 0,
+            evcode: CorrelationEvent(0),
             cdf: 0,
             icnt: 0,
             hist: Some(1),
         },
         Body::ProgTraceCorrelation {
-            evcode: 0,
+            evcode: CorrelationEvent(0),
             cdf: 1,
             icnt: 0,
             hist: None,
         },
         Body::Ownership {
+            // A FORMAT out of its two bits is no longer representable; PRV is.
             process: Process {
-                format: 4,
-                privilege: 0,
+                format: ProcessFormat::PrivilegeChange,
+                privilege: 4,
                 virtualized: false,
                 context: 0,
             },
         },
         Body::Ownership {
             process: Process {
-                format: 2,
+                format: ProcessFormat::Scontext,
                 privilege: 0,
                 virtualized: false,
                 context: 1 << 59,
@@ -545,7 +546,7 @@ fn encoder_rejects_out_of_range_values() {
     });
     assert!(encoder.encode(0, &single, Some(1), &mut out).is_err());
     let reserved_cdf = Body::ProgTraceCorrelation {
-        evcode: 0,
+        evcode: CorrelationEvent(0),
         cdf: 2,
         icnt: 0,
         hist: None,
@@ -580,7 +581,7 @@ fn reserved_rcode_and_cdf_layouts() {
     assert_eq!(
         messages[0].body,
         Body::ProgTraceCorrelation {
-            evcode: 0,
+            evcode: CorrelationEvent(0),
             cdf: 0,
             icnt: 0,
             hist: None

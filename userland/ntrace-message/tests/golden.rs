@@ -7,8 +7,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use ntrace_message::{
-    dump_stream, AddressWidth, Body, BranchType, MessageEncoder, MessageOptions, Process,
-    ResourceFull, SyncReason,
+    dump_stream, AddressWidth, Body, BranchType, CorrelationEvent, MessageEncoder, MessageOptions,
+    Process, ResourceFull, SyncReason,
 };
 
 fn data_dir() -> PathBuf {
@@ -109,13 +109,13 @@ fn every_message(width: AddressWidth) -> Vec<Body> {
         },
         Body::RepeatBranch { bcnt: 42 },
         Body::ProgTraceCorrelation {
-            evcode: 0,
+            evcode: CorrelationEvent(0),
             cdf: 1,
             icnt: 6,
             hist: Some(1),
         },
         Body::ProgTraceCorrelation {
-            evcode: 4,
+            evcode: CorrelationEvent(4),
             cdf: 0,
             icnt: 10,
             hist: None,

@@ -4,8 +4,8 @@ mod common;
 
 use common::decode_ok;
 use ntrace_message::{
-    AddressWidth, Body, BranchType, MessageDecoder, MessageEncoder, MessageOptions, Process,
-    SyncReason,
+    AddressWidth, Body, BranchType, CorrelationEvent, MessageDecoder, MessageEncoder,
+    MessageOptions, Process, ProcessFormat, SyncReason,
 };
 
 fn encode(options: MessageOptions, src: u16, body: &Body, timestamp: Option<u64>) -> Vec<u8> {
@@ -287,7 +287,7 @@ fn ownership_process_examples() {
     assert_eq!(
         process,
         Process {
-            format: 2,
+            format: ProcessFormat::Scontext,
             privilege: 0,
             virtualized: true,
             context: 0x1D
@@ -298,7 +298,7 @@ fn ownership_process_examples() {
     assert_eq!(
         process,
         Process {
-            format: 0,
+            format: ProcessFormat::PrivilegeChange,
             privilege: 3,
             virtualized: false,
             context: 0
@@ -346,7 +346,7 @@ fn repeated_history_and_icnt_overflow_sequence() {
             hist: 0x2,
         },
         Body::ProgTraceCorrelation {
-            evcode: 0,
+            evcode: CorrelationEvent(0),
             cdf: 1,
             icnt: 6,
             hist: Some(1),

@@ -2,8 +2,8 @@
 #![allow(dead_code, reason = "each test binary uses a different part")]
 
 use ntrace_message::{
-    AddressWidth, Body, BranchType, Message, MessageDecoder, MessageError, MessageOptions, Process,
-    ResourceFull, SyncReason,
+    AddressWidth, Body, BranchType, CorrelationEvent, Message, MessageDecoder, MessageError,
+    MessageOptions, Process, ProcessFormat, ResourceFull, SyncReason,
 };
 use proptest::prelude::*;
 
@@ -82,7 +82,7 @@ pub fn arb_body(width: AddressWidth) -> impl Strategy<Value = Body> {
             .prop_map(
                 |(format, privilege, virtualized, context)| Body::Ownership {
                     process: Process {
-                        format,
+                        format: ProcessFormat::from_bits(format),
                         privilege,
                         virtualized,
                         context
@@ -146,7 +146,7 @@ pub fn arb_body(width: AddressWidth) -> impl Strategy<Value = Body> {
         arb_value().prop_map(|bcnt| Body::RepeatBranch { bcnt }),
         (0u8..16, 0u8..4, arb_value(), arb_value(), any::<bool>()).prop_map(
             |(evcode, cdf, icnt, hist, has_hist)| Body::ProgTraceCorrelation {
-                evcode,
+                evcode: CorrelationEvent(evcode),
                 cdf,
                 icnt,
                 hist: match cdf {
