@@ -12,7 +12,7 @@ use profiles::flamegraph::{write_differential_flamegraph, write_flamegraph, Flam
 use profiles::FoldedStacks;
 
 use crate::output::write_atomically;
-use crate::perf_file::{finish_reading, open, show_progress, warn_problems};
+use crate::perf_file::{finish_reading, open, show_progress, warn_problems, SymbolArgs};
 
 /// What the root frame of each stack says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -49,13 +49,8 @@ pub struct FlamegraphArgs {
     /// cpu-clock).
     #[arg(long)]
     samples: bool,
-    /// Look for the recorded programs' files under this directory (perf's `--symfs`).
-    #[arg(long, value_name = "DIR")]
-    symfs: Option<PathBuf>,
-    /// Kernel symbols for kernel addresses (a copy of the recording machine's
-    /// /proc/kallsyms).
-    #[arg(long, value_name = "FILE")]
-    kallsyms: Option<PathBuf>,
+    #[command(flatten)]
+    symbols: SymbolArgs,
     /// Show inlined functions as frames of their own (from DWARF; slower).
     #[arg(long)]
     inline: bool,
@@ -111,14 +106,12 @@ fn fold(input: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedSta
     let mut session = Session::new(
         &reader,
         SymbolOptions {
-            symfs: arguments.symfs.clone(),
-            kallsyms: arguments.kallsyms.clone(),
             inlines: if arguments.inline {
                 InlineFrames::Shown
             } else {
                 InlineFrames::Outermost
             },
-            ..SymbolOptions::default()
+            ..arguments.symbols.options()
         },
     );
     show_progress(&mut session, input);

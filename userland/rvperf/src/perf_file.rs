@@ -2,11 +2,36 @@
 //! showing what their session reports: progress, undecoded AUX data, losses and the
 //! symbolizer's problems. The reading itself is `perf_session`'s.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use perf_data::PerfDataReader;
-use perf_session::{Lost, Processes, Session, UndecodedAux};
+use perf_session::{Lost, Processes, Session, SymbolOptions, UndecodedAux};
+
+/// Where the recorded programs' files and the kernel's symbols are: the arguments of
+/// every command that names what a recording sampled.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SymbolArgs {
+    /// Look for the recorded programs' files under this directory (like perf's
+    /// `--symfs`), for recordings made on another machine.
+    #[arg(long, value_name = "DIR")]
+    pub symfs: Option<PathBuf>,
+    /// Kernel symbols for kernel addresses (a copy of the recording machine's
+    /// /proc/kallsyms).
+    #[arg(long, value_name = "FILE")]
+    pub kallsyms: Option<PathBuf>,
+}
+
+impl SymbolArgs {
+    /// The session's symbol options for these arguments (functions from symbol tables).
+    pub fn options(&self) -> SymbolOptions {
+        SymbolOptions {
+            symfs: self.symfs.clone(),
+            kallsyms: self.kallsyms.clone(),
+            ..SymbolOptions::default()
+        }
+    }
+}
 
 /// Opens a perf.data file, naming it in errors; `-` reads a stream from standard input
 /// (`perf record -o - | rvperf script -i -`).

@@ -6,23 +6,17 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use perf_session::report::{report, Row, WeighedRow};
-use perf_session::{Session, SymbolOptions};
+use perf_session::Session;
 
-use crate::perf_file::{finish_reading, open, show_progress, warn_lost};
+use crate::perf_file::{finish_reading, open, show_progress, warn_lost, SymbolArgs};
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// Input file.
     #[arg(short = 'i', long = "input", default_value = "perf.data")]
     input: PathBuf,
-    /// Look for the recorded programs' files under this directory (like perf's
-    /// `--symfs`), for recordings made on another machine.
-    #[arg(long, value_name = "DIR")]
-    symfs: Option<PathBuf>,
-    /// Kernel symbols for kernel addresses (a copy of the recording machine's
-    /// /proc/kallsyms).
-    #[arg(long, value_name = "FILE")]
-    kallsyms: Option<PathBuf>,
+    #[command(flatten)]
+    symbols: SymbolArgs,
     /// How many entries to print.
     #[arg(long, default_value_t = 30)]
     top: usize,
@@ -30,14 +24,7 @@ pub struct ReportArgs {
 
 pub fn run(arguments: &ReportArgs) -> Result<()> {
     let reader = open(&arguments.input)?;
-    let mut session = Session::new(
-        &reader,
-        SymbolOptions {
-            symfs: arguments.symfs.clone(),
-            kallsyms: arguments.kallsyms.clone(),
-            ..SymbolOptions::default()
-        },
-    );
+    let mut session = Session::new(&reader, arguments.symbols.options());
     // perf report keeps the names of exited threads.
     session.processes().keep_exited_threads();
     show_progress(&mut session, &arguments.input);

@@ -6,23 +6,17 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use perf_session::{thread_id, Processes, Session, SessionSample, SymbolOptions};
+use perf_session::{thread_id, Processes, Session, SessionSample};
 
-use crate::perf_file::{finish_reading, open, show_progress};
+use crate::perf_file::{finish_reading, open, show_progress, SymbolArgs};
 
 #[derive(Debug, Args)]
 pub struct ScriptArgs {
     /// Input file.
     #[arg(short = 'i', long = "input", default_value = "perf.data")]
     input: PathBuf,
-    /// Look for the recorded programs' files under this directory (like perf's
-    /// `--symfs`), for recordings made on another machine.
-    #[arg(long, value_name = "DIR")]
-    symfs: Option<PathBuf>,
-    /// Kernel symbols for kernel addresses (a copy of the recording machine's
-    /// /proc/kallsyms).
-    #[arg(long, value_name = "FILE")]
-    kallsyms: Option<PathBuf>,
+    #[command(flatten)]
+    symbols: SymbolArgs,
     /// Fields to print, comma-separated: comm, pid, tid, cpu, time, period, event, ip, sym, dso, brstack.
     #[arg(
         short = 'F',
@@ -72,14 +66,7 @@ pub fn run(arguments: &ScriptArgs) -> Result<()> {
     let fields = parse_fields(&arguments.fields)?;
     let reader = open(&arguments.input)?;
     let names = reader.event_names();
-    let mut session = Session::new(
-        &reader,
-        SymbolOptions {
-            symfs: arguments.symfs.clone(),
-            kallsyms: arguments.kallsyms.clone(),
-            ..SymbolOptions::default()
-        },
-    );
+    let mut session = Session::new(&reader, arguments.symbols.options());
     show_progress(&mut session, &arguments.input);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
