@@ -419,7 +419,7 @@ impl<'a> FlowDecoder<'a> {
 
     /// The armed I-CNT is used up: the event layer checks the walk against the message
     /// that armed it and says where execution resumes. Once per message: out of line.
-    #[inline(never)]
+    #[inline]
     fn end_walk(&mut self, index: usize) -> Result<(), FlowError> {
         let hart = &mut self.harts[index];
         let src = hart.events.src;

@@ -178,19 +178,9 @@ pub(crate) struct HartEvents {
     /// Offset of the message that armed the walk, for its elements and errors.
     walk_offset: u64,
     last: LastInstruction,
-    /// The I-CNT and HIST of the branch message whose walk is armed: kept as the message
-    /// to repeat once the walk ends (copying the freshly built walk end at once would
-    /// stall store forwarding, once per message).
-    armed_branch: Option<ArmedBranch>,
+    /// The last branch message, for RepeatBranch.
     repeat: Option<RepeatableWalk>,
     repeats_left: u64,
-}
-
-/// The counts of an armed branch message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct ArmedBranch {
-    icnt: u64,
-    hist: Option<u64>,
 }
 
 /// SYNC reasons after which the hart continues as before (markers and periodic
@@ -230,7 +220,6 @@ impl HartEvents {
             end: None,
             walk_offset: 0,
             last: LastInstruction::default(),
-            armed_branch: None,
             repeat: None,
             repeats_left: 0,
         }
@@ -245,7 +234,6 @@ impl HartEvents {
         self.end = None;
         self.history.clear();
         self.stack.clear();
-        self.armed_branch = None;
         self.repeat = None;
         self.repeats_left = 0;
     }
@@ -330,7 +318,6 @@ impl HartEvents {
                     sync: Some(sync),
                 };
                 // Not a branch message: RepeatBranch does not repeat it.
-                self.armed_branch = None;
                 self.arm(offset, icnt, None, Some(end))
             }
             Body::DirectBranchSync { sync, icnt, faddr } => {
@@ -377,10 +364,7 @@ impl HartEvents {
                 cdf: _,
                 icnt,
                 hist,
-            } => {
-                self.armed_branch = None;
-                self.arm(offset, icnt, hist, Some(WalkEnd::Stop { evcode }))
-            }
+            } => self.arm(offset, icnt, hist, Some(WalkEnd::Stop { evcode })),
             // Error and Other were handled before the synchronisation check; `Body` is
             // non-exhaustive, and a message kind this layer does not know changes nothing.
             _ => Ok(Event::Nothing),
@@ -463,6 +447,7 @@ impl HartEvents {
         self.arm(offset, repeat.icnt, repeat.hist, Some(repeat.end))
     }
 
+    #[inline(always)]
     fn arm_branch(
         &mut self,
         offset: u64,
@@ -470,11 +455,12 @@ impl HartEvents {
         hist: Option<u64>,
         end: WalkEnd,
     ) -> Result<Event, FlowError> {
-        self.armed_branch = Some(ArmedBranch { icnt, hist });
+        self.repeat = Some(RepeatableWalk { icnt, hist, end });
         self.arm(offset, icnt, hist, Some(end))
     }
 
     /// Adds a message's I-CNT and HIST to what the walk has to place.
+    #[inline(always)]
     fn arm(
         &mut self,
         offset: u64,
@@ -488,7 +474,7 @@ impl HartEvents {
             .ok_or(FlowError::IcntOverflow { offset })?;
         if let Some(hist) = hist {
             self.history
-                .push(hist, 1)
+                .push_once(hist)
                 .map_err(|_| FlowError::MissingStopBit { offset })?;
         }
         if end.is_some() {
@@ -672,13 +658,6 @@ impl HartEvents {
                 next: NextWalk::Idle,
             });
         };
-        if let Some(branch) = self.armed_branch.take() {
-            self.repeat = Some(RepeatableWalk {
-                icnt: branch.icnt,
-                hist: branch.hist,
-                end,
-            });
-        }
         let offset = self.walk_offset;
         if !self.history.is_empty() {
             return Err(FlowError::HistoryLeft {
