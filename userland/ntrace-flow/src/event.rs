@@ -195,6 +195,14 @@ fn is_restart(sync: SyncReason) -> bool {
     )
 }
 
+/// Passes an error through a cold call, so that the per-message paths that can fail are
+/// laid out (and their registers allocated) for the success case.
+#[cold]
+#[inline(never)]
+fn cold_error(error: FlowError) -> FlowError {
+    error
+}
+
 /// The F-ADDR of a synchronisation message (where decoding can start).
 fn sync_address(body: &Body) -> Option<u64> {
     match *body {
@@ -408,7 +416,7 @@ impl HartEvents {
         } else {
             self.time
                 .checked_add(stamp)
-                .ok_or(FlowError::TimestampOverflow { offset })?
+                .ok_or_else(|| cold_error(FlowError::TimestampOverflow { offset }))?
         };
         Ok(Some(self.time))
     }
@@ -471,11 +479,11 @@ impl HartEvents {
         self.pending_units = self
             .pending_units
             .checked_add(icnt)
-            .ok_or(FlowError::IcntOverflow { offset })?;
+            .ok_or_else(|| cold_error(FlowError::IcntOverflow { offset }))?;
         if let Some(hist) = hist {
             self.history
                 .push_once(hist)
-                .map_err(|_| FlowError::MissingStopBit { offset })?;
+                .map_err(|_| cold_error(FlowError::MissingStopBit { offset }))?;
         }
         if end.is_some() {
             self.last = LastInstruction::default();
@@ -647,7 +655,48 @@ impl HartEvents {
     /// Called when the armed I-CNT is used up and the walk has an end: checks the walk
     /// against the message (`pc` is where the walk stopped), reports the elements the end
     /// implies to `emit` (trap, restart, trace off), and re-arms a repeated message.
+    #[inline(always)]
     pub(crate) fn end_walk(
+        &mut self,
+        pc: Option<u64>,
+        emit: impl FnMut(ElementKind),
+    ) -> Result<WalkEnded, FlowError> {
+        // The common ends (a plain taken branch, an indirect jump, not a synchronisation
+        // message, nothing to repeat) take this path in registers; every other end, and
+        // every error, takes the out-of-line path below.
+        if self.repeats_left == 0 && self.history.is_empty() {
+            match self.end {
+                Some(WalkEnd::TakenBranch {
+                    target: None,
+                    sync: None,
+                }) if self.last.end == Some(RangeEnd::BranchTaken) => {
+                    self.end = None;
+                    return Ok(WalkEnded {
+                        resume: Resume::WhereTheWalkStopped,
+                        next: NextWalk::Idle,
+                    });
+                }
+                Some(WalkEnd::Address {
+                    target,
+                    btype: BranchType::Indirect,
+                    sync: None,
+                }) => {
+                    self.end = None;
+                    return Ok(WalkEnded {
+                        resume: Resume::At(target),
+                        next: NextWalk::Idle,
+                    });
+                }
+                _ => {}
+            }
+        }
+        self.end_walk_rest(pc, emit)
+    }
+
+    /// [`end_walk`](Self::end_walk) for the ends that emit elements, repeat, or fail.
+    #[cold]
+    #[inline(never)]
+    fn end_walk_rest(
         &mut self,
         pc: Option<u64>,
         mut emit: impl FnMut(ElementKind),
