@@ -813,6 +813,14 @@ impl HartEvents {
 
 #[cfg(test)]
 mod tests {
+    /// Asserts that `result` is an error matching `pattern`, printing it otherwise.
+    macro_rules! assert_error {
+        ($result:expr, $pattern:pat $(,)?) => {{
+            let error = $result.unwrap_err();
+            assert!(matches!(error, $pattern), "{error}");
+        }};
+    }
+
     use super::*;
     use ntrace_message::{Body, Process};
 
@@ -1049,16 +1057,12 @@ mod tests {
         };
         hart.apply(message(0x50, hist_branch)).unwrap();
         hart.branch_taken(1);
-        let error = hart.end_walk(Some(0x1004), |_| {}).unwrap_err();
-        assert!(
-            matches!(
-                error,
-                FlowError::HistoryLeft {
-                    offset: 0x50,
-                    bits: 2
-                }
-            ),
-            "{error}"
+        assert_error!(
+            hart.end_walk(Some(0x1004), |_| {}),
+            FlowError::HistoryLeft {
+                offset: 0x50,
+                bits: 2
+            }
         );
     }
 
@@ -1068,16 +1072,12 @@ mod tests {
         hart.apply(message(0x60, Body::DirectBranch { icnt: 2 }))
             .unwrap();
         hart.placed(0, 0x1002, RangeEnd::Sequential);
-        let error = hart.end_walk(Some(0x1004), |_| {}).unwrap_err();
-        assert!(
-            matches!(
-                error,
-                FlowError::NotABranch {
-                    offset: 0x60,
-                    address: 0x1002
-                }
-            ),
-            "{error}"
+        assert_error!(
+            hart.end_walk(Some(0x1004), |_| {}),
+            FlowError::NotABranch {
+                offset: 0x60,
+                address: 0x1002
+            }
         );
     }
 
@@ -1091,17 +1091,13 @@ mod tests {
         };
         hart.apply(message(0x70, branch_sync)).unwrap();
         hart.placed(0, 0x1002, RangeEnd::BranchTaken);
-        let error = hart.end_walk(Some(0x3000), |_| {}).unwrap_err();
-        assert!(
-            matches!(
-                error,
-                FlowError::AddressMismatch {
-                    offset: 0x70,
-                    computed: 0x3000,
-                    reported: 0x2000
-                }
-            ),
-            "{error}"
+        assert_error!(
+            hart.end_walk(Some(0x3000), |_| {}),
+            FlowError::AddressMismatch {
+                offset: 0x70,
+                computed: 0x3000,
+                reported: 0x2000
+            }
         );
     }
 
