@@ -8,8 +8,8 @@
 
 mod common;
 
-use common::{assert_same_pcs, decode_elements, decode_pcs, load, retired_pcs};
-use ntrace_flow::{BranchMode, DecoderOptions, EncoderOptions, EncoderStatistics, TraceEncoder};
+use common::{assert_same_pcs, decode_elements, decode_pcs, encode, load, retired_pcs};
+use ntrace_flow::{BranchMode, DecoderOptions, EncoderOptions, EncoderStatistics};
 use ntrace_message::{AddressWidth, MessageDecoder, MessageOptions};
 use trace_elements::ElementKind;
 
@@ -56,27 +56,6 @@ fn configuration(index: usize) -> (EncoderOptions, DecoderOptions) {
         .with_message(options.message)
         .with_return_stack_depth(depth);
     (options, decoder)
-}
-
-fn encode(
-    code: &common::Code,
-    pcs: &[u64],
-    options: EncoderOptions,
-) -> (Vec<u8>, EncoderStatistics) {
-    let mut encoder =
-        TraceEncoder::new(&code.image, code.files.clone(), options).expect("encoder options");
-    let mut bytes = Vec::new();
-    for (index, &pc) in pcs.iter().enumerate() {
-        encoder
-            .retire(pc)
-            .unwrap_or_else(|error| panic!("encoding #{index}: {error}"));
-        if index % 65536 == 0 {
-            bytes.extend(encoder.take_output());
-        }
-    }
-    let (rest, statistics) = encoder.finish().expect("finish");
-    bytes.extend(rest);
-    (bytes, statistics)
 }
 
 fn roundtrip(name: &str) {

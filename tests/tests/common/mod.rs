@@ -15,7 +15,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use code_image::{load_elf, CodeImage};
-use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
+use ntrace_flow::{
+    DecoderOptions, EncoderOptions, EncoderStatistics, FileDecodeInfo, FlowDecoder, FlowError,
+    TraceEncoder,
+};
 use perf_abi::ctr::CtrBranch;
 use perf_abi::BranchStack;
 use trace_elements::{ElementKind, TraceElement};
@@ -103,6 +106,24 @@ pub fn load(name: &str) -> Code {
     load_elf(&mut image, name, &bytes, None).expect("load ELF");
     let files = image.file_decode_infos();
     Code { image, files }
+}
+
+/// `pcs` (a retired-PC stream of `code`) encoded by rvperf's encoder model.
+pub fn encode(code: &Code, pcs: &[u64], options: EncoderOptions) -> (Vec<u8>, EncoderStatistics) {
+    let mut encoder =
+        TraceEncoder::new(&code.image, code.files.clone(), options).expect("encoder options");
+    let mut bytes = Vec::new();
+    for (index, &pc) in pcs.iter().enumerate() {
+        encoder
+            .retire(pc)
+            .unwrap_or_else(|error| panic!("encoding #{index}: {error}"));
+        if index % 65536 == 0 {
+            bytes.extend(encoder.take_output());
+        }
+    }
+    let (rest, statistics) = encoder.finish().expect("finish");
+    bytes.extend(rest);
+    (bytes, statistics)
 }
 
 /// Decodes `trace` fully and returns every element (errors stop the decode).

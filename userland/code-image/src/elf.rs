@@ -25,6 +25,19 @@ pub struct ElfInfo {
     /// `Tag_RISCV_arch` from `.riscv.attributes`, e.g. `rv64i2p1_m2p0_a2p1_f2p2_d2p2_c2p0`.
     pub arch: Option<String>,
     pub build_id: Option<Vec<u8>>,
+    /// Where each `PT_LOAD` segment went and which bytes of the file it holds: the
+    /// mappings a process running the file would have (what a symbolizer needs to go
+    /// from an address to a file offset).
+    pub mappings: Vec<FileMapping>,
+}
+
+/// One loaded segment as a process maps it: `size` bytes from image address `start`,
+/// backed by the file from `file_offset` on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileMapping {
+    pub start: u64,
+    pub size: u64,
+    pub file_offset: u64,
 }
 
 impl ElfInfo {
@@ -154,6 +167,7 @@ fn load(
 
     let file_index = image.add_file_of_machine(name, machine);
     let mut has_code = false;
+    let mut mappings = Vec::with_capacity(loadable.len());
     for segment in &loadable {
         let executable = match segment.flags() {
             SegmentFlags::Elf { p_flags } => p_flags & object::elf::PF_X != 0,
@@ -164,6 +178,12 @@ fn load(
             .filter(|start| start.checked_add(data.len() as u64).is_some())
             .ok_or_else(bad_load_address)?;
         has_code |= executable && !data.is_empty();
+        let (file_offset, _) = segment.file_range();
+        mappings.push(FileMapping {
+            start,
+            size: data.len() as u64,
+            file_offset,
+        });
         image.add_segment(start, data.to_vec(), executable, file_index)?;
     }
     if !has_code {
@@ -179,6 +199,7 @@ fn load(
         bias,
         arch: riscv_arch(&file),
         build_id: file.build_id().ok().flatten().map(<[u8]>::to_vec),
+        mappings,
     })
 }
 

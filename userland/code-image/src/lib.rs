@@ -21,7 +21,7 @@
 mod elf;
 mod instruction_set;
 
-pub use elf::{load_any_elf, load_elf, ElfInfo};
+pub use elf::{load_any_elf, load_elf, ElfInfo, FileMapping};
 #[cfg(feature = "x86")]
 pub use instruction_set::X86_64Code;
 pub use instruction_set::{FlowKind, Instruction, InstructionAddresses, InstructionSet, RiscvCode};

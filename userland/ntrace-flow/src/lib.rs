@@ -29,7 +29,7 @@ pub use decoder::{FlowDecoder, FlowStatistics};
 pub use encoder::{BranchMode, EncodeError, EncoderOptions, EncoderStatistics, TraceEncoder};
 
 use ntrace_message::{MessageError, MessageOptions};
-use trace_elements::DecodeFailure;
+use trace_elements::{DecodeFailure, TraceElement};
 
 /// Return-stack depth the decoder assumes by default: the spec's maximum (9.2).
 pub const DEFAULT_RETURN_STACK_DEPTH: usize = 32;
@@ -181,5 +181,14 @@ impl FlowError {
             | FlowError::RepeatWithoutBranch { .. }
             | FlowError::TimestampOverflow { .. } => DecodeFailure::Inconsistent,
         }
+    }
+}
+
+impl trace_elements::ElementSource for FlowDecoder<'_> {
+    type Error = FlowError;
+
+    #[inline]
+    fn next_element(&mut self) -> Result<Option<TraceElement>, FlowError> {
+        FlowDecoder::next_element(self)
     }
 }

@@ -105,8 +105,8 @@ pub fn fold(session: &mut Session<'_>, options: FoldOptions) -> Result<FoldedSta
 }
 
 /// The symbolizer as the collapse stage asks it: file locations named once each.
-struct SymbolizerStacks<'a> {
-    symbolizer: &'a mut Symbolizer,
+pub(crate) struct SymbolizerStacks<'a> {
+    pub(crate) symbolizer: &'a mut Symbolizer,
 }
 
 impl StackSymbols for SymbolizerStacks<'_> {

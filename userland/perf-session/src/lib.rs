@@ -1,4 +1,4 @@
-//! A perf.data session, as perf's `session.c`, `ordered-events.c` and `machine.c`
+//! A perf.data session (or a decoded trace), as perf's `session.c`, `ordered-events.c` and `machine.c`
 //! build one, and the tools that consume it.
 //!
 //! * [`Session`] reads a [`perf_data::PerfDataReader`]'s records and gives their
@@ -14,6 +14,11 @@
 //!   (branch stacks to an AutoFDO sample profile of one binary) and [`inject`] (a
 //!   perf.data rewritten with its AUX data decoded into samples).
 //!
+//! * Decoded instruction trace ([`trace`]): the code a trace ran ([`TraceCode`], ELF
+//!   files placed where they were loaded) and the same products from any protocol's
+//!   trace elements: call-stack flame graphs ([`fold_trace`]) and exact execution
+//!   counts for AutoFDO ([`count_trace`]).
+//!
 //! The library never prints: progress, losses, undecoded AUX data, symbolizer
 //! problems and what a profile left out are returned for the caller to show.
 
@@ -26,6 +31,7 @@ pub mod ordered;
 pub mod processes;
 pub mod report;
 pub mod session;
+pub mod trace;
 
 pub use aux::{AuxDecoder, CorruptAux, UndecodedAux};
 pub use fold::{fold, FoldOptions, Split, Weight};
@@ -33,3 +39,7 @@ pub use lost::Lost;
 pub use ordered::OrderedEvents;
 pub use processes::{thread_id, InlineFrames, Place, Processes, SymbolOptions};
 pub use session::{Session, SessionError, SessionSample};
+pub use trace::{
+    count_trace, fold_trace, PlacedElf, TraceCode, TraceCodeError, TraceFold, TraceFoldOptions,
+    TRACE_PID,
+};

@@ -89,20 +89,36 @@ impl BranchCounts {
             if let Some(newer) = newer {
                 // The older branch landed at `branch.to`; execution then ran straight to
                 // the newer branch's source.
-                let range = AddressRange {
-                    first: branch.to,
-                    last: newer.from,
-                };
-                match range.last.checked_sub(range.first) {
-                    None => self.refused.backwards += 1,
-                    Some(length) if length > self.options.max_range_bytes => {
-                        self.refused.too_long += 1
-                    }
-                    Some(_) => *self.ranges.entry(range).or_default() += 1,
-                }
+                self.add_range(
+                    AddressRange {
+                        first: branch.to,
+                        last: newer.from,
+                    },
+                    1,
+                );
             }
             newer = Some(branch);
         }
+    }
+
+    /// Adds `count` executions of the straight-line code `range`, as a trace reports
+    /// it (an instruction range of every protocol); refused like a stack's ranges when
+    /// it cannot be straight-line code.
+    pub fn add_range(&mut self, range: AddressRange, count: u64) {
+        match range.last.checked_sub(range.first) {
+            None => self.refused.backwards += 1,
+            Some(length) if length > self.options.max_range_bytes => self.refused.too_long += 1,
+            Some(_) => {
+                let total = self.ranges.entry(range).or_default();
+                *total = total.saturating_add(count);
+            }
+        }
+    }
+
+    /// Adds `count` executions of the taken control transfer `branch`.
+    pub fn add_branch(&mut self, branch: Branch, count: u64) {
+        let total = self.branches.entry(branch).or_default();
+        *total = total.saturating_add(count);
     }
 
     /// Per-instruction execution counts: each range's count added to every instruction

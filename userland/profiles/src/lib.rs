@@ -1,6 +1,9 @@
-//! Profiles built from samples, independent of where the samples came from (perf
-//! callchains, CTR branch stacks, N-Trace): stacks collapsed to folded stacks and drawn
-//! as flame graphs, and AutoFDO sample profiles with writers for the formats LLVM and
+//! Profiles built from samples or traces, independent of where they came from (perf
+//! callchains, CTR branch stacks, the trace elements of N-Trace or any other trace
+//! protocol): stacks collapsed to folded stacks and drawn as flame graphs, call stacks
+//! reconstructed from a trace ([`CallStacks`]), execution counts (one sink,
+//! [`BranchCounts`], fed by branch stacks or by a trace's instruction ranges through
+//! [`TraceCounts`]) and AutoFDO sample profiles with writers for the formats LLVM and
 //! GCC read.
 //!
 //! The crate does no file I/O: writers append to a `Vec<u8>` or an `io::Write` the
@@ -8,11 +11,13 @@
 
 pub mod autofdo;
 pub mod branch_counts;
+pub mod call_stacks;
 pub mod collapse;
 #[cfg(feature = "flamegraph")]
 pub mod flamegraph;
 pub mod folded;
 pub mod sample_profile;
+pub mod trace_counts;
 
 pub use autofdo::{
     build_sample_profile, llvm_base_discriminator, llvm_duplication_factor, Discriminators,
@@ -21,9 +26,13 @@ pub use autofdo::{
 pub use branch_counts::{
     AddressRange, Branch, BranchCountOptions, BranchCounts, InstructionCounts, RefusedRanges,
 };
+pub use call_stacks::{
+    CallStackOptions, CallStackStatistics, CallStacks, FunctionOf, StackWeight, UNKNOWN_CALLER,
+};
 pub use collapse::{StackCollapser, StackSymbols};
 pub use folded::FoldedStacks;
 pub use sample_profile::{BodySample, FunctionProfile, LineLocation, SampleProfile};
+pub use trace_counts::{TraceCountStatistics, TraceCounts};
 
 mod encoding;
 pub mod gcc_afdo;

@@ -1,7 +1,9 @@
 //! `rvperf autofdo`: an AutoFDO profile of one binary from the branch stacks of a
 //! recording (CTR through rvperf_ctr, or any perf.data with PERF_SAMPLE_BRANCH_STACK),
 //! in LLVM's text or extensible binary format or the format GCC 12 reads. The profile
-//! is `perf_session::autofdo`'s; this is its command line and its warnings.
+//! is `perf_session::autofdo`'s; this is its command line and its warnings. From an
+//! N-Trace (`--trace`) the profile is exact: every range the program ran, every
+//! branch and call it took.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -13,11 +15,13 @@ use perf_session::autofdo::{
     build_profile, count_branches, BinaryMapped, BranchSamples, BuildIdCheck, BuiltProfile,
     Compiler, ProfiledBinary,
 };
-use perf_session::{Processes, Session, SymbolOptions};
-use profiles::BranchCountOptions;
+use perf_session::{PlacedElf, Processes, Session, SymbolOptions, TraceCode};
+use profiles::{BranchCountOptions, BranchCounts};
 
 use crate::output::write_atomically;
 use crate::perf_file::{finish_reading, open, show_progress};
+use crate::trace_file::TraceFile;
+use crate::trace_input::{with_page_release, GapReportingSource, TraceCodeArgs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -51,6 +55,13 @@ pub struct AutofdoArgs {
     /// Use the binary even if its build id differs from the recording's.
     #[arg(long)]
     ignore_build_id: bool,
+    /// An N-Trace of the binary to profile instead of a perf.data: the counts are
+    /// exact. The binary is traced at its link addresses unless --elf places it (and
+    /// the other files the trace ran through).
+    #[arg(long, value_name = "FILE", conflicts_with = "ignore_build_id")]
+    trace: Option<PathBuf>,
+    #[command(flatten)]
+    trace_code: TraceCodeArgs,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -68,36 +79,10 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
     let binary = ProfiledBinary::load(&name, bytes)?;
     let binary_name = binary.file_name().to_owned();
 
-    let reader = open(&arguments.input)?;
-    // Address spaces only: the binary's own debug info names the addresses.
-    let mut session = Session::with_processes(&reader, Processes::new(SymbolOptions::default()));
-    show_progress(&mut session, &arguments.input);
-    let BranchSamples {
-        counts,
-        samples,
-        skipped,
-        mapped,
-        build_id,
-    } = count_branches(&mut session, &binary)?;
-    finish_reading(&session, &arguments.input);
-
-    if let BuildIdCheck::Differs { recorded, actual } = &build_id {
-        let message = format!(
-            "{name}: build id {} differs from the recording's {} for {binary_name} ({samples} samples): not the binary that ran",
-            hex(actual),
-            hex(recorded)
-        );
-        if !arguments.ignore_build_id {
-            bail!("{message}; --ignore-build-id uses it anyway");
-        }
-        eprintln!("rvperf: warning: {message}");
-    }
-    if mapped == BinaryMapped::NeverMapped {
-        bail!(
-            "{}: no process of the recording mapped {binary_name}",
-            arguments.input.display()
-        );
-    }
+    let counts = match &arguments.trace {
+        Some(trace) => counts_from_trace(arguments, trace)?,
+        None => counts_from_recording(arguments, &binary)?,
+    };
 
     let compiler = match arguments.format {
         Format::Gcc => Compiler::Gcc,
@@ -109,7 +94,7 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
         stats,
         broken_ranges,
         frame_errors,
-    } = build_profile(&binary, &counts, compiler);
+    } = build_profile(&binary, &counts.counts, compiler);
 
     let mut bytes = Vec::new();
     match arguments.format {
@@ -133,25 +118,7 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
 
     // Everything left out, once each, with counts.
     let warn = |what: String| eprintln!("rvperf: warning: {what}");
-    if skipped.samples_without_branch_stack > 0 {
-        warn(format!(
-            "{} samples have no branch stack (record with -b or -j any,u)",
-            skipped.samples_without_branch_stack
-        ));
-    }
-    if skipped.samples_outside_binary > 0 {
-        warn(format!(
-            "{} samples were taken outside {binary_name} (other files or the kernel)",
-            skipped.samples_outside_binary
-        ));
-    }
-    if skipped.entries_outside_binary > 0 {
-        warn(format!(
-            "{} branch entries leave or enter {binary_name}; the stacks were cut there",
-            skipped.entries_outside_binary
-        ));
-    }
-    let refused = counts.refused;
+    let refused = counts.counts.refused;
     if refused.backwards + refused.too_long > 0 {
         warn(format!(
             "{} fall-through ranges ran backwards and {} were longer than {} bytes (a missed branch): not counted",
@@ -173,12 +140,127 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
         ));
     }
     eprintln!(
-        "rvperf autofdo: {samples} samples, {} branch stacks, {} ranges, {} instructions placed, {} functions -> {}",
-        counts.stacks,
-        counts.ranges.len(),
+        "rvperf autofdo: {}{} ranges, {} instructions placed, {} functions -> {}",
+        counts.source,
+        counts.counts.ranges.len(),
         stats.placed_instructions,
         profile.by_hotness().len(),
         arguments.output.display()
     );
     Ok(())
+}
+
+/// The profile's counts and a word on where they came from.
+struct ProfileCounts {
+    counts: BranchCounts,
+    /// `N samples, M branch stacks, ` or what the trace held.
+    source: String,
+}
+
+/// Counts from the branch stacks of a recording.
+fn counts_from_recording(
+    arguments: &AutofdoArgs,
+    binary: &ProfiledBinary,
+) -> Result<ProfileCounts> {
+    let name = arguments.binary.display().to_string();
+    let binary_name = binary.file_name().to_owned();
+    let reader = open(&arguments.input)?;
+    // Address spaces only: the binary's own debug info names the addresses.
+    let mut session = Session::with_processes(&reader, Processes::new(SymbolOptions::default()));
+    show_progress(&mut session, &arguments.input);
+    let BranchSamples {
+        counts,
+        samples,
+        skipped,
+        mapped,
+        build_id,
+    } = count_branches(&mut session, binary)?;
+    finish_reading(&session, &arguments.input);
+
+    if let BuildIdCheck::Differs { recorded, actual } = &build_id {
+        let message = format!(
+            "{name}: build id {} differs from the recording's {} for {binary_name} ({samples} samples): not the binary that ran",
+            hex(actual),
+            hex(recorded)
+        );
+        if !arguments.ignore_build_id {
+            bail!("{message}; --ignore-build-id uses it anyway");
+        }
+        eprintln!("rvperf: warning: {message}");
+    }
+    if mapped == BinaryMapped::NeverMapped {
+        bail!(
+            "{}: no process of the recording mapped {binary_name}",
+            arguments.input.display()
+        );
+    }
+
+    let warn = |what: String| eprintln!("rvperf: warning: {what}");
+    if skipped.samples_without_branch_stack > 0 {
+        warn(format!(
+            "{} samples have no branch stack (record with -b or -j any,u)",
+            skipped.samples_without_branch_stack
+        ));
+    }
+    if skipped.samples_outside_binary > 0 {
+        warn(format!(
+            "{} samples were taken outside {binary_name} (other files or the kernel)",
+            skipped.samples_outside_binary
+        ));
+    }
+    if skipped.entries_outside_binary > 0 {
+        warn(format!(
+            "{} branch entries leave or enter {binary_name}; the stacks were cut there",
+            skipped.entries_outside_binary
+        ));
+    }
+    Ok(ProfileCounts {
+        source: format!("{samples} samples, {} branch stacks, ", counts.stacks),
+        counts,
+    })
+}
+
+/// Exact counts from an N-Trace of the binary.
+fn counts_from_trace(arguments: &AutofdoArgs, path: &std::path::Path) -> Result<ProfileCounts> {
+    let code = if arguments.trace_code.elf.is_empty() {
+        TraceCode::load(&[PlacedElf {
+            path: arguments.binary.clone(),
+            load_address: None,
+        }])?
+    } else {
+        arguments.trace_code.load_code()?
+    };
+    let binary_path = std::fs::canonicalize(&arguments.binary)
+        .with_context(|| format!("cannot find {}", arguments.binary.display()))?;
+    let file = arguments
+        .trace_code
+        .placed_elves()?
+        .iter()
+        .position(|elf| std::fs::canonicalize(&elf.path).is_ok_and(|path| path == binary_path))
+        .or(arguments.trace_code.elf.is_empty().then_some(0));
+    let Some(file) = file else {
+        bail!(
+            "--binary {} is not one of the --elf files the trace ran",
+            arguments.binary.display()
+        );
+    };
+    let trace = TraceFile::open(path)?;
+    let decoder = ntrace_flow::FlowDecoder::new(
+        trace.bytes(),
+        code.image(),
+        code.decode_infos().to_vec(),
+        arguments.trace_code.decoder_options(&code),
+    );
+    let progress = decoder.progress();
+    let mut source = GapReportingSource::new(decoder, path);
+    let counted = with_page_release(&trace, progress, || perf_session::count_trace(&mut source))?;
+    source.finish(trace.bytes().len())?;
+    let statistics = counted.statistics;
+    Ok(ProfileCounts {
+        counts: code.counts_of_file(&counted.counts, file),
+        source: format!(
+            "{} instructions traced, {} branches taken, ",
+            statistics.instructions, statistics.branches
+        ),
+    })
 }

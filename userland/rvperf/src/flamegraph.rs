@@ -1,18 +1,32 @@
 //! `rvperf flamegraph`: folded stacks and flame graph SVGs (drawn by inferno) from the
 //! samples of a perf.data file: callchains (`-g`), or CTR call stacks
-//! (`-j call_stack`) where callchains are missing, or the sampled function alone.
+//! (`-j call_stack`) where callchains are missing, or the sampled function alone; or
+//! from an N-Trace (`--trace`): every instruction, under the call stack it ran in.
 
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use perf_session::{FoldOptions, InlineFrames, Session, SymbolOptions, Weight};
+use ntrace_flow::FlowDecoder;
+use perf_session::{FoldOptions, InlineFrames, Session, SymbolOptions, TraceFoldOptions, Weight};
 use profiles::flamegraph::{write_differential_flamegraph, write_flamegraph, FlameGraphOptions};
-use profiles::FoldedStacks;
+use profiles::{FoldedStacks, StackWeight};
 
 use crate::output::write_atomically;
 use crate::perf_file::{finish_reading, open, show_progress, warn_problems, SymbolArgs};
+use crate::trace_file::TraceFile;
+use crate::trace_input::{with_page_release, GapReportingSource, TraceCodeArgs};
+
+/// What a stack's width counts in a flame graph of a trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TraceWeight {
+    /// Instructions retired.
+    Insns,
+    /// Trace timestamp units (needs a trace with timestamps), shared among the stacks
+    /// that ran between two timestamps by their instructions.
+    Time,
+}
 
 /// What the root frame of each stack says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -57,20 +71,35 @@ pub struct FlamegraphArgs {
     /// The SVG's title.
     #[arg(long, default_value = "Flame Graph")]
     title: String,
+    /// An N-Trace to draw instead of a perf.data (with --elf): every instruction it
+    /// ran, under the call stack it ran in, reconstructed from its calls, returns and
+    /// traps; frames already on the stack when the trace began are under one
+    /// `[unknown caller]` root.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["diff_from", "samples", "split"])]
+    trace: Option<PathBuf>,
+    #[command(flatten)]
+    trace_code: TraceCodeArgs,
+    /// What a stack's width counts in a flame graph of a trace.
+    #[arg(long, value_enum, default_value = "insns", requires = "trace")]
+    weight: TraceWeight,
 }
 
 pub fn run(arguments: &FlamegraphArgs) -> Result<()> {
-    let after = fold(&arguments.input, arguments)?;
+    let after = match &arguments.trace {
+        Some(trace) => fold_trace(trace, arguments)?,
+        None => fold(&arguments.input, arguments)?,
+    };
     let before = match &arguments.diff_from {
         Some(path) => Some(fold(path, arguments)?),
         None => None,
     };
     let options = FlameGraphOptions {
         title: arguments.title.clone(),
-        count_name: if !arguments.samples {
-            "events"
-        } else {
-            "samples"
+        count_name: match (&arguments.trace, arguments.weight, arguments.samples) {
+            (Some(_), TraceWeight::Insns, _) => "instructions",
+            (Some(_), TraceWeight::Time, _) => "time units",
+            (None, _, false) => "events",
+            (None, _, true) => "samples",
         }
         .to_owned(),
         ..FlameGraphOptions::default()
@@ -100,20 +129,66 @@ pub fn run(arguments: &FlamegraphArgs) -> Result<()> {
         .with_context(|| format!("cannot write {}", arguments.output.display()))
 }
 
+fn symbol_options(arguments: &FlamegraphArgs) -> SymbolOptions {
+    SymbolOptions {
+        inlines: if arguments.inline {
+            InlineFrames::Shown
+        } else {
+            InlineFrames::Outermost
+        },
+        ..arguments.symbols.options()
+    }
+}
+
+/// The folded call stacks of an N-Trace.
+fn fold_trace(path: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedStacks> {
+    let weight = match arguments.weight {
+        TraceWeight::Insns => StackWeight::Instructions,
+        TraceWeight::Time if !arguments.trace_code.timestamps => {
+            bail!("--weight time needs a trace with timestamps (--timestamps)")
+        }
+        TraceWeight::Time => StackWeight::Time,
+    };
+    let code = arguments.trace_code.load_code()?;
+    let trace = TraceFile::open(path)?;
+    let decoder = FlowDecoder::new(
+        trace.bytes(),
+        code.image(),
+        code.decode_infos().to_vec(),
+        arguments.trace_code.decoder_options(&code),
+    );
+    let progress = decoder.progress();
+    let mut source = GapReportingSource::new(decoder, path);
+    let fold = with_page_release(&trace, progress, || {
+        perf_session::fold_trace(
+            &mut source,
+            &code,
+            symbol_options(arguments),
+            TraceFoldOptions::new(weight),
+        )
+    })?;
+    source.finish(trace.bytes().len())?;
+    warn_problems(&fold.processes);
+    let statistics = fold.statistics;
+    if statistics.instructions_without_time > 0 && weight == StackWeight::Time {
+        eprintln!(
+            "rvperf: warning: {} of {} instructions ran before a hart's first timestamp, after its last or before a gap: they have no time and are not shown",
+            statistics.instructions_without_time, statistics.instructions
+        );
+    }
+    if statistics.unmatched_returns > 0 {
+        eprintln!(
+            "rvperf: note: {} returns matched no open call (longjmp or a rewritten return address); their stacks were cut to the function they returned into",
+            statistics.unmatched_returns
+        );
+    }
+    Ok(fold.folded)
+}
+
 /// The folded stacks of one recording.
 fn fold(input: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedStacks> {
     let reader = open(input)?;
-    let mut session = Session::new(
-        &reader,
-        SymbolOptions {
-            inlines: if arguments.inline {
-                InlineFrames::Shown
-            } else {
-                InlineFrames::Outermost
-            },
-            ..arguments.symbols.options()
-        },
-    );
+    let mut session = Session::new(&reader, symbol_options(arguments));
     show_progress(&mut session, input);
     let split = match arguments.split {
         Split::Command => perf_session::Split::Command,

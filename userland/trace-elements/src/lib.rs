@@ -153,3 +153,12 @@ pub struct TraceElement {
     pub offset: u64,
     pub kind: ElementKind,
 }
+
+/// A decoder as its consumers see it: elements in execution order, pulled one at a
+/// time; `Ok(None)` at the end of the trace. Profiles are built over this, so any
+/// protocol's decoder (serial or parallel) feeds them.
+pub trait ElementSource {
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    fn next_element(&mut self) -> Result<Option<TraceElement>, Self::Error>;
+}

@@ -1,0 +1,216 @@
+//! What the commands that read an N-Trace share: the trace and ELF options, loading
+//! the code, and a decoder that reads around bad input, keeps resident memory bounded
+//! and tells what it lost.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use code_image::Xlen;
+use ntrace_flow::{DecoderOptions, FlowDecoder, FlowError, Recovery};
+use ntrace_message::{AddressWidth, MessageOptions};
+use perf_session::{PlacedElf, TraceCode};
+use trace_elements::{ElementKind, ElementSource, GapReason, TraceElement};
+
+use crate::trace_file::TraceFile;
+
+/// The code a trace ran and how its bytes are laid out.
+#[derive(Debug, Args)]
+pub struct TraceCodeArgs {
+    /// An ELF file the traced code came from; `FILE@LOAD_ADDR` places its lowest loadable
+    /// segment at LOAD_ADDR (for shared objects and PIE). Repeat for several files.
+    #[arg(long = "elf", value_name = "FILE[@LOAD_ADDR]")]
+    pub elf: Vec<String>,
+    /// Width of the SRC field (trTeSrcBits); 0 when the encoder sends none.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=12))]
+    pub src_bits: u8,
+    /// Messages carry TSTAMP fields (trTsEnable).
+    #[arg(long)]
+    pub timestamps: bool,
+    /// Addresses use the MSB extension of spec 8.2 (trTeInstExtendAddrMSB).
+    #[arg(long)]
+    pub addr_ext: bool,
+    /// Depth of the implicit-return stack; at least the encoder's (0 disables implicit returns).
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u16).range(0..=1024))]
+    pub max_stack: u16,
+}
+
+/// `FILE` or `FILE@LOAD_ADDR` of `--elf`.
+pub fn parse_elf_argument(argument: &str) -> Result<PlacedElf> {
+    if let Some((path, address)) = argument.rsplit_once('@') {
+        let digits = address
+            .strip_prefix("0x")
+            .or_else(|| address.strip_prefix("0X"));
+        let parsed = match digits {
+            Some(hex) => u64::from_str_radix(hex, 16),
+            None => address.parse::<u64>(),
+        };
+        return match parsed {
+            Ok(load) => Ok(PlacedElf {
+                path: PathBuf::from(path),
+                load_address: Some(load),
+            }),
+            Err(_) => {
+                bail!("--elf {argument}: LOAD_ADDR {address:?} is not a number (use 0x... for hex)")
+            }
+        };
+    }
+    Ok(PlacedElf {
+        path: PathBuf::from(argument),
+        load_address: None,
+    })
+}
+
+impl TraceCodeArgs {
+    pub fn placed_elves(&self) -> Result<Vec<PlacedElf>> {
+        self.elf
+            .iter()
+            .map(|argument| parse_elf_argument(argument))
+            .collect()
+    }
+
+    /// Loads the `--elf` files (at least one), warning about files without names.
+    pub fn load_code(&self) -> Result<TraceCode> {
+        if self.elf.is_empty() {
+            bail!("--elf is required to follow the program flow");
+        }
+        let code = TraceCode::load(&self.placed_elves()?)?;
+        for unnamed in code.unnamed_files() {
+            eprintln!(
+                "rvperf: warning: {}: functions are not named",
+                unnamed.error
+            );
+        }
+        Ok(code)
+    }
+
+    /// The wire options of the trace, its address width from the code's.
+    pub fn message_options(&self, xlen: Option<Xlen>) -> MessageOptions {
+        MessageOptions::default()
+            .with_src_bits(self.src_bits)
+            .with_timestamps(self.timestamps)
+            .with_address_msb_extension(self.addr_ext)
+            .with_address_width(match xlen {
+                Some(Xlen::Rv32) => AddressWidth::Bits32,
+                _ => AddressWidth::Bits64,
+            })
+    }
+
+    /// Decoder options for profiles: every range, and gaps instead of errors.
+    pub fn decoder_options(&self, code: &TraceCode) -> DecoderOptions {
+        DecoderOptions::default()
+            .with_message(self.message_options(code.xlen()))
+            .with_return_stack_depth(usize::from(self.max_stack))
+            .with_recovery(Recovery::Resync)
+    }
+}
+
+/// How many of the gaps' errors are shown one by one.
+const GAPS_SHOWN: u64 = 5;
+
+/// A decoder for profile building: reads around corrupt or truncated trace (each
+/// gap is warned about, up to a few, with its byte offset) and counts what it lost.
+pub struct GapReportingSource<'a> {
+    decoder: FlowDecoder<'a>,
+    trace_name: String,
+    decode_gaps: u64,
+    encoder_gaps: u64,
+}
+
+impl<'a> GapReportingSource<'a> {
+    pub fn new(decoder: FlowDecoder<'a>, trace_name: &Path) -> Self {
+        Self {
+            decoder,
+            trace_name: trace_name.display().to_string(),
+            decode_gaps: 0,
+            encoder_gaps: 0,
+        }
+    }
+
+    /// Warns once more about what was lost, in total; fails when nothing could be
+    /// decoded at all.
+    pub fn finish(&self, trace_bytes: usize) -> Result<()> {
+        let statistics = self.decoder.statistics();
+        if statistics.sync_messages == 0 {
+            bail!(
+                "{}: no synchronisation message in {trace_bytes} bytes: nothing can be decoded",
+                self.trace_name
+            );
+        }
+        if self.decode_gaps > GAPS_SHOWN {
+            eprintln!(
+                "rvperf: warning: {}: {} places in all where the trace could not be followed (the decode resumed at the next synchronisation each time)",
+                self.trace_name, self.decode_gaps
+            );
+        }
+        if self.encoder_gaps > 0 {
+            eprintln!(
+                "rvperf: warning: {}: the encoder reported {} losses of trace (overflow): execution there is missing",
+                self.trace_name, self.encoder_gaps
+            );
+        }
+        if statistics.unresolved_units_at_end > 0 {
+            eprintln!(
+                "rvperf: warning: {}: the trace ends with {} I-CNT units (16-bit instruction units) not followed by a message that places them; those instructions are not counted",
+                self.trace_name, statistics.unresolved_units_at_end
+            );
+        }
+        Ok(())
+    }
+}
+
+impl ElementSource for GapReportingSource<'_> {
+    type Error = FlowError;
+
+    fn next_element(&mut self) -> Result<Option<TraceElement>, FlowError> {
+        let element = self.decoder.next_element()?;
+        if let Some(TraceElement {
+            kind: ElementKind::Gap { reason },
+            offset,
+            ..
+        }) = element
+        {
+            match reason {
+                GapReason::DecodeError { .. } => {
+                    self.decode_gaps += 1;
+                    if self.decode_gaps <= GAPS_SHOWN {
+                        let cause = self.decoder.last_recovered_error().map_or_else(
+                            || format!("undecodable trace at byte offset {offset:#x}"),
+                            ToString::to_string,
+                        );
+                        eprintln!(
+                            "rvperf: warning: {}: {cause}; resuming at the next synchronisation",
+                            self.trace_name
+                        );
+                    }
+                }
+                GapReason::EncoderOverflow { .. } => self.encoder_gaps += 1,
+            }
+        }
+        Ok(element)
+    }
+}
+
+/// Runs `work` while a helper thread gives the mapped pages of `trace` the decoder
+/// has passed back to the kernel, so resident memory stays bounded however long the
+/// trace.
+pub fn with_page_release<T>(
+    trace: &TraceFile,
+    decoder_progress: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    work: impl FnOnce() -> T,
+) -> T {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(10));
+                trace.release_before(decoder_progress.load(Ordering::Relaxed));
+            }
+        });
+        let result = work();
+        done.store(true, Ordering::Relaxed);
+        result
+    })
+}
