@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 
 use common::consumers::{
     assert_profgen_agrees_except_where_it_drops, defines_function, function_entry_count,
-    parse_text_profile, run_tool, TextProfile,
+    hottest_entered, parse_text_profile, run_tool,
 };
 use common::{repository, rvperf_binary, scratch};
 use gcc_dump::{gcc_block_counts, read_afdo_dump};
@@ -116,16 +116,6 @@ fn llvm_profdata_reads_both_llvm_profiles_alike() {
             "llvm-profdata does not show {name}: {total}, {head}"
         );
     }
-}
-
-/// The function entered most often per rvperf's profile, with its head count.
-fn hottest_entered(profile: &TextProfile) -> (String, u64) {
-    profile
-        .iter()
-        .filter(|(name, _)| name.as_str() != "main")
-        .map(|(name, (_, head, _))| (name.clone(), *head))
-        .max_by_key(|(name, head)| (*head, std::cmp::Reverse(name.clone())))
-        .unwrap()
 }
 
 fn source() -> PathBuf {

@@ -153,6 +153,16 @@ pub fn profile_lines_of(
 /// instances are left out: they are compared through their functions' own copies.
 pub type TextProfile = BTreeMap<String, (u64, u64, BTreeMap<(u32, u32), u64>)>;
 
+/// The function entered most often per rvperf's profile, with its head count.
+pub fn hottest_entered(profile: &TextProfile) -> (String, u64) {
+    profile
+        .iter()
+        .filter(|(name, _)| name.as_str() != "main")
+        .map(|(name, (_, head, _))| (name.clone(), *head))
+        .max_by_key(|(name, head)| (*head, std::cmp::Reverse(name.clone())))
+        .unwrap()
+}
+
 pub fn parse_text_profile(profile: &str) -> TextProfile {
     let mut functions = TextProfile::new();
     let mut current: Option<String> = None;

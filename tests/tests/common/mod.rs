@@ -72,19 +72,7 @@ pub fn retired_pcs(name: &str) -> Vec<u64> {
     {
         return pcs.clone();
     }
-    let qemu = QemuUser::detect().unwrap_or_else(|error| panic!("{error}: {INSTALL_HINT}"));
-    static RUNS: AtomicUsize = AtomicUsize::new(0);
-    let run = RUNS.fetch_add(1, Ordering::Relaxed);
-    let log = scratch().join(format!("{name}.{}.{run}.exec.log", std::process::id()));
-    let run = qemu
-        .run_logged(&program(name), &[], &log)
-        .expect("qemu-riscv64 run");
-    assert!(run.success(), "{name} exited with {}", run.status_code);
-    let pcs: Vec<u64> = ExecLogReader::open(&log)
-        .expect("open exec log")
-        .collect::<Result<_, _>>()
-        .expect("parse exec log");
-    let _ = std::fs::remove_file(&log);
+    let pcs = retired_pcs_of(&program(name), &[]);
     assert!(
         pcs.len() > 100_000,
         "{name}: only {} instructions retired",
@@ -94,16 +82,47 @@ pub fn retired_pcs(name: &str) -> Vec<u64> {
     pcs
 }
 
+/// The exact retired-PC sequence of `program ARGS` under QEMU (not cached).
+pub fn retired_pcs_of(program: &Path, args: &[&str]) -> Vec<u64> {
+    let qemu = QemuUser::detect().unwrap_or_else(|error| panic!("{error}: {INSTALL_HINT}"));
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, Ordering::Relaxed);
+    let log = scratch().join(format!(
+        "{}.{}.{run}.exec.log",
+        program.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id()
+    ));
+    let run = qemu
+        .run_logged(program, args, &log)
+        .expect("qemu-riscv64 run");
+    assert!(
+        run.success(),
+        "{} exited with {}",
+        program.display(),
+        run.status_code
+    );
+    let pcs: Vec<u64> = ExecLogReader::open(&log)
+        .expect("open exec log")
+        .collect::<Result<_, _>>()
+        .expect("parse exec log");
+    let _ = std::fs::remove_file(&log);
+    pcs
+}
+
 pub struct Code {
     pub image: CodeImage,
     pub files: Vec<FileDecodeInfo>,
 }
 
 pub fn load(name: &str) -> Code {
-    let path = program(name);
-    let bytes = std::fs::read(&path).expect("read program ELF");
+    load_file(&program(name))
+}
+
+/// The code of the riscv64 ELF at `path`, at its link addresses.
+pub fn load_file(path: &Path) -> Code {
+    let bytes = std::fs::read(path).expect("read program ELF");
     let mut image = CodeImage::new();
-    load_elf(&mut image, name, &bytes, None).expect("load ELF");
+    load_elf(&mut image, &path.display().to_string(), &bytes, None).expect("load ELF");
     let files = image.file_decode_infos();
     Code { image, files }
 }
