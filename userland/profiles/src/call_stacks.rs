@@ -278,6 +278,16 @@ impl CallStacks {
             }
             ElementKind::ContextChange { context, .. } => {
                 if let Some(context) = context {
+                    let new_key = ThreadKey {
+                        hart,
+                        context: Some(context),
+                    };
+                    // The first context a hart reports is the one it ran so far.
+                    if key.context.is_none() && !self.threads.contains_key(&new_key) {
+                        if let Some(thread) = self.threads.remove(&key) {
+                            self.threads.insert(new_key, thread);
+                        }
+                    }
                     self.contexts.insert(hart, Some(context));
                 }
             }
@@ -629,6 +639,48 @@ mod tests {
             "[unknown caller];f1 1\n[unknown caller];f2 2\nf1 2\n"
         );
         assert_eq!(statistics.stack_losses, 1);
+    }
+
+    #[test]
+    fn each_hart_and_context_keeps_its_own_stack() {
+        let mut stacks = CallStacks::new(CallStackOptions::new(
+            StackWeight::Instructions,
+            vec![0x100, 0x500],
+        ));
+        let on = |hart, kind| TraceElement {
+            hart,
+            offset: 0,
+            kind,
+        };
+        let context = |id| ElementKind::ContextChange {
+            privilege: 0,
+            virtualized: false,
+            context: Some(Context::Process(id)),
+        };
+        for element in [
+            on(0, trace_on(0x100)),
+            on(1, trace_on(0x500)),
+            // Hart 0 calls f2 while hart 1 calls f6; their returns interleave.
+            on(0, range(0x100, 0x104, 2, RangeEnd::Call, 0x200)),
+            on(1, range(0x500, 0x504, 2, RangeEnd::Call, 0x600)),
+            on(0, range(0x200, 0x200, 1, RangeEnd::Return, 0x108)),
+            on(1, range(0x600, 0x600, 1, RangeEnd::Sequential, 0x602)),
+            // Hart 1 reports its process (0) late, switches to process 7, which runs
+            // f3 from an unseen caller, and back: its stack in f6 is still there.
+            on(1, context(0)),
+            on(1, context(7)),
+            on(1, range(0x300, 0x300, 1, RangeEnd::Sequential, 0x304)),
+            on(1, context(0)),
+            on(1, range(0x602, 0x602, 1, RangeEnd::Return, 0x508)),
+        ] {
+            stacks.push(&element, &mut functions);
+        }
+        let mut collapser = StackCollapser::new();
+        stacks.collapse_into(&mut collapser, &mut Names, 0);
+        assert_eq!(
+            collapser.finish(&mut Names).to_text(),
+            "[unknown caller];f3 1\nf1 2\nf1;f2 1\nf5 2\nf5;f6 2\n"
+        );
     }
 
     #[test]
