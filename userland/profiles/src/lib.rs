@@ -1,13 +1,15 @@
 //! Profiles built from samples, independent of where the samples came from (perf
 //! callchains, CTR branch stacks, N-Trace): stacks collapsed to folded stacks and drawn
 //! as flame graphs, and AutoFDO sample profiles with writers for the formats LLVM and
-//! GCC read.
+//! GCC read; and [`BranchSampler`], the LBR-style branch-stack samples a complete
+//! trace's elements would have given.
 //!
 //! The crate does no file I/O: writers append to a `Vec<u8>` or an `io::Write` the
 //! caller owns, so the CLI decides where bytes go (and writes then renames).
 
 pub mod autofdo;
 pub mod branch_counts;
+pub mod branch_sampler;
 pub mod collapse;
 #[cfg(feature = "flamegraph")]
 pub mod flamegraph;
@@ -20,6 +22,9 @@ pub use autofdo::{
 };
 pub use branch_counts::{
     AddressRange, Branch, BranchCountOptions, BranchCounts, InstructionCounts, RefusedRanges,
+};
+pub use branch_sampler::{
+    BranchSample, BranchSampler, SamplerOptions, SamplerOptionsError, SamplerStatistics,
 };
 pub use collapse::{StackCollapser, StackSymbols};
 pub use folded::FoldedStacks;
