@@ -13,6 +13,8 @@
 //!   `profiles::StackCollapser`), [`report`](report::report) (perf report's rows), [`autofdo`]
 //!   (branch stacks to an AutoFDO sample profile of one binary) and [`inject`] (a
 //!   perf.data rewritten with its AUX data decoded into samples).
+//! * [`trace_inject`]: a perf.data of LBR-style branch-stack samples synthesized from
+//!   a complete trace's elements (`rvperf inject --itrace`).
 //!
 //! The library never prints: progress, losses, undecoded AUX data, symbolizer
 //! problems and what a profile left out are returned for the caller to show.
@@ -26,6 +28,7 @@ pub mod ordered;
 pub mod processes;
 pub mod report;
 pub mod session;
+pub mod trace_inject;
 
 pub use aux::{AuxDecoder, CorruptAux, UndecodedAux};
 pub use fold::{fold, FoldOptions, Split, Weight};
@@ -33,3 +36,6 @@ pub use lost::Lost;
 pub use ordered::OrderedEvents;
 pub use processes::{thread_id, InlineFrames, Place, Processes, SymbolOptions};
 pub use session::{Session, SessionError, SessionSample};
+pub use trace_inject::{
+    ElfMapping, TraceInjectError, TraceInjectOptions, TraceInjected, TraceInjector,
+};
