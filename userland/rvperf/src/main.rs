@@ -11,6 +11,7 @@ mod record;
 mod report;
 mod script;
 mod trace_file;
+mod trace_input;
 
 use std::process::ExitCode;
 
