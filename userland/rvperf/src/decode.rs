@@ -48,7 +48,11 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
     } else {
         Some(arguments.input.load_code()?)
     };
-    let trace_path = arguments.input.trace.as_ref().context("--trace is required")?;
+    let trace_path = arguments
+        .input
+        .trace
+        .as_ref()
+        .context("--trace is required")?;
     let trace = TraceFile::open(trace_path)?;
     let message_options = MessageOptions::default()
         .with_src_bits(arguments.input.src_bits)

@@ -4,30 +4,80 @@
 //! injected, the file is the branch-stack recording the default `rvperf record -b`
 //! writes, which perf, `perf report --branch-history` and llvm-profgen read.
 //!
-//! The command line; the rewriting is `perf_session::inject`'s. CTR needs no decoding
-//! options; N-Trace (issue 15) will add `--itrace` options here.
+//! With `--itrace`, as `perf inject --itrace=il64` does for Intel PT, a trace (N-Trace,
+//! `--trace` and the ELFs that ran) becomes a perf.data of branch-stack samples, one
+//! every PERIOD instructions, that the same tools read.
+//!
+//! The command line; the rewriting is `perf_session::inject`'s, the synthesis
+//! `perf_session::trace_inject`'s.
 
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
-use perf_data::PerfDataReader;
+use ntrace_flow::{FlowDecoder, Recovery};
+use ntrace_message::AddressWidth;
+use perf_data::{Metadata, PerfDataReader};
 use perf_session::inject as synthesize;
+use perf_session::{ElfMapping, TraceInjectOptions, TraceInjector};
+use profiles::SamplerOptions;
 
 use crate::output::write_seekable_atomically;
+use crate::trace_file::TraceFile;
+use crate::trace_input::{LoadedCode, TraceArgs};
+
+/// `--itrace` without a period: perf's default instruction period for `--itrace=i`
+/// is 100,000 instructions; this is the nearest prime, so that samples do not lock
+/// onto a loop's period.
+const DEFAULT_PERIOD: &str = "100003";
 
 #[derive(Debug, Args)]
 pub struct InjectArgs {
     /// The perf.data to read (`-`: standard input, file or pipe mode).
-    #[arg(short = 'i', long = "input", default_value = "perf.data")]
+    #[arg(
+        short = 'i',
+        long = "input",
+        default_value = "perf.data",
+        conflicts_with = "itrace"
+    )]
     input: PathBuf,
     /// The perf.data to write (file mode); written only when complete.
     #[arg(short = 'o', long = "output")]
     output: PathBuf,
+    /// Synthesize branch-stack samples from a trace (`--trace`, `--elf`), one every
+    /// PERIOD retired instructions of a hart.
+    #[arg(
+        long,
+        value_name = "PERIOD",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = DEFAULT_PERIOD,
+        value_parser = clap::value_parser!(u64).range(1..),
+    )]
+    itrace: Option<u64>,
+    /// Entries of each sample's branch stack (with --itrace).
+    #[arg(long, value_name = "N", default_value_t = 32, requires = "itrace",
+          value_parser = clap::value_parser!(u16).range(16..=64))]
+    branches: u16,
+    /// The process id the synthesized samples and mappings are given (with --itrace).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "itrace",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pid: u32,
+    /// The process's command name (with --itrace; default: the first ELF's file name).
+    #[arg(long, value_name = "NAME", requires = "itrace")]
+    comm: Option<String>,
+    #[command(flatten)]
+    trace: TraceArgs,
 }
 
 pub fn run(arguments: &InjectArgs) -> Result<()> {
+    if let Some(period) = arguments.itrace {
+        return inject_trace(arguments, period);
+    }
+    if arguments.trace.trace.is_some() || !arguments.trace.elf.is_empty() {
+        bail!("--trace and --elf go with --itrace");
+    }
     let stdin = arguments.input == Path::new("-");
     let mut bytes = Vec::new();
     let reader = if stdin {
@@ -91,4 +141,146 @@ pub fn run(arguments: &InjectArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `--itrace`: decodes the trace and writes its samples.
+fn inject_trace(arguments: &InjectArgs, period: u64) -> Result<()> {
+    let Some(trace_path) = &arguments.trace.trace else {
+        bail!("--itrace needs --trace FILE (and --elf for the code that ran)");
+    };
+    if arguments.trace.elf.is_empty() {
+        bail!("--itrace needs --elf FILE[@LOAD_ADDR] for the code that ran");
+    }
+    let code = arguments.trace.load_code()?;
+    let mappings = mappings(&code)?;
+    let comm = match &arguments.comm {
+        Some(comm) => comm.clone(),
+        None => code
+            .elves
+            .first()
+            .and_then(|elf| elf.path.file_name())
+            .map_or_else(String::new, |name| name.to_string_lossy().into_owned()),
+    };
+    let trace = TraceFile::open(trace_path)?;
+    let trace_name = trace_path.display().to_string();
+    let options = arguments
+        .trace
+        .decoder_options(code.address_width)
+        .with_recovery(Recovery::Resync);
+    let mut decoder = FlowDecoder::new(trace.bytes(), &code.image, code.files.clone(), options);
+    let output = &arguments.output;
+    let inject_options = TraceInjectOptions::new(
+        SamplerOptions::new(period, usize::from(arguments.branches)),
+        arguments.pid,
+        comm,
+        mappings,
+    );
+    let mut injected = None;
+    write_seekable_atomically(output, |file| {
+        let cannot_write = || format!("cannot write {}", output.display());
+        let mut injector =
+            TraceInjector::new(BufWriter::new(file), inject_options).with_context(cannot_write)?;
+        let mut elements = 0u64;
+        loop {
+            let element = match decoder.next_element() {
+                Ok(Some(element)) => element,
+                Ok(None) => break,
+                // Recovery::Resync reports errors as gaps; anything returned is final.
+                Err(error) => bail!("{trace_name}: {error}"),
+            };
+            injector
+                .add(&element, |start, index| {
+                    instruction_address(&decoder, start, index)
+                })
+                .with_context(cannot_write)?;
+            elements += 1;
+            // Resident memory stays bounded: the pages of the mapped trace the decoder
+            // has passed go back to the kernel.
+            if elements % 65536 == 0 {
+                trace.release_before(decoder.position());
+            }
+        }
+        if decoder.statistics().sync_messages == 0 {
+            bail!(
+                "{trace_name}: no synchronisation message in {} bytes: nothing can be decoded",
+                trace.bytes().len()
+            );
+        }
+        let arch = match code.address_width {
+            AddressWidth::Bits32 => "riscv32",
+            _ => "riscv64",
+        };
+        let metadata = Metadata {
+            // Where and on which kernel the trace was captured is not in it.
+            hostname: String::new(),
+            os_release: String::new(),
+            perf_version: format!("rvperf {} (inject --itrace)", env!("CARGO_PKG_VERSION")),
+            arch: arch.to_owned(),
+            cmdline: std::env::args().collect(),
+            ..Metadata::default()
+        };
+        let (out, summary) = injector.finish(metadata).with_context(cannot_write)?;
+        out.into_inner()
+            .map_err(std::io::IntoInnerError::into_error)
+            .with_context(cannot_write)?;
+        injected = Some(summary);
+        Ok(())
+    })?;
+    let Some(injected) = injected else {
+        bail!("{}: nothing was written", output.display());
+    };
+    let statistics = decoder.statistics();
+    eprintln!(
+        "[ rvperf inject: {} samples of {}-entry branch stacks, one per {period} of {} \
+         instructions, from {trace_name}, written to {} ]",
+        injected.samples,
+        arguments.branches,
+        injected.instructions,
+        output.display()
+    );
+    if injected.gaps > 0 {
+        eprintln!(
+            "rvperf inject: warning: {trace_name}: {} gaps ({} lost by the encoder, {} \
+             undecodable stretches skipped to the next synchronisation); no branch \
+             stack spans a gap",
+            injected.gaps, statistics.gaps, statistics.recovered_errors
+        );
+    }
+    if injected.unplaced_samples > 0 {
+        eprintln!(
+            "rvperf inject: warning: {} samples fell on instructions the decoder could not \
+             place, and were left out",
+            injected.unplaced_samples
+        );
+    }
+    Ok(())
+}
+
+/// The address of instruction `index` of the range from `start` the decoder returned
+/// last.
+fn instruction_address(decoder: &FlowDecoder<'_>, start: u64, index: u32) -> Option<u64> {
+    let mut address = None;
+    let count = index.checked_add(1)?;
+    decoder
+        .for_each_instruction(start, count, |pc| address = Some(pc))
+        .then_some(address)
+        .flatten()
+}
+
+/// The executable mappings of every loaded ELF, named by their absolute paths (what
+/// perf and llvm-profgen look files up by).
+fn mappings(code: &LoadedCode) -> Result<Vec<ElfMapping>> {
+    let mut mappings = Vec::new();
+    for elf in &code.elves {
+        let path = std::fs::canonicalize(&elf.path)
+            .with_context(|| format!("cannot read ELF {}", elf.path.display()))?;
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("cannot read ELF {}", path.display()))?;
+        mappings.extend(ElfMapping::executable_segments(
+            &path.display().to_string(),
+            &bytes,
+            elf.bias,
+        )?);
+    }
+    Ok(mappings)
 }
