@@ -240,10 +240,13 @@ fn inject_trace(arguments: &InjectArgs, period: u64) -> Result<()> {
     );
     if injected.gaps > 0 {
         eprintln!(
-            "rvperf inject: warning: {trace_name}: {} gaps ({} lost by the encoder, {} \
-             undecodable stretches skipped to the next synchronisation); no branch \
-             stack spans a gap",
-            injected.gaps, statistics.gaps, statistics.recovered_errors
+            "rvperf inject: warning: {trace_name}: {} {} in the trace ({} lost by the \
+             encoder, {} undecodable stretches skipped to the next synchronisation); no \
+             branch stack spans a gap",
+            injected.gaps,
+            if injected.gaps == 1 { "gap" } else { "gaps" },
+            statistics.gaps,
+            statistics.recovered_errors
         );
     }
     if injected.unplaced_samples > 0 {
