@@ -38,6 +38,8 @@ pub struct FileMapping {
     pub start: u64,
     pub size: u64,
     pub file_offset: u64,
+    /// The segment holds code (`PF_X`).
+    pub executable: bool,
 }
 
 impl ElfInfo {
@@ -183,6 +185,7 @@ fn load(
             start,
             size: data.len() as u64,
             file_offset,
+            executable,
         });
         image.add_segment(start, data.to_vec(), executable, file_index)?;
     }

@@ -13,11 +13,11 @@
 //!   `profiles::StackCollapser`), [`report`](report::report) (perf report's rows), [`autofdo`]
 //!   (branch stacks to an AutoFDO sample profile of one binary) and [`inject`] (a
 //!   perf.data rewritten with its AUX data decoded into samples).
-//!
 //! * Decoded instruction trace ([`trace`]): the code a trace ran ([`TraceCode`], ELF
 //!   files placed where they were loaded) and the same products from any protocol's
-//!   trace elements: call-stack flame graphs ([`fold_trace`]) and exact execution
-//!   counts for AutoFDO ([`count_trace`]).
+//!   trace elements: call-stack flame graphs ([`fold_trace`]), exact execution counts
+//!   for AutoFDO ([`count_trace`]) and a perf.data of LBR-style branch-stack samples
+//!   a complete trace would have given ([`trace_inject`], `rvperf inject --itrace`).
 //!
 //! The library never prints: progress, losses, undecoded AUX data, symbolizer
 //! problems and what a profile left out are returned for the caller to show.
@@ -32,6 +32,7 @@ pub mod processes;
 pub mod report;
 pub mod session;
 pub mod trace;
+pub mod trace_inject;
 
 pub use aux::{AuxDecoder, CorruptAux, UndecodedAux};
 pub use fold::{fold, FoldOptions, Split, Weight};
@@ -40,6 +41,9 @@ pub use ordered::OrderedEvents;
 pub use processes::{thread_id, InlineFrames, Place, Processes, SymbolOptions};
 pub use session::{Session, SessionError, SessionSample};
 pub use trace::{
-    count_trace, fold_trace, PlacedElf, TraceCode, TraceCodeError, TraceFold, TraceFoldOptions,
-    TRACE_PID,
+    count_trace, fold_trace, LoadedFile, PlacedElf, TraceCode, TraceCodeError, TraceFold,
+    TraceFoldOptions, TRACE_PID,
+};
+pub use trace_inject::{
+    ElfMapping, TraceInjectError, TraceInjectOptions, TraceInjected, TraceInjector,
 };

@@ -63,6 +63,14 @@ struct TraceFile {
     info: ElfInfo,
 }
 
+/// A file of a trace's code as loaded: its path as given and what the loader found
+/// (where its segments went, its bias and build id).
+#[derive(Debug, Clone, Copy)]
+pub struct LoadedFile<'a> {
+    pub path: &'a Path,
+    pub info: &'a ElfInfo,
+}
+
 /// The code a trace ran: one image of every file, each file's decode options, its
 /// functions by image address.
 #[derive(Debug)]
@@ -155,6 +163,14 @@ impl TraceCode {
             .iter()
             .filter_map(|file| file.info.entry)
             .collect()
+    }
+
+    /// The files in load order (the image's file numbers).
+    pub fn loaded_files(&self) -> impl Iterator<Item = LoadedFile<'_>> {
+        self.files.iter().map(|file| LoadedFile {
+            path: &file.path,
+            info: &file.info,
+        })
     }
 
     /// The index of the file at `path` (as given to [`load`](Self::load)).

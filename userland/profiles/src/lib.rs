@@ -3,14 +3,16 @@
 //! protocol): stacks collapsed to folded stacks and drawn as flame graphs, call stacks
 //! reconstructed from a trace ([`CallStacks`]), execution counts (one sink,
 //! [`BranchCounts`], fed by branch stacks or by a trace's instruction ranges through
-//! [`TraceCounts`]) and AutoFDO sample profiles with writers for the formats LLVM and
-//! GCC read.
+//! [`TraceCounts`]), the LBR-style branch-stack samples a complete trace would have
+//! given ([`BranchSampler`]) and AutoFDO sample profiles with writers for the formats
+//! LLVM and GCC read.
 //!
 //! The crate does no file I/O: writers append to a `Vec<u8>` or an `io::Write` the
 //! caller owns, so the CLI decides where bytes go (and writes then renames).
 
 pub mod autofdo;
 pub mod branch_counts;
+pub mod branch_sampler;
 pub mod call_stacks;
 pub mod collapse;
 #[cfg(feature = "flamegraph")]
@@ -25,6 +27,9 @@ pub use autofdo::{
 };
 pub use branch_counts::{
     AddressRange, Branch, BranchCountOptions, BranchCounts, InstructionCounts, RefusedRanges,
+};
+pub use branch_sampler::{
+    BranchSample, BranchSampler, SamplerOptions, SamplerOptionsError, SamplerStatistics,
 };
 pub use call_stacks::{
     CallStackOptions, CallStackStatistics, CallStacks, FunctionOf, StackWeight, UNKNOWN_CALLER,

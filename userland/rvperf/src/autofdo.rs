@@ -21,7 +21,7 @@ use profiles::{BranchCountOptions, BranchCounts};
 use crate::output::write_atomically;
 use crate::perf_file::{finish_reading, open, show_progress};
 use crate::trace_file::TraceFile;
-use crate::trace_input::{with_page_release, GapReportingSource, TraceCodeArgs};
+use crate::trace_input::{with_page_release, GapReportingSource, TraceArgs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -55,13 +55,11 @@ pub struct AutofdoArgs {
     /// Use the binary even if its build id differs from the recording's.
     #[arg(long)]
     ignore_build_id: bool,
-    /// An N-Trace of the binary to profile instead of a perf.data: the counts are
-    /// exact. The binary is traced at its link addresses unless --elf places it (and
-    /// the other files the trace ran through).
-    #[arg(long, value_name = "FILE", conflicts_with = "ignore_build_id")]
-    trace: Option<PathBuf>,
+    /// With --trace FILE: an N-Trace of the binary to profile instead of a perf.data,
+    /// and the counts are exact. The binary is traced at its link addresses unless
+    /// --elf places it (and the other files the trace ran through).
     #[command(flatten)]
-    trace_code: TraceCodeArgs,
+    trace_input: TraceArgs,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -79,7 +77,7 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
     let binary = ProfiledBinary::load(&name, bytes)?;
     let binary_name = binary.file_name().to_owned();
 
-    let counts = match &arguments.trace {
+    let counts = match &arguments.trace_input.trace {
         Some(trace) => counts_from_trace(arguments, trace)?,
         None => counts_from_recording(arguments, &binary)?,
     };
@@ -222,22 +220,22 @@ fn counts_from_recording(
 
 /// Exact counts from an N-Trace of the binary.
 fn counts_from_trace(arguments: &AutofdoArgs, path: &std::path::Path) -> Result<ProfileCounts> {
-    let code = if arguments.trace_code.elf.is_empty() {
+    let code = if arguments.trace_input.elf.is_empty() {
         TraceCode::load(&[PlacedElf {
             path: arguments.binary.clone(),
             load_address: None,
         }])?
     } else {
-        arguments.trace_code.load_code()?
+        arguments.trace_input.load_code()?
     };
     let binary_path = std::fs::canonicalize(&arguments.binary)
         .with_context(|| format!("cannot find {}", arguments.binary.display()))?;
     let file = arguments
-        .trace_code
+        .trace_input
         .placed_elves()?
         .iter()
         .position(|elf| std::fs::canonicalize(&elf.path).is_ok_and(|path| path == binary_path))
-        .or(arguments.trace_code.elf.is_empty().then_some(0));
+        .or(arguments.trace_input.elf.is_empty().then_some(0));
     let Some(file) = file else {
         bail!(
             "--binary {} is not one of the --elf files the trace ran",
@@ -249,7 +247,7 @@ fn counts_from_trace(arguments: &AutofdoArgs, path: &std::path::Path) -> Result<
         trace.bytes(),
         code.image(),
         code.decode_infos().to_vec(),
-        arguments.trace_code.decoder_options(&code),
+        arguments.trace_input.decoder_options(&code),
     );
     let progress = decoder.progress();
     let mut source = GapReportingSource::new(decoder, path);

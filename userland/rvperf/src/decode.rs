@@ -1,20 +1,20 @@
 //! `rvperf decode`: N-Trace stream + ELF files -> PCs, blocks, instructions, messages or a summary.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
-use code_image::{load_elf, CodeImage, Xlen};
-use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError, Recovery};
-use ntrace_message::{dump_message, AddressWidth, MessageDecoder, MessageOptions};
-use symbolize::{FunctionTable, FunctionTotal, ImageFunctions, MappedRange, ObjectSymbolizer};
+use ntrace_flow::{DecoderOptions, FlowDecoder, FlowError, Recovery};
+use ntrace_message::{dump_message, MessageDecoder, MessageOptions};
+use perf_session::TraceCode;
+use symbolize::FunctionTotal;
 use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
 
 use crate::output::LineWriter;
 use crate::trace_file::TraceFile;
+use crate::trace_input::TraceArgs;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Output {
@@ -31,155 +31,51 @@ pub enum Output {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("trace", |trace| trace.required(true)))]
 pub struct DecodeArgs {
-    /// An ELF file the traced code came from; `FILE@LOAD_ADDR` places its lowest loadable
-    /// segment at LOAD_ADDR (for shared objects and PIE). Repeat for several files.
-    #[arg(long = "elf", value_name = "FILE[@LOAD_ADDR]")]
-    elf: Vec<String>,
-    /// The N-Trace byte stream (raw MSEO/MDO bytes, as captured from the trace buffer).
-    #[arg(long, value_name = "FILE")]
-    trace: PathBuf,
-    /// Width of the SRC field (trTeSrcBits); 0 when the encoder sends none.
-    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=12))]
-    src_bits: u8,
-    /// Messages carry TSTAMP fields (trTsEnable); timestamps are shown in blocks/insns output.
-    #[arg(long)]
-    timestamps: bool,
-    /// Addresses use the MSB extension of spec 8.2 (trTeInstExtendAddrMSB).
-    #[arg(long)]
-    addr_ext: bool,
-    /// Depth of the implicit-return stack; at least the encoder's (0 disables implicit returns).
-    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u16).range(0..=1024))]
-    max_stack: u16,
+    #[command(flatten)]
+    input: TraceArgs,
     /// What to print.
     #[arg(long, value_enum, default_value_t = Output::Summary)]
     output: Output,
 }
 
-struct LoadedCode {
-    image: CodeImage,
-    /// The functions of every loaded ELF, from `symbolize`: the table `rvperf report`
-    /// names functions by, looked up at the ELF's load address.
-    symbols: ImageFunctions,
-    files: Vec<FileDecodeInfo>,
-    address_width: AddressWidth,
-}
-
-/// `FILE` or `FILE@LOAD_ADDR` of `--elf`.
-#[derive(Debug, PartialEq, Eq)]
-struct ElfArgument {
-    path: PathBuf,
-    /// Where the lowest loadable segment goes; `None` for the link addresses.
-    load_address: Option<u64>,
-}
-
-fn parse_elf_argument(argument: &str) -> Result<ElfArgument> {
-    if let Some((path, address)) = argument.rsplit_once('@') {
-        let digits = address
-            .strip_prefix("0x")
-            .or_else(|| address.strip_prefix("0X"));
-        let parsed = match digits {
-            Some(hex) => u64::from_str_radix(hex, 16),
-            None => address.parse::<u64>(),
-        };
-        return match parsed {
-            Ok(load) => Ok(ElfArgument {
-                path: PathBuf::from(path),
-                load_address: Some(load),
-            }),
-            Err(_) => {
-                bail!("--elf {argument}: LOAD_ADDR {address:?} is not a number (use 0x... for hex)")
-            }
-        };
-    }
-    Ok(ElfArgument {
-        path: PathBuf::from(argument),
-        load_address: None,
-    })
-}
-
-fn load_code(elves: &[String]) -> Result<LoadedCode> {
-    let mut image = CodeImage::new();
-    let mut symbols = ImageFunctions::new();
-    let mut first_xlen = None;
-    for argument in elves {
-        let ElfArgument { path, load_address } = parse_elf_argument(argument)?;
-        let bytes =
-            std::fs::read(&path).with_context(|| format!("cannot read ELF {}", path.display()))?;
-        let name = path.display().to_string();
-        let elf = load_elf(&mut image, &name, &bytes, load_address)?;
-        // load_elf read the file as an ELF already: what the symbolizer refuses of it
-        // (a malformed note, say) leaves the code decodable, without names.
-        let functions = match ObjectSymbolizer::new(&name, bytes) {
-            Ok(object) => object.function_table(),
-            Err(error) => {
-                eprintln!("rvperf: warning: {error}: functions are not named");
-                FunctionTable::default()
-            }
-        };
-        // One image file per ELF: the numbers agree with the segments' `file`.
-        let file = symbols.add_file(functions, elf.bias);
-        debug_assert_eq!(file, elf.file_index);
-        if first_xlen.is_none() {
-            first_xlen = Some(elf.xlen());
-        }
-    }
-    let address_width = match first_xlen.flatten() {
-        Some(Xlen::Rv32) => AddressWidth::Bits32,
-        _ => AddressWidth::Bits64,
-    };
-    let decode_infos = image.file_decode_infos();
-    for segment in image.segments() {
-        symbols.add_range(MappedRange {
-            start: segment.start,
-            end: segment.end,
-            file: segment.file,
-        });
-    }
-    Ok(LoadedCode {
-        image,
-        symbols,
-        files: decode_infos,
-        address_width,
-    })
-}
-
 pub fn run(arguments: &DecodeArgs) -> Result<()> {
-    let code = if arguments.elf.is_empty() {
+    let code = if arguments.input.elf.is_empty() {
         if arguments.output != Output::Messages {
             bail!("--elf is required to follow the program flow (only --output messages works without it)");
         }
         None
     } else {
-        Some(load_code(&arguments.elf)?)
+        Some(arguments.input.load_code()?)
     };
-    let trace = TraceFile::open(&arguments.trace)?;
-    let message_options = MessageOptions::default()
-        .with_src_bits(arguments.src_bits)
-        .with_timestamps(arguments.timestamps)
-        .with_address_msb_extension(arguments.addr_ext)
-        .with_address_width(
-            code.as_ref()
-                .map_or(AddressWidth::Bits64, |code| code.address_width),
-        );
+    let trace_path = arguments
+        .input
+        .trace
+        .as_ref()
+        .context("--trace is required")?;
+    let trace = TraceFile::open(trace_path)?;
+    let message_options = arguments
+        .input
+        .message_options(code.as_ref().and_then(TraceCode::xlen));
     let stdout = std::io::stdout().lock();
     let mut out = LineWriter::new(stdout);
-    let trace_name = arguments.trace.display().to_string();
+    let trace_name = trace_path.display().to_string();
     match (arguments.output, code) {
         (Output::Messages, _) => dump_messages(&trace, message_options, &mut out, &trace_name)?,
         (mode, Some(code)) => {
             // A summary needs counts and the block profile, not each range: the decoder's
             // fast path skips building range elements.
-            let options = DecoderOptions::default()
-                .with_message(message_options)
-                .with_return_stack_depth(usize::from(arguments.max_stack))
+            let options = arguments
+                .input
+                .decoder_options(&code)
                 .with_instruction_ranges(mode != Output::Summary);
             decode_flow(
                 &trace,
                 &code,
                 options,
                 mode,
-                arguments.src_bits > 0,
+                arguments.input.src_bits > 0,
                 &mut out,
                 &trace_name,
             )?;
@@ -290,7 +186,7 @@ fn event_text(element: &TraceElement) -> Option<String> {
 
 fn decode_flow(
     trace: &TraceFile,
-    code: &LoadedCode,
+    code: &TraceCode,
     options: DecoderOptions,
     mode: Output,
     multi_hart: bool,
@@ -301,7 +197,12 @@ fn decode_flow(
     // The decoder resynchronises after an error and reports it as a gap; `print_elements`
     // decides which gaps are fatal.
     let options = options.with_recovery(Recovery::Resync);
-    let mut decoder = FlowDecoder::new(trace.bytes(), &code.image, code.files.clone(), options);
+    let mut decoder = FlowDecoder::new(
+        trace.bytes(),
+        code.image(),
+        code.decode_infos().to_vec(),
+        options,
+    );
     // Resident memory stays bounded however long the trace: a helper thread gives the
     // mapped pages the decoder has passed back to the kernel (the summary path can run
     // through the whole trace inside one decoder call).
@@ -344,7 +245,7 @@ fn decode_flow(
 /// inside a message) is a warning; any other decode error ends the decode.
 fn print_elements(
     decoder: &mut FlowDecoder<'_>,
-    code: &LoadedCode,
+    code: &TraceCode,
     mode: Output,
     multi_hart: bool,
     out: &mut LineWriter<impl Write>,
@@ -388,7 +289,7 @@ fn print_elements(
                         line.push_str(&format!("{} ", element.hart));
                     }
                     let function = code
-                        .symbols
+                        .functions()
                         .lookup(start)
                         .map(|(symbol, _)| symbol.name.as_str());
                     line.push_str(&format!(
@@ -445,24 +346,24 @@ fn print_elements(
 }
 
 /// `pc  function+offset  encoding  disassembly` (insns output), appended to `line`.
-fn instruction_line(code: &LoadedCode, pc: u64, line: &mut String) {
-    let place = match code.symbols.lookup(pc) {
+fn instruction_line(code: &TraceCode, pc: u64, line: &mut String) {
+    let place = match code.functions().lookup(pc) {
         Some((symbol, offset)) => format!("{}+{offset:#x}", symbol.name),
         None => "?".to_owned(),
     };
     let file = code
-        .image
+        .image()
         .segment_index(pc)
-        .and_then(|index| code.image.segment(index))
+        .and_then(|index| code.image().segment(index))
         .map(|segment| segment.file)
         .unwrap_or(0);
     let options = code
-        .files
+        .decode_infos()
         .get(file)
         .map(|info| info.options)
         .unwrap_or_default();
     let mut raw = [0u8; 4];
-    code.image.read(pc, &mut raw);
+    code.image().read(pc, &mut raw);
     let text = match riscv_insn::decode(u32::from_le_bytes(raw), options) {
         Ok(instruction) if instruction.length == 2 => {
             format!("{:04x}      {instruction}", instruction.raw & 0xffff)
@@ -475,7 +376,7 @@ fn instruction_line(code: &LoadedCode, pc: u64, line: &mut String) {
 
 fn write_summary(
     decoder: &FlowDecoder<'_>,
-    code: &LoadedCode,
+    code: &TraceCode,
     trace: &TraceFile,
     trace_name: &str,
     elapsed: Duration,
@@ -524,11 +425,11 @@ fn write_summary(
 
 fn write_hottest_functions(
     decoder: &FlowDecoder<'_>,
-    code: &LoadedCode,
+    code: &TraceCode,
     instructions: u64,
     out: &mut LineWriter<impl Write>,
 ) {
-    let ranked = code.symbols.totals_by_function(
+    let ranked = code.functions().totals_by_function(
         decoder
             .block_profile()
             .map(|block| (block.start, block.instructions)),
@@ -540,7 +441,7 @@ fn write_hottest_functions(
     } in ranked.into_iter().take(10)
     {
         let name = start
-            .and_then(|start| code.symbols.lookup(start))
+            .and_then(|start| code.functions().lookup(start))
             .map_or("[unknown]", |(symbol, _)| symbol.name.as_str());
         let share = 100.0 * count as f64 / instructions.max(1) as f64;
         out.text(&format!("  {share:6.2}%  {count:>12}  {name}\n"));

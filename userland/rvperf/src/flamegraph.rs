@@ -16,7 +16,7 @@ use profiles::{FoldedStacks, StackWeight};
 use crate::output::write_atomically;
 use crate::perf_file::{finish_reading, open, show_progress, warn_problems, SymbolArgs};
 use crate::trace_file::TraceFile;
-use crate::trace_input::{with_page_release, GapReportingSource, TraceCodeArgs};
+use crate::trace_input::{with_page_release, GapReportingSource, TraceArgs};
 
 /// What a stack's width counts in a flame graph of a trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -71,21 +71,23 @@ pub struct FlamegraphArgs {
     /// The SVG's title.
     #[arg(long, default_value = "Flame Graph")]
     title: String,
-    /// An N-Trace to draw instead of a perf.data (with --elf): every instruction it
-    /// ran, under the call stack it ran in, reconstructed from its calls, returns and
-    /// traps; frames already on the stack when the trace began are under one
-    /// `[unknown caller]` root.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["diff_from", "samples", "split"])]
-    trace: Option<PathBuf>,
+    /// With --trace FILE (and --elf): an N-Trace drawn instead of a perf.data, every
+    /// instruction it ran under the call stack it ran in, reconstructed from its
+    /// calls, returns and traps; frames already on the stack when the trace began are
+    /// under one `[unknown caller]` root.
     #[command(flatten)]
-    trace_code: TraceCodeArgs,
+    trace_input: TraceArgs,
     /// What a stack's width counts in a flame graph of a trace.
     #[arg(long, value_enum, default_value = "insns", requires = "trace")]
     weight: TraceWeight,
 }
 
 pub fn run(arguments: &FlamegraphArgs) -> Result<()> {
-    let after = match &arguments.trace {
+    if arguments.trace_input.trace.is_some() && (arguments.diff_from.is_some() || arguments.samples)
+    {
+        bail!("--trace draws a trace: --diff-from and --samples are for perf.data");
+    }
+    let after = match &arguments.trace_input.trace {
         Some(trace) => fold_trace(trace, arguments)?,
         None => fold(&arguments.input, arguments)?,
     };
@@ -95,7 +97,11 @@ pub fn run(arguments: &FlamegraphArgs) -> Result<()> {
     };
     let options = FlameGraphOptions {
         title: arguments.title.clone(),
-        count_name: match (&arguments.trace, arguments.weight, arguments.samples) {
+        count_name: match (
+            &arguments.trace_input.trace,
+            arguments.weight,
+            arguments.samples,
+        ) {
             (Some(_), TraceWeight::Insns, _) => "instructions",
             (Some(_), TraceWeight::Time, _) => "time units",
             (None, _, false) => "events",
@@ -144,18 +150,18 @@ fn symbol_options(arguments: &FlamegraphArgs) -> SymbolOptions {
 fn fold_trace(path: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedStacks> {
     let weight = match arguments.weight {
         TraceWeight::Insns => StackWeight::Instructions,
-        TraceWeight::Time if !arguments.trace_code.timestamps => {
+        TraceWeight::Time if !arguments.trace_input.timestamps => {
             bail!("--weight time needs a trace with timestamps (--timestamps)")
         }
         TraceWeight::Time => StackWeight::Time,
     };
-    let code = arguments.trace_code.load_code()?;
+    let code = arguments.trace_input.load_code()?;
     let trace = TraceFile::open(path)?;
     let decoder = FlowDecoder::new(
         trace.bytes(),
         code.image(),
         code.decode_infos().to_vec(),
-        arguments.trace_code.decoder_options(&code),
+        arguments.trace_input.decoder_options(&code),
     );
     let progress = decoder.progress();
     let mut source = GapReportingSource::new(decoder, path);

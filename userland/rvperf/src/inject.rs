@@ -4,30 +4,81 @@
 //! injected, the file is the branch-stack recording the default `rvperf record -b`
 //! writes, which perf, `perf report --branch-history` and llvm-profgen read.
 //!
-//! The command line; the rewriting is `perf_session::inject`'s. CTR needs no decoding
-//! options; N-Trace (issue 15) will add `--itrace` options here.
+//! With `--itrace`, as `perf inject --itrace=il64` does for Intel PT, a trace (N-Trace,
+//! `--trace` and the ELFs that ran) becomes a perf.data of branch-stack samples, one
+//! every PERIOD instructions, that the same tools read.
+//!
+//! The command line; the rewriting is `perf_session::inject`'s, the synthesis
+//! `perf_session::trace_inject`'s.
 
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
-use perf_data::PerfDataReader;
+use code_image::Xlen;
+use ntrace_flow::FlowDecoder;
+use perf_data::{Metadata, PerfDataReader};
 use perf_session::inject as synthesize;
+use perf_session::{ElfMapping, TraceInjectOptions, TraceInjector};
+use profiles::SamplerOptions;
+use trace_elements::ElementSource;
 
 use crate::output::write_seekable_atomically;
+use crate::trace_file::TraceFile;
+use crate::trace_input::{with_page_release, GapReportingSource, TraceArgs};
+
+/// `--itrace` without a period: perf's default instruction period for `--itrace=i`
+/// is 100,000 instructions; this is the nearest prime, so that samples do not lock
+/// onto a loop's period.
+const DEFAULT_PERIOD: &str = "100003";
 
 #[derive(Debug, Args)]
 pub struct InjectArgs {
     /// The perf.data to read (`-`: standard input, file or pipe mode).
-    #[arg(short = 'i', long = "input", default_value = "perf.data")]
+    #[arg(
+        short = 'i',
+        long = "input",
+        default_value = "perf.data",
+        conflicts_with = "itrace"
+    )]
     input: PathBuf,
     /// The perf.data to write (file mode); written only when complete.
     #[arg(short = 'o', long = "output")]
     output: PathBuf,
+    /// Synthesize branch-stack samples from a trace (`--trace`, `--elf`), one every
+    /// PERIOD retired instructions of a hart.
+    #[arg(
+        long,
+        value_name = "PERIOD",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = DEFAULT_PERIOD,
+        value_parser = clap::value_parser!(u64).range(1..),
+    )]
+    itrace: Option<u64>,
+    /// Entries of each sample's branch stack (with --itrace).
+    #[arg(long, value_name = "N", default_value_t = 32, requires = "itrace",
+          value_parser = clap::value_parser!(u16).range(16..=64))]
+    branches: u16,
+    /// The process id the synthesized samples and mappings are given (with --itrace).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "itrace",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pid: u32,
+    /// The process's command name (with --itrace; default: the first ELF's file name).
+    #[arg(long, value_name = "NAME", requires = "itrace")]
+    comm: Option<String>,
+    #[command(flatten)]
+    trace: TraceArgs,
 }
 
 pub fn run(arguments: &InjectArgs) -> Result<()> {
+    if let Some(period) = arguments.itrace {
+        return inject_trace(arguments, period);
+    }
+    if arguments.trace.trace.is_some() || !arguments.trace.elf.is_empty() {
+        bail!("--trace and --elf go with --itrace");
+    }
     let stdin = arguments.input == Path::new("-");
     let mut bytes = Vec::new();
     let reader = if stdin {
@@ -91,4 +142,109 @@ pub fn run(arguments: &InjectArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `--itrace`: decodes the trace and writes its samples.
+fn inject_trace(arguments: &InjectArgs, period: u64) -> Result<()> {
+    let Some(trace_path) = &arguments.trace.trace else {
+        bail!("--itrace needs --trace FILE (and --elf for the code that ran)");
+    };
+    if arguments.trace.elf.is_empty() {
+        bail!("--itrace needs --elf FILE[@LOAD_ADDR] for the code that ran");
+    }
+    let code = arguments.trace.load_code()?;
+    let mappings = ElfMapping::of_code(&code);
+    if mappings.is_empty() {
+        bail!("the --elf files have no executable segment");
+    }
+    let comm = match &arguments.comm {
+        Some(comm) => comm.clone(),
+        None => code
+            .loaded_files()
+            .next()
+            .and_then(|file| file.path.file_name())
+            .map_or_else(String::new, |name| name.to_string_lossy().into_owned()),
+    };
+    let trace = TraceFile::open(trace_path)?;
+    let trace_name = trace_path.display().to_string();
+    let decoder = FlowDecoder::new(
+        trace.bytes(),
+        code.image(),
+        code.decode_infos().to_vec(),
+        arguments.trace.decoder_options(&code),
+    );
+    let progress = decoder.progress();
+    let mut source = GapReportingSource::new(decoder, trace_path);
+    let output = &arguments.output;
+    let inject_options = TraceInjectOptions::new(
+        SamplerOptions::new(period, usize::from(arguments.branches)),
+        arguments.pid,
+        comm,
+        mappings,
+    );
+    let mut injected = None;
+    with_page_release(&trace, progress, || {
+        write_seekable_atomically(output, |file| {
+            let cannot_write = || format!("cannot write {}", output.display());
+            let mut injector = TraceInjector::new(BufWriter::new(file), inject_options)
+                .with_context(cannot_write)?;
+            while let Some(element) = source.next_element()? {
+                injector
+                    .add(&element, |start, index| {
+                        instruction_address(source.decoder(), start, index)
+                    })
+                    .with_context(cannot_write)?;
+            }
+            source.finish(trace.bytes().len())?;
+            let arch = match code.xlen() {
+                Some(Xlen::Rv32) => "riscv32",
+                _ => "riscv64",
+            };
+            let metadata = Metadata {
+                // Where and on which kernel the trace was captured is not in it.
+                hostname: String::new(),
+                os_release: String::new(),
+                perf_version: format!("rvperf {} (inject --itrace)", env!("CARGO_PKG_VERSION")),
+                arch: arch.to_owned(),
+                cmdline: std::env::args().collect(),
+                ..Metadata::default()
+            };
+            let (out, summary) = injector.finish(metadata).with_context(cannot_write)?;
+            out.into_inner()
+                .map_err(std::io::IntoInnerError::into_error)
+                .with_context(cannot_write)?;
+            injected = Some(summary);
+            Ok(())
+        })
+    })?;
+    let Some(injected) = injected else {
+        bail!("{}: nothing was written", output.display());
+    };
+    eprintln!(
+        "[ rvperf inject: {} samples of {}-entry branch stacks, one per {period} of {} \
+         instructions, from {trace_name}, written to {} ]",
+        injected.samples,
+        arguments.branches,
+        injected.instructions,
+        output.display()
+    );
+    if injected.unplaced_samples > 0 {
+        eprintln!(
+            "rvperf inject: warning: {} samples fell on instructions the decoder could not \
+             place, and were left out",
+            injected.unplaced_samples
+        );
+    }
+    Ok(())
+}
+
+/// The address of instruction `index` of the range from `start` the decoder returned
+/// last.
+fn instruction_address(decoder: &FlowDecoder<'_>, start: u64, index: u32) -> Option<u64> {
+    let mut address = None;
+    let count = index.checked_add(1)?;
+    decoder
+        .for_each_instruction(start, count, |pc| address = Some(pc))
+        .then_some(address)
+        .flatten()
 }

@@ -39,7 +39,7 @@ enum Command {
     /// The functions samples fall in, with percentages.
     Report(report::ReportArgs),
     /// A perf.data with its kept AUX data (record --keep-aux) turned into samples that
-    /// Linux perf reads.
+    /// Linux perf reads; with --itrace, branch-stack samples synthesized from an N-Trace.
     Inject(inject::InjectArgs),
     /// A flame graph (or folded stacks) of the samples' call stacks.
     Flamegraph(flamegraph::FlamegraphArgs),

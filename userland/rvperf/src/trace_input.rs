@@ -1,6 +1,8 @@
-//! What the commands that read an N-Trace share: the trace and ELF options, loading
-//! the code, and a decoder that reads around bad input, keeps resident memory bounded
-//! and tells what it lost.
+//! What every command that decodes a trace reads: the ELF files that ran (`--elf
+//! FILE[@LOAD_ADDR]`), the trace (`--trace`) and the encoder's settings, as one
+//! flattened argument group ([`TraceArgs`]); the code loaded from the ELFs
+//! (`perf_session::TraceCode`); and a decoder for profiles that reads around bad input,
+//! keeps resident memory bounded and tells what it lost ([`GapReportingSource`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,17 +18,20 @@ use trace_elements::{ElementKind, ElementSource, GapReason, TraceElement};
 
 use crate::trace_file::TraceFile;
 
-/// The code a trace ran and how its bytes are laid out.
+/// The trace and the code it ran: `#[command(flatten)]` into a command's arguments.
 #[derive(Debug, Args)]
-pub struct TraceCodeArgs {
+pub struct TraceArgs {
     /// An ELF file the traced code came from; `FILE@LOAD_ADDR` places its lowest loadable
     /// segment at LOAD_ADDR (for shared objects and PIE). Repeat for several files.
     #[arg(long = "elf", value_name = "FILE[@LOAD_ADDR]")]
     pub elf: Vec<String>,
+    /// The N-Trace byte stream (raw MSEO/MDO bytes, as captured from the trace buffer).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
     /// Width of the SRC field (trTeSrcBits); 0 when the encoder sends none.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=12))]
     pub src_bits: u8,
-    /// Messages carry TSTAMP fields (trTsEnable).
+    /// Messages carry TSTAMP fields (trTsEnable); timestamps are shown in blocks/insns output.
     #[arg(long)]
     pub timestamps: bool,
     /// Addresses use the MSB extension of spec 8.2 (trTeInstExtendAddrMSB).
@@ -63,7 +68,7 @@ pub fn parse_elf_argument(argument: &str) -> Result<PlacedElf> {
     })
 }
 
-impl TraceCodeArgs {
+impl TraceArgs {
     pub fn placed_elves(&self) -> Result<Vec<PlacedElf>> {
         self.elf
             .iter()
@@ -98,7 +103,8 @@ impl TraceCodeArgs {
             })
     }
 
-    /// Decoder options for profiles: every range, and gaps instead of errors.
+    /// The flow decoder's options: every range, and errors reported as gaps the decode
+    /// resumes after.
     pub fn decoder_options(&self, code: &TraceCode) -> DecoderOptions {
         DecoderOptions::default()
             .with_message(self.message_options(code.xlen()))
@@ -116,6 +122,7 @@ pub struct GapReportingSource<'a> {
     decoder: FlowDecoder<'a>,
     trace_name: String,
     decode_gaps: u64,
+    gaps_before_sync: u64,
     encoder_gaps: u64,
 }
 
@@ -125,18 +132,29 @@ impl<'a> GapReportingSource<'a> {
             decoder,
             trace_name: trace_name.display().to_string(),
             decode_gaps: 0,
+            gaps_before_sync: 0,
             encoder_gaps: 0,
         }
     }
 
     /// Warns once more about what was lost, in total; fails when nothing could be
     /// decoded at all.
+    pub fn decoder(&self) -> &FlowDecoder<'a> {
+        &self.decoder
+    }
+
     pub fn finish(&self, trace_bytes: usize) -> Result<()> {
         let statistics = self.decoder.statistics();
         if statistics.sync_messages == 0 {
             bail!(
                 "{}: no synchronisation message in {trace_bytes} bytes: nothing can be decoded",
                 self.trace_name
+            );
+        }
+        if self.gaps_before_sync > 0 {
+            eprintln!(
+                "rvperf: warning: {}: skipped undecodable bytes before the first synchronisation ({} places)",
+                self.trace_name, self.gaps_before_sync
             );
         }
         if self.decode_gaps > GAPS_SHOWN {
@@ -173,6 +191,11 @@ impl ElementSource for GapReportingSource<'_> {
         }) = element
         {
             match reason {
+                // Bytes before the first synchronisation (a wrapped buffer starts inside
+                // a message) are said once, at the end.
+                GapReason::DecodeError { .. } if self.decoder.statistics().sync_messages == 0 => {
+                    self.gaps_before_sync += 1;
+                }
                 GapReason::DecodeError { .. } => {
                     self.decode_gaps += 1;
                     if self.decode_gaps <= GAPS_SHOWN {
@@ -181,7 +204,7 @@ impl ElementSource for GapReportingSource<'_> {
                             ToString::to_string,
                         );
                         eprintln!(
-                            "rvperf: warning: {}: {cause}; resuming at the next synchronisation",
+                            "rvperf: warning: {}: gap: {cause}; decoding resumes at the next synchronisation",
                             self.trace_name
                         );
                     }
@@ -213,4 +236,29 @@ pub fn with_page_release<T>(
         done.store(true, Ordering::Relaxed);
         result
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elf_arguments_with_and_without_a_load_address() {
+        assert_eq!(
+            parse_elf_argument("lib.so@0x4000").unwrap(),
+            PlacedElf {
+                path: PathBuf::from("lib.so"),
+                load_address: Some(0x4000)
+            }
+        );
+        assert_eq!(
+            parse_elf_argument("a@b@4096").unwrap(),
+            PlacedElf {
+                path: PathBuf::from("a@b"),
+                load_address: Some(4096)
+            }
+        );
+        assert_eq!(parse_elf_argument("prog").unwrap().load_address, None);
+        assert!(parse_elf_argument("prog@0xzz").is_err());
+    }
 }
