@@ -9,6 +9,10 @@
 //! * llvm-profdata 19 reads it; clang 19 gives every profiled function it defines
 //!   `function_entry_count` = head count + 1; GCC 12 reads it silently and its entry
 //!   block count agrees;
+//! * `rvperf inject --itrace=PERIOD` of the trace, read by Linux perf and turned into a
+//!   profile by llvm-profgen 19, agrees line by line with `rvperf autofdo --trace
+//!   --sample-period PERIOD` except where llvm-profgen drops ranges (by its own
+//!   account);
 //! * clang 19 builds of autofdo.c with the trace profile and with the CTR-sampled
 //!   profile: the trace's build retires clearly fewer instructions under QEMU (a
 //!   deterministic count) than one without a profile, and as few as the CTR's (up to
@@ -24,7 +28,8 @@ use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
 
 use common::consumers::{
-    defines_function, function_entry_count, hottest_entered, parse_text_profile, run_tool,
+    assert_profgen_agrees_except_where_it_drops, defines_function, function_entry_count,
+    hottest_entered, parse_text_profile, run_tool,
 };
 use common::{encode, load_file, repository, retired_pcs_of, rvperf_binary, scratch};
 use gcc_dump::{gcc_block_counts, read_afdo_dump};
@@ -292,5 +297,49 @@ fn clang_builds_with_the_trace_profile_run_as_fast_as_with_the_ctr_profile() {
     assert!(
         with_trace <= with_ctr + with_ctr * LAYOUT_NOISE_PER_MILLION / 1_000_000,
         "the trace profile's build retires {with_trace} instructions, the CTR profile's {with_ctr}"
+    );
+}
+
+#[test]
+fn llvm_profgen_of_the_injected_trace_agrees_with_the_sampled_trace_profile() {
+    let period = "1009";
+    let ours_path = work().join("sampled-trace-profile.txt");
+    run(Command::new(rvperf_binary()).args([
+        "autofdo",
+        "--trace",
+        text(&traced_run().trace),
+        "--binary",
+        text(&binary()),
+        "--sample-period",
+        period,
+        "--branches",
+        "32",
+        "-o",
+        text(&ours_path),
+    ]));
+    let injected = work().join("injected.data");
+    run(Command::new(rvperf_binary()).args([
+        "inject",
+        &format!("--itrace={period}"),
+        "--branches",
+        "32",
+        "--trace",
+        text(&traced_run().trace),
+        "--elf",
+        text(&binary()),
+        "-o",
+        text(&injected),
+    ]));
+    let ours = parse_text_profile(&std::fs::read_to_string(&ours_path).unwrap());
+    assert!(ours.len() >= 10, "{} functions", ours.len());
+    let directory = work().join("profgen");
+    std::fs::create_dir_all(&directory).unwrap();
+    assert_profgen_agrees_except_where_it_drops(
+        &binary(),
+        &injected,
+        &directory,
+        &ours,
+        2,
+        INSTALL,
     );
 }

@@ -41,8 +41,8 @@ pub use ordered::OrderedEvents;
 pub use processes::{thread_id, InlineFrames, Place, Processes, SymbolOptions};
 pub use session::{Session, SessionError, SessionSample};
 pub use trace::{
-    count_trace, fold_trace, LoadedFile, PlacedElf, TraceCode, TraceCodeError, TraceFold,
-    TraceFoldOptions, TRACE_PID,
+    count_trace, fold_trace, LoadedFile, PlacedElf, SampledTraceCounts, TraceCode, TraceCodeError,
+    TraceFold, TraceFoldOptions, TRACE_PID,
 };
 pub use trace_inject::{
     ElfMapping, TraceInjectError, TraceInjectOptions, TraceInjected, TraceInjector,

@@ -12,11 +12,12 @@ use std::sync::Arc;
 
 use code_image::{load_elf, CodeImage, ElfInfo, FileDecodeInfo, ImageError, Xlen};
 use profiles::{
-    AddressRange, Branch, BranchCountOptions, BranchCounts, CallStackOptions, CallStackStatistics,
-    CallStacks, FoldedStacks, StackCollapser, StackWeight, TraceCounts,
+    AddressRange, Branch, BranchCountOptions, BranchCounts, BranchSampler, CallStackOptions,
+    CallStackStatistics, CallStacks, FoldedStacks, SamplerOptions, SamplerOptionsError,
+    SamplerStatistics, StackCollapser, StackWeight, TraceCounts,
 };
 use symbolize::{FunctionTable, ImageFunctions, MappedRange, ObjectSymbolizer, SymbolizeError};
-use trace_elements::ElementSource;
+use trace_elements::{ElementSource, TraceElement};
 
 use crate::fold::SymbolizerStacks;
 use crate::processes::{Processes, SymbolOptions};
@@ -296,4 +297,45 @@ pub fn count_trace<S: ElementSource>(source: &mut S) -> Result<TraceCounts, S::E
         counts.push(&element);
     }
     Ok(counts)
+}
+
+/// The counts an LBR-style sampler would have given (a branch stack every `period`
+/// instructions, [`BranchSampler`]): the sampled profile of a trace, to compare with
+/// a CTR recording's, built the way a recording's is.
+#[derive(Debug)]
+pub struct SampledTraceCounts {
+    sampler: BranchSampler,
+    pub counts: BranchCounts,
+}
+
+impl SampledTraceCounts {
+    pub fn new(options: SamplerOptions) -> Result<Self, SamplerOptionsError> {
+        Ok(Self {
+            sampler: BranchSampler::new(options)?,
+            counts: BranchCounts::new(BranchCountOptions::default()),
+        })
+    }
+
+    /// Takes the next element; `instruction_address(start, index)` places a sample in
+    /// a range (see [`BranchSampler::add`]).
+    pub fn add(
+        &mut self,
+        element: &TraceElement,
+        instruction_address: impl FnMut(u64, u32) -> Option<u64>,
+    ) {
+        let counts = &mut self.counts;
+        let added: Result<(), std::convert::Infallible> =
+            self.sampler.add(element, instruction_address, |sample| {
+                counts.add_stack(sample.stack.iter().copied());
+                Ok(())
+            });
+        match added {
+            Ok(()) => {}
+            Err(never) => match never {},
+        }
+    }
+
+    pub fn statistics(&self) -> SamplerStatistics {
+        self.sampler.statistics()
+    }
 }

@@ -15,13 +15,14 @@ use perf_session::autofdo::{
     build_profile, count_branches, BinaryMapped, BranchSamples, BuildIdCheck, BuiltProfile,
     Compiler, ProfiledBinary,
 };
-use perf_session::{PlacedElf, Processes, Session, SymbolOptions, TraceCode};
-use profiles::{BranchCountOptions, BranchCounts};
+use perf_session::{PlacedElf, Processes, SampledTraceCounts, Session, SymbolOptions, TraceCode};
+use profiles::{BranchCountOptions, BranchCounts, SamplerOptions};
+use trace_elements::ElementSource;
 
 use crate::output::write_atomically;
 use crate::perf_file::{finish_reading, open, show_progress};
 use crate::trace_file::TraceFile;
-use crate::trace_input::{with_page_release, GapReportingSource, TraceArgs};
+use crate::trace_input::{instruction_address, with_page_release, GapReportingSource, TraceArgs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -60,6 +61,15 @@ pub struct AutofdoArgs {
     /// --elf places it (and the other files the trace ran through).
     #[command(flatten)]
     trace_input: TraceArgs,
+    /// With --trace: the profile an LBR or CTR sampling every N retired instructions
+    /// would have given (a branch stack of --branches entries each time), for
+    /// comparison with a recording, instead of the exact one.
+    #[arg(long, value_name = "N", requires = "trace", value_parser = clap::value_parser!(u64).range(1..))]
+    sample_period: Option<u64>,
+    /// Entries of each sampled branch stack (with --sample-period).
+    #[arg(long, value_name = "N", default_value_t = 32, requires = "sample_period",
+          value_parser = clap::value_parser!(u16).range(16..=64))]
+    branches: u16,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -251,14 +261,39 @@ fn counts_from_trace(arguments: &AutofdoArgs, path: &std::path::Path) -> Result<
     );
     let progress = decoder.progress();
     let mut source = GapReportingSource::new(decoder, path);
-    let counted = with_page_release(&trace, progress, || perf_session::count_trace(&mut source))?;
+    let (counts, summary) = with_page_release(&trace, progress, || -> Result<_> {
+        match arguments.sample_period {
+            None => {
+                let counted = perf_session::count_trace(&mut source)?;
+                let statistics = counted.statistics;
+                let summary = format!(
+                    "{} instructions traced, {} branches taken, ",
+                    statistics.instructions, statistics.branches
+                );
+                Ok((counted.counts, summary))
+            }
+            Some(period) => {
+                let mut sampled = SampledTraceCounts::new(SamplerOptions::new(
+                    period,
+                    usize::from(arguments.branches),
+                ))?;
+                while let Some(element) = source.next_element()? {
+                    sampled.add(&element, |start, index| {
+                        instruction_address(source.decoder(), start, index)
+                    });
+                }
+                let statistics = sampled.statistics();
+                let summary = format!(
+                    "{} instructions traced, {} samples of {} branches every {period} instructions, ",
+                    statistics.instructions, statistics.samples, arguments.branches
+                );
+                Ok((sampled.counts, summary))
+            }
+        }
+    })?;
     source.finish(trace.bytes().len())?;
-    let statistics = counted.statistics;
     Ok(ProfileCounts {
-        counts: code.counts_of_file(&counted.counts, file),
-        source: format!(
-            "{} instructions traced, {} branches taken, ",
-            statistics.instructions, statistics.branches
-        ),
+        counts: code.counts_of_file(&counts, file),
+        source: summary,
     })
 }

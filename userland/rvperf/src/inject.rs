@@ -26,7 +26,7 @@ use trace_elements::ElementSource;
 
 use crate::output::write_seekable_atomically;
 use crate::trace_file::TraceFile;
-use crate::trace_input::{with_page_release, GapReportingSource, TraceArgs};
+use crate::trace_input::{instruction_address, with_page_release, GapReportingSource, TraceArgs};
 
 /// `--itrace` without a period: perf's default instruction period for `--itrace=i`
 /// is 100,000 instructions; this is the nearest prime, so that samples do not lock
@@ -236,15 +236,4 @@ fn inject_trace(arguments: &InjectArgs, period: u64) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// The address of instruction `index` of the range from `start` the decoder returned
-/// last.
-fn instruction_address(decoder: &FlowDecoder<'_>, start: u64, index: u32) -> Option<u64> {
-    let mut address = None;
-    let count = index.checked_add(1)?;
-    decoder
-        .for_each_instruction(start, count, |pc| address = Some(pc))
-        .then_some(address)
-        .flatten()
 }

@@ -216,6 +216,17 @@ impl ElementSource for GapReportingSource<'_> {
     }
 }
 
+/// The address of instruction `index` of the range from `start` the decoder returned
+/// last.
+pub fn instruction_address(decoder: &FlowDecoder<'_>, start: u64, index: u32) -> Option<u64> {
+    let mut address = None;
+    let count = index.checked_add(1)?;
+    decoder
+        .for_each_instruction(start, count, |pc| address = Some(pc))
+        .then_some(address)
+        .flatten()
+}
+
 /// Runs `work` while a helper thread gives the mapped pages of `trace` the decoder
 /// has passed back to the kernel, so resident memory stays bounded however long the
 /// trace.
