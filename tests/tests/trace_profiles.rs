@@ -12,7 +12,10 @@ mod common;
 use std::collections::HashMap;
 
 use common::{encode, load, program, retired_pcs, Code};
-use ntrace_flow::{BranchMode, DecoderOptions, EncoderOptions, FlowDecoder, FlowError};
+use ntrace_flow::{
+    BranchMode, DecoderOptions, EncoderOptions, FlowDecoder, FlowError, InstructionDecoder,
+    InstructionStep,
+};
 use ntrace_message::{AddressWidth, MessageOptions};
 use perf_session::{PlacedElf, SymbolOptions, TraceCode, TraceFoldOptions};
 use profiles::{Branch, StackWeight, TraceCounts, UNKNOWN_CALLER};
@@ -291,6 +294,34 @@ fn trace_flame_graph_weighs_every_instruction_under_its_function() {
                 through_main, under_main,
                 "{context}: instructions under main"
             );
+        }
+    }
+}
+
+#[test]
+fn the_instruction_decoder_gives_every_retired_instruction_decoded() {
+    for name in ["recursion", "switch", "longjmp"] {
+        let pcs = retired_pcs(name);
+        let code = load(name);
+        for (label, encoder, decoder) in configurations() {
+            let context = format!("{name} ({label})");
+            let (trace, _) = encode(&code, &pcs, encoder);
+            let mut instructions =
+                InstructionDecoder::new(&trace, &code.image, code.files.clone(), decoder);
+            let mut index = 0usize;
+            while let Some(step) = instructions.next_step().expect("decode") {
+                let InstructionStep::Instruction(traced) = step else {
+                    continue;
+                };
+                assert_eq!(Some(&traced.address), pcs.get(index), "{context}: #{index}");
+                assert_eq!(
+                    traced.instruction,
+                    instruction(&code, traced.address),
+                    "{context}"
+                );
+                index += 1;
+            }
+            assert_eq!(index, pcs.len(), "{context}");
         }
     }
 }

@@ -6,7 +6,9 @@
 //! libipt's query layer: per-hart address reconstruction, HIST, I-CNT, timestamps and
 //! the implicit-return stack, with no knowledge of the code); the block walk (`walk`
 //! over `block`'s cached basic blocks, libipt's block decoder), which asks the event layer
-//! what the code cannot say. What to do after an error is an option ([`Recovery`]):
+//! what the code cannot say; [`InstructionDecoder`] gives the ranges instruction by
+//! instruction, as libipt's instruction flow decoder. What to do after an error is an
+//! option ([`Recovery`]):
 //! return it, or report a gap and resynchronise. [`TraceEncoder`] is the opposite: a
 //! model of a trace encoder that turns a retired-instruction stream into N-Trace bytes,
 //! used by tests and for emulating hardware.
@@ -21,12 +23,14 @@ mod decoder;
 mod encoder;
 mod event;
 mod history;
+mod instructions;
 mod return_stack;
 mod walk;
 
 pub use block::{BlockExecutions, FileDecodeInfo};
 pub use decoder::{FlowDecoder, FlowStatistics};
 pub use encoder::{BranchMode, EncodeError, EncoderOptions, EncoderStatistics, TraceEncoder};
+pub use instructions::{InstructionDecoder, InstructionError, InstructionStep, TracedInstruction};
 
 use ntrace_message::{MessageError, MessageOptions};
 use trace_elements::{DecodeFailure, TraceElement};
