@@ -158,6 +158,10 @@ struct Thread {
     /// each place since.
     last_time: Option<u64>,
     pending: FxHashMap<Place, u64>,
+    /// Time that passed while no instruction was placed (a message's timestamp can
+    /// come before the instructions it reports are walked): it goes to the next
+    /// instructions, so no time is lost.
+    carried_time: u64,
 }
 
 impl Thread {
@@ -274,6 +278,7 @@ impl CallStacks {
                 // The time to the next timestamp includes what the gap lost.
                 let unattributed: u64 = thread.pending.drain().map(|(_, count)| count).sum();
                 thread.last_time = None;
+                thread.carried_time = 0;
                 add(&mut self.statistics.instructions_without_time, unattributed);
             }
             ElementKind::ContextChange { context, .. } => {
@@ -403,8 +408,14 @@ impl CallStacks {
             add(&mut self.statistics.instructions_without_time, total);
             return;
         };
-        let elapsed = time.saturating_sub(previous);
-        if total == 0 || elapsed == 0 {
+        let elapsed = time
+            .saturating_sub(previous)
+            .saturating_add(std::mem::take(&mut thread.carried_time));
+        if total == 0 {
+            thread.carried_time = elapsed;
+            return;
+        }
+        if elapsed == 0 {
             return;
         }
         // Shares in proportion to instructions; what rounding leaves goes to the
@@ -681,6 +692,22 @@ mod tests {
             collapser.finish(&mut Names).to_text(),
             "[unknown caller];f3 1\nf1 2\nf1;f2 1\nf5 2\nf5;f6 2\n"
         );
+    }
+
+    #[test]
+    fn time_with_no_instructions_goes_to_the_next_ones() {
+        let (folded, statistics) = fold(
+            CallStackOptions::new(StackWeight::Time, vec![0x100]),
+            &[
+                trace_on(0x100),
+                ElementKind::Timestamp { time: 1000 },
+                ElementKind::Timestamp { time: 1040 },
+                range(0x100, 0x104, 2, RangeEnd::Sequential, 0x108),
+                ElementKind::Timestamp { time: 1100 },
+            ],
+        );
+        assert_eq!(folded, "f1 100\n");
+        assert_eq!(statistics.weight, 100);
     }
 
     #[test]

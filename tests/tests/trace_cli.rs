@@ -1,0 +1,225 @@
+//! `rvperf flamegraph --trace` and `rvperf autofdo --trace` on the bundled traces, and
+//! on bad input: a corrupt byte in the middle of a trace is a gap (warned with its
+//! offset) that the profile is made around; a trace that holds nothing decodable, a
+//! `--binary` that is not among the traced files, `--weight time` without timestamps:
+//! one line, a non-zero exit and no output file.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{repository, rvperf_binary, scratch};
+
+fn fixture() -> PathBuf {
+    repository().join("tests/fixtures/autofdo")
+}
+
+fn work(name: &str) -> PathBuf {
+    let directory = scratch().join(format!("trace-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
+
+fn rvperf(arguments: &[&str]) -> Output {
+    Command::new(rvperf_binary())
+        .args(arguments)
+        .output()
+        .expect("run rvperf")
+}
+
+fn text(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// The weight of every stack of a folded file.
+fn total_weight(folded: &str) -> u64 {
+    folded
+        .lines()
+        .map(|line| line.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum()
+}
+
+#[test]
+fn flame_graph_weights_are_the_traced_instructions_or_the_traced_time() {
+    let directory = work("weights");
+    let folded = directory.join("insns.folded");
+    let trace = fixture().join("trace.nt");
+    let binary = fixture().join("autofdo");
+    let output = rvperf(&[
+        "flamegraph",
+        "--trace",
+        text(&trace),
+        "--elf",
+        text(&binary),
+        "--timestamps",
+        "--folded",
+        "-o",
+        text(&folded),
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let folded = std::fs::read_to_string(&folded).unwrap();
+    // The fixture's README: `autofdo 100` retires 1,146,212 instructions.
+    assert_eq!(total_weight(&folded), 1_146_212);
+    assert!(
+        folded.lines().all(|line| line.starts_with("_start")),
+        "{folded}"
+    );
+
+    let timed = directory.join("time.folded");
+    let output = rvperf(&[
+        "flamegraph",
+        "--trace",
+        text(&trace),
+        "--elf",
+        text(&binary),
+        "--timestamps",
+        "--weight",
+        "time",
+        "--folded",
+        "-o",
+        text(&timed),
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    // The encoder's clock counts retired instructions: the time between the first and
+    // the last timestamp is shared out whole, and it is the instructions between them.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // "rvperf: warning: N of M instructions ran before a hart's first timestamp, ..."
+    let without_time: u64 = stderr
+        .lines()
+        .find(|line| line.contains("first timestamp"))
+        .and_then(|line| line.split_whitespace().nth(2))
+        .and_then(|number| number.parse().ok())
+        .unwrap_or(0);
+    let time = total_weight(&std::fs::read_to_string(&timed).unwrap());
+    assert_eq!(time + without_time, 1_146_212, "{stderr}");
+    assert!(without_time < 1_000, "{stderr}");
+}
+
+#[test]
+fn a_corrupt_byte_is_a_gap_the_profiles_are_made_around() {
+    let directory = work("corrupt");
+    let mut bytes = std::fs::read(fixture().join("trace.nt")).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x5a;
+    let corrupt = directory.join("corrupt.nt");
+    std::fs::write(&corrupt, &bytes).unwrap();
+    let binary = fixture().join("autofdo");
+    let folded = directory.join("corrupt.folded");
+    let output = rvperf(&[
+        "flamegraph",
+        "--trace",
+        text(&corrupt),
+        "--elf",
+        text(&binary),
+        "--timestamps",
+        "--folded",
+        "-o",
+        text(&folded),
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("gap: at byte offset 0x"), "{stderr}");
+    let weight = total_weight(&std::fs::read_to_string(&folded).unwrap());
+    // Decoding resumed at the next synchronisation: most of the trace is there.
+    assert!(weight > 1_000_000 && weight < 1_146_212, "{weight}");
+    // The stack after the gap starts unknown.
+    assert!(
+        std::fs::read_to_string(&folded)
+            .unwrap()
+            .contains("[unknown caller]"),
+        "{stderr}"
+    );
+
+    let profile = directory.join("corrupt.afdo");
+    let output = rvperf(&[
+        "autofdo",
+        "--trace",
+        text(&corrupt),
+        "--timestamps",
+        "--binary",
+        text(&binary),
+        "-o",
+        text(&profile),
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("gap: at byte offset 0x"), "{stderr}");
+    assert!(profile.is_file());
+}
+
+#[test]
+fn bad_inputs_are_refused_in_one_line_without_output() {
+    let directory = work("refused");
+    let garbage = directory.join("garbage.nt");
+    std::fs::write(&garbage, [0x55u8; 4096]).unwrap();
+    let binary = fixture().join("autofdo");
+    let trace = fixture().join("trace.nt");
+    let other = repository().join("tests/fixtures/ntrace/interp/program");
+    let output_file = directory.join("out");
+    let refuse = |arguments: &[&str], expected: &str| {
+        let output = rvperf(arguments);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{arguments:?} accepted: {stderr}");
+        let errors: Vec<&str> = stderr
+            .lines()
+            .filter(|line| line.contains("error"))
+            .collect();
+        assert_eq!(errors.len(), 1, "{stderr}");
+        assert!(errors[0].contains(expected), "{stderr}");
+        assert!(!output_file.exists(), "{arguments:?} wrote output");
+    };
+    let out = text(&output_file);
+    refuse(
+        &[
+            "flamegraph",
+            "--trace",
+            text(&garbage),
+            "--elf",
+            text(&binary),
+            "-o",
+            out,
+        ],
+        "no synchronisation message",
+    );
+    refuse(
+        &[
+            "autofdo",
+            "--trace",
+            text(&garbage),
+            "--binary",
+            text(&binary),
+            "-o",
+            out,
+        ],
+        "no synchronisation message",
+    );
+    refuse(
+        &[
+            "autofdo",
+            "--trace",
+            text(&trace),
+            "--elf",
+            text(&other),
+            "--binary",
+            text(&binary),
+            "-o",
+            out,
+        ],
+        "is not one of the --elf files",
+    );
+    refuse(
+        &[
+            "flamegraph",
+            "--trace",
+            text(&trace),
+            "--elf",
+            text(&binary),
+            "--weight",
+            "time",
+            "-o",
+            out,
+        ],
+        "--weight time needs a trace with timestamps",
+    );
+}
