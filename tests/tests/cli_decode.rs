@@ -1,5 +1,6 @@
-//! `rvperf decode` as a user runs it: every flag, every output, and bad input that must
-//! give one clear line (with the byte offset for trace problems) and a non-zero exit.
+//! `rvperf decode` as a user runs it: every flag, every output, with any number of jobs;
+//! damaged traces decoded around (a gap at the byte offset, a warning, the rest
+//! decoded); inputs with nothing to decode giving one clear line and a non-zero exit.
 
 mod common;
 
@@ -258,61 +259,230 @@ fn missing_files_and_non_elf_inputs_are_named() {
     );
 }
 
-#[test]
-fn truncated_and_corrupt_traces_fail_with_the_byte_offset() {
-    let program = common::program("fnptr");
-    let trace = write_trace("fnptr", "corrupt", EncoderOptions::default());
-    let bytes = std::fs::read(&trace).unwrap();
-    let elf = text(&program);
+/// The offsets of the `# H gap ... @0xOFFSET` lines of blocks or insns output.
+fn gap_offsets(output: &str) -> Vec<u64> {
+    output
+        .lines()
+        .filter(|line| line.starts_with('#') && line.contains(" gap "))
+        .map(|line| {
+            let offset = line.rsplit_once(" @0x").unwrap().1;
+            u64::from_str_radix(offset, 16).unwrap()
+        })
+        .collect()
+}
 
+/// The lines after the first `trace-on` line at or after byte `offset`.
+fn after_resync(output: &str, offset: u64) -> String {
+    let mut lines = output.lines().skip_while(|line| {
+        !(line.contains(" trace-on ")
+            && line
+                .rsplit_once(" @0x")
+                .is_some_and(|(_, at)| u64::from_str_radix(at, 16).unwrap() >= offset))
+    });
+    lines.next();
+    lines.map(|line| format!("{line}\n")).collect()
+}
+
+fn success_text(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+#[test]
+fn a_flipped_byte_becomes_a_gap_and_decoding_resumes_at_the_next_sync() {
+    let program = common::program("interp");
+    let elf = text(&program);
+    let mut options = EncoderOptions::default();
+    options.periodic_sync = 64;
+    let trace = write_trace("interp", "flipped", options);
+    let bytes = std::fs::read(&trace).unwrap();
+    // MSEO=10 is reserved: a byte that can never appear in a valid stream.
+    let middle = bytes.len() / 2;
+    let mut corrupt = bytes.clone();
+    corrupt[middle] = (corrupt[middle] & !3) | 0b10;
+    let corrupt_path = scratch().join(format!("interp-flipped-{}.nt", std::process::id()));
+    std::fs::write(&corrupt_path, &corrupt).unwrap();
+    for jobs in ["1", "2"] {
+        let run = |trace: &Path, mode: &str| {
+            rvperf(&[
+                "decode",
+                "--elf",
+                elf,
+                "--trace",
+                text(trace),
+                "--output",
+                mode,
+                "--jobs",
+                jobs,
+                "--chunk-bytes",
+                "4096",
+            ])
+        };
+        let clean = success_text(&run(&trace, "blocks"));
+        let output = run(&corrupt_path, "blocks");
+        let decoded = success_text(&output);
+        let gaps = gap_offsets(&decoded);
+        assert_eq!(gaps.len(), 1, "jobs {jobs}: {gaps:x?}");
+        let gap = gaps[0];
+        assert!(
+            gap <= middle as u64 && middle as u64 - gap < 64,
+            "jobs {jobs}: gap at {gap:#x}, the flipped byte is at {middle:#x}"
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "jobs {jobs}: {stderr}");
+        assert!(
+            stderr.starts_with("rvperf: warning: ")
+                && stderr.contains(&format!("gap at byte offset {gap:#x}"))
+                && stderr.contains("reserved MSEO"),
+            "jobs {jobs}: {stderr}"
+        );
+        // Everything before the gap and after the next synchronisation is the clean
+        // decode's.
+        let before: String = decoded
+            .lines()
+            .take_while(|line| !line.contains(" gap "))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        assert!(
+            clean.starts_with(&before),
+            "jobs {jobs}: the part before the gap differs"
+        );
+        let resumed = after_resync(&decoded, gap);
+        assert!(
+            resumed.lines().count() > 100,
+            "jobs {jobs}: too little after the gap"
+        );
+        assert!(
+            clean.ends_with(&resumed),
+            "jobs {jobs}: the decode after the next sync differs from the clean one"
+        );
+        let summary = success_text(&run(&corrupt_path, "summary"));
+        assert!(summary.contains("decode errors:       1 "), "{summary}");
+        let lost = summary
+            .lines()
+            .find(|line| line.starts_with("lost to errors:"))
+            .unwrap_or_else(|| panic!("{summary}"));
+        assert!(lost.contains(" I-CNT units "), "{lost}");
+    }
+}
+
+#[test]
+fn a_truncated_trace_prints_everything_up_to_the_cut() {
+    let program = common::program("fnptr");
+    let pcs = retired_pcs("fnptr");
+    let trace = write_trace("fnptr", "truncated", EncoderOptions::default());
+    let bytes = std::fs::read(&trace).unwrap();
     let truncated = scratch().join(format!("truncated-{}.nt", std::process::id()));
     std::fs::write(&truncated, &bytes[..bytes.len() - 1]).unwrap();
-    let stderr = assert_one_line_error(
-        &rvperf(&["decode", "--elf", elf, "--trace", text(&truncated)]),
-        "offset",
-    );
-    assert!(
-        stderr.contains("truncated") || stderr.contains("ends"),
-        "{stderr}"
-    );
+    for jobs in ["1", "2"] {
+        let output = rvperf(&[
+            "decode",
+            "--elf",
+            text(&program),
+            "--trace",
+            text(&truncated),
+            "--output",
+            "pcs",
+            "--jobs",
+            jobs,
+        ]);
+        let decoded = success_text(&output);
+        // The last message (a correlation closing the trace) is cut: every instruction
+        // before it is there.
+        assert!(decoded.lines().count() > pcs.len() / 2, "jobs {jobs}");
+        assert!(
+            pcs_text(&pcs, "").starts_with(&decoded),
+            "jobs {jobs}: not a prefix of the run"
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("rvperf: warning: ")
+                && stderr.contains("gap at byte offset")
+                && stderr.contains("ended inside a message"),
+            "jobs {jobs}: {stderr}"
+        );
+    }
+}
 
-    // MSEO=10 is reserved: a byte that can never appear in a valid stream.
-    let mut corrupt = bytes.clone();
-    let middle = corrupt.len() / 2;
-    corrupt[middle] = (corrupt[middle] & !3) | 0b10;
-    let corrupt_path = scratch().join(format!("corrupt-{}.nt", std::process::id()));
-    std::fs::write(&corrupt_path, &corrupt).unwrap();
-    let stderr = assert_one_line_error(
-        &rvperf(&["decode", "--elf", elf, "--trace", text(&corrupt_path)]),
-        "offset",
-    );
-    let offset_text = stderr
-        .split("offset ")
-        .nth(1)
-        .unwrap()
-        .split([':', ' '])
-        .next()
-        .unwrap();
-    let offset = u64::from_str_radix(offset_text.trim_start_matches("0x"), 16).unwrap();
-    assert!(
-        offset <= middle as u64 && middle as u64 - offset < 64,
-        "offset {offset:#x} is not near byte {middle:#x}"
-    );
+#[test]
+fn traces_with_nothing_decodable_fail_with_one_line() {
+    let program = common::program("fnptr");
+    let trace = write_trace("fnptr", "corrupt", EncoderOptions::default());
+    let elf = text(&program);
 
     // The program loaded somewhere else: the first address is outside every ELF.
     let moved = format!("{elf}@0x40000000");
-    assert_one_line_error(
-        &rvperf(&["decode", "--elf", &moved, "--trace", text(&trace)]),
-        "outside every ELF",
-    );
+    for jobs in ["1", "2"] {
+        assert_one_line_error(
+            &rvperf(&[
+                "decode",
+                "--elf",
+                &moved,
+                "--trace",
+                text(&trace),
+                "--jobs",
+                jobs,
+            ]),
+            "outside every ELF",
+        );
 
-    // No synchronisation message at all: nothing to decode.
-    let no_sync = scratch().join(format!("nosync-{}.nt", std::process::id()));
-    std::fs::write(&no_sync, [0xff; 64]).unwrap();
-    assert_one_line_error(
-        &rvperf(&["decode", "--elf", elf, "--trace", text(&no_sync)]),
-        "no synchronisation message",
-    );
+        // No synchronisation message at all: nothing to decode.
+        let no_sync = scratch().join(format!("nosync-{}.nt", std::process::id()));
+        std::fs::write(&no_sync, [0xff; 64]).unwrap();
+        assert_one_line_error(
+            &rvperf(&[
+                "decode",
+                "--elf",
+                elf,
+                "--trace",
+                text(&no_sync),
+                "--jobs",
+                jobs,
+            ]),
+            "no synchronisation message",
+        );
+    }
+}
+
+#[test]
+fn every_output_is_the_same_with_any_number_of_jobs() {
+    let program = common::program("longjmp");
+    let mut options = EncoderOptions::default();
+    options.periodic_sync = 8;
+    options.icnt_bits = 9;
+    let trace = write_trace("longjmp", "jobs", options);
+    for mode in ["pcs", "blocks", "insns", "summary"] {
+        let run = |jobs: &str, chunk: &str| {
+            let text = success_text(&rvperf(&[
+                "decode",
+                "--elf",
+                text(&program),
+                "--trace",
+                text(&trace),
+                "--output",
+                mode,
+                "--jobs",
+                jobs,
+                "--chunk-bytes",
+                chunk,
+            ]));
+            text.lines()
+                .filter(|line| !line.starts_with("decode time:"))
+                .map(|line| format!("{line}\n"))
+                .collect::<String>()
+        };
+        let serial = run("1", "1000000");
+        for (jobs, chunk) in [("2", "1"), ("2", "97"), ("3", "1000")] {
+            assert!(
+                run(jobs, chunk) == serial,
+                "--output {mode} --jobs {jobs} --chunk-bytes {chunk} differs from --jobs 1"
+            );
+        }
+    }
 }
 
 #[test]

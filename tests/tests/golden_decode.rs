@@ -12,6 +12,11 @@ use std::path::Path;
 use std::process::Command;
 
 fn run_decode(fixture: &Path, mode: &str) -> String {
+    run_decode_with(fixture, mode, &[])
+}
+
+/// `rvperf decode --output mode` on `fixture` with `extra` flags, timing lines dropped.
+fn run_decode_with(fixture: &Path, mode: &str, extra: &[&str]) -> String {
     let root = common::repository();
     let relative = fixture.strip_prefix(&root).unwrap_or(fixture);
     let flags = std::fs::read_to_string(fixture.join("decode-flags")).unwrap_or_default();
@@ -24,6 +29,7 @@ fn run_decode(fixture: &Path, mode: &str) -> String {
         .arg(relative.join("trace.nt"))
         .args(flags.split_whitespace())
         .args(["--output", mode])
+        .args(extra)
         .output()
         .expect("run rvperf");
     assert!(
@@ -125,4 +131,33 @@ fn fixtures_decode_as_recorded() {
         }
     }
     eprintln!("checked {checked} outputs of {} fixtures", fixtures.len());
+}
+
+#[test]
+fn fixtures_decode_the_same_with_any_number_of_jobs() {
+    let directory = common::repository().join("tests/fixtures/ntrace");
+    let mut fixtures: Vec<_> = std::fs::read_dir(&directory)
+        .expect("tests/fixtures/ntrace")
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.join("trace.nt").is_file())
+        .collect();
+    fixtures.sort();
+    for fixture in &fixtures {
+        for mode in ["pcs", "blocks", "insns", "summary"] {
+            let serial = run_decode_with(fixture, mode, &["--jobs", "1"]);
+            // Tiny chunks put a seam at nearly every synchronisation message.
+            for extra in [
+                &["--jobs", "2"][..],
+                &["--jobs", "2", "--chunk-bytes", "1"],
+                &["--jobs", "2", "--chunk-bytes", "61"],
+            ] {
+                assert!(
+                    run_decode_with(fixture, mode, extra) == serial,
+                    "{}: --output {mode} {} differs from --jobs 1",
+                    fixture.display(),
+                    extra.join(" ")
+                );
+            }
+        }
+    }
 }

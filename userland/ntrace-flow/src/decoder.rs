@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use code_image::CodeImage;
-use ntrace_message::{Message, MessageDecoder};
-use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
+use ntrace_message::{Body, Message, MessageDecoder, ResourceFull};
+use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement, TraceOnReason};
 
 use crate::block::{FileDecodeInfo, NO_BLOCK};
 use crate::event::{Event, NextWalk, Resume};
@@ -39,6 +39,91 @@ pub struct FlowStatistics {
     /// I-CNT units still unresolved when the stream ended (trace cut after a ResourceFull).
     pub unresolved_units_at_end: u64,
     pub blocks_decoded: u64,
+    /// I-CNT units (16-bit instruction units) the trace carried but the decoder could not
+    /// place: those of messages skipped while a hart waited for synchronisation, and those
+    /// armed but not yet walked when an error cost a hart its flow. What a profile lost.
+    pub skipped_units: u64,
+}
+
+impl FlowStatistics {
+    /// The counters of `self` plus those `later` gained since `earlier` (two statistics
+    /// of one decoder), for joining the parts of a trace decoded separately.
+    pub(crate) fn add_difference(&mut self, later: &FlowStatistics, earlier: &FlowStatistics) {
+        let gained = |later: u64, earlier: u64| later.saturating_sub(earlier);
+        self.instructions += gained(later.instructions, earlier.instructions);
+        self.messages += gained(later.messages, earlier.messages);
+        self.sync_messages += gained(later.sync_messages, earlier.sync_messages);
+        self.messages_before_sync +=
+            gained(later.messages_before_sync, earlier.messages_before_sync);
+        self.gaps += gained(later.gaps, earlier.gaps);
+        self.recovered_errors += gained(later.recovered_errors, earlier.recovered_errors);
+        self.vendor_or_reserved_messages += gained(
+            later.vendor_or_reserved_messages,
+            earlier.vendor_or_reserved_messages,
+        );
+        self.skipped_units += gained(later.skipped_units, earlier.skipped_units);
+    }
+}
+
+/// I-CNT units a message carries (spec 8.4), for counting what skipped messages held.
+fn units_of(body: &Body) -> u64 {
+    match *body {
+        Body::DirectBranch { icnt }
+        | Body::IndirectBranch { icnt, .. }
+        | Body::IndirectBranchHist { icnt, .. }
+        | Body::ProgTraceSync { icnt, .. }
+        | Body::DirectBranchSync { icnt, .. }
+        | Body::IndirectBranchSync { icnt, .. }
+        | Body::IndirectBranchHistSync { icnt, .. }
+        | Body::ProgTraceCorrelation { icnt, .. }
+        | Body::ResourceFull(ResourceFull::IcntOverflow { icnt }) => icnt,
+        _ => 0,
+    }
+}
+
+/// Where a decoder of part of the trace stops reading messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StopRule {
+    /// Before the first message at or after the offset.
+    AnyMessage,
+    /// Before the first synchronisation message at or after the offset: the end of a
+    /// chunk of a parallel decode.
+    SyncMessage,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Stop {
+    offset: u64,
+    rule: StopRule,
+}
+
+/// The state of a speculative decoder before one of its messages, for the join of a
+/// parallel decode (see `parallel`) to compare with the true state there.
+#[derive(Clone, Debug)]
+pub(crate) struct Snapshot {
+    /// Offset of the message about to be applied.
+    pub(crate) offset: u64,
+    /// Items (elements and returned errors) the decoder produced before it.
+    pub(crate) items: usize,
+    pub(crate) harts: Vec<Hart>,
+    pub(crate) statistics: FlowStatistics,
+    pub(crate) idle_bytes: u64,
+    pub(crate) skipped_bytes: u64,
+    /// Instructions executed per cached block so far, and how many blocks were cached.
+    pub(crate) executed: Vec<u64>,
+    /// Errors met and stack entries popped from before the decode started, so far:
+    /// between two snapshots with the same count the decode needed nothing it guessed.
+    pub(crate) dependencies: u64,
+}
+
+/// What a speculative decoder (one chunk of a parallel decode) records.
+#[derive(Debug)]
+struct Speculation {
+    snapshots: Vec<Snapshot>,
+    /// Items returned before the current batch.
+    produced: usize,
+    /// Snapshots are taken at most this many bytes apart (the first few always).
+    spacing: u64,
 }
 
 /// Which harts an error cost their flow.
@@ -53,7 +138,21 @@ enum Lost {
 /// Decodes an N-Trace byte stream against a code image.
 #[derive(Debug)]
 pub struct FlowDecoder<'a> {
+    trace: &'a [u8],
     messages: MessageDecoder<'a>,
+    /// Idle and skipped bytes counted by message decoders that `seek` replaced.
+    idle_before: u64,
+    skipped_before: u64,
+    /// Where to stop reading (a part of the trace); offset `u64::MAX` never stops.
+    stop: Stop,
+    /// A message read but not applied: the one a stop stopped before.
+    held: Option<Message>,
+    /// Errors met (returned or recovered).
+    errors: u64,
+    /// Set for one chunk of a parallel decode.
+    speculation: Option<Box<Speculation>>,
+    /// A snapshot is to be taken before the next message.
+    snapshot_due: bool,
     walk: BlockWalk<'a>,
     options: DecoderOptions,
     harts: Vec<Hart>,
@@ -92,7 +191,18 @@ impl<'a> FlowDecoder<'a> {
             RangeOutput::CountOnly
         };
         Self {
+            trace,
             messages: MessageDecoder::new(trace, options.message),
+            idle_before: 0,
+            skipped_before: 0,
+            stop: Stop {
+                offset: u64::MAX,
+                rule: StopRule::AnyMessage,
+            },
+            held: None,
+            errors: 0,
+            speculation: None,
+            snapshot_due: false,
             walk: BlockWalk::new(image, files, ranges),
             options,
             harts: Vec::new(),
@@ -156,11 +266,13 @@ impl<'a> FlowDecoder<'a> {
     }
 
     pub fn idle_bytes(&self) -> u64 {
-        self.messages.idle_bytes()
+        self.idle_before + self.messages.idle_bytes()
     }
 
+    /// Trace bytes thrown away: unreadable messages and the bytes up to the next message
+    /// start after each of them (and what `sync_forward` skipped).
     pub fn skipped_bytes(&self) -> u64 {
-        self.messages.skipped_bytes()
+        self.skipped_before + self.messages.skipped_bytes()
     }
 
     /// Skips to the first message boundary after the next end of message: for buffers
@@ -200,9 +312,13 @@ impl<'a> FlowDecoder<'a> {
 
     /// Produces the next batch of elements and returns its first.
     fn refill(&mut self) -> Result<Option<TraceElement>, FlowError> {
+        if let Some(speculation) = &mut self.speculation {
+            speculation.produced += self.ready.len();
+        }
         self.ready.clear();
         self.ready_index = 0;
         if let Some(error) = self.pending_error.take() {
+            self.count_returned_error();
             return Err(error);
         }
         // A batch also waits for its last range to be complete, so that how far ranges
@@ -218,8 +334,28 @@ impl<'a> FlowDecoder<'a> {
             if self.finished {
                 break;
             }
-            match self.messages.next_message() {
+            let next = match self.held.take() {
+                Some(message) => Ok(Some(message)),
+                None => self.messages.next_message(),
+            };
+            match next {
                 Ok(Some(message)) => {
+                    if message.offset >= self.stop.offset && self.stops_before(&message) {
+                        self.held = Some(message);
+                        // Not `finish`: the stream goes on, only this decoder stops.
+                        self.finished = true;
+                        break;
+                    }
+                    if self.snapshot_due {
+                        self.snapshot_due = false;
+                        self.snapshot(message.offset);
+                        if !self.ready.is_empty() {
+                            // Ranges never grow across a snapshot: the join merges them
+                            // when it delivers them.
+                            self.held = Some(message);
+                            break;
+                        }
+                    }
                     if self.statistics.messages % 4096 == 0 {
                         self.progress
                             .store(self.messages.position(), Ordering::Relaxed);
@@ -243,12 +379,227 @@ impl<'a> FlowDecoder<'a> {
                 self.last_block = block;
                 Ok(Some(element))
             }
-            None => self.pending_error.take().map_or(Ok(None), Err),
+            None => match self.pending_error.take() {
+                Some(error) => {
+                    self.count_returned_error();
+                    Err(error)
+                }
+                None => Ok(None),
+            },
         }
+    }
+
+    fn count_returned_error(&mut self) {
+        if let Some(speculation) = &mut self.speculation {
+            speculation.produced += 1;
+        }
+    }
+
+    #[cold]
+    fn stops_before(&self, message: &Message) -> bool {
+        match self.stop.rule {
+            StopRule::AnyMessage => true,
+            StopRule::SyncMessage => message.is_sync(),
+        }
+    }
+
+    /// A decoder of the chunk of `trace` that starts at byte `start` (a message start)
+    /// and ends before the first synchronisation message at or after `end`, starting
+    /// with no knowledge of the state before it: every hart waits for its
+    /// synchronisation, the stack entries pushed before are unknown. It records
+    /// [`Snapshot`]s for the join to compare with the true state.
+    pub(crate) fn speculative(
+        trace: &'a [u8],
+        start: usize,
+        end: u64,
+        image: &'a CodeImage,
+        files: Vec<FileDecodeInfo>,
+        options: DecoderOptions,
+    ) -> Self {
+        let mut decoder = Self::new(trace, image, files, options);
+        decoder.seek(start as u64);
+        decoder.stop = Stop {
+            offset: end,
+            rule: StopRule::SyncMessage,
+        };
+        let length = end.saturating_sub(start as u64).min(trace.len() as u64);
+        decoder.speculation = Some(Box::new(Speculation {
+            snapshots: Vec::new(),
+            produced: 0,
+            spacing: length / 64,
+        }));
+        decoder.snapshot_due = true;
+        decoder
+    }
+
+    /// Continues reading at byte `offset` (a message start), with the harts as they are.
+    pub(crate) fn seek(&mut self, offset: u64) {
+        self.idle_before += self.messages.idle_bytes();
+        self.skipped_before += self.messages.skipped_bytes();
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(self.trace.len());
+        self.messages = MessageDecoder::new(&self.trace[start..], self.options.message)
+            .with_base_offset(start as u64);
+        self.held = None;
+        self.active = None;
+        self.finished = false;
+    }
+
+    /// Decodes up to (not including) the first message at or after `offset`: the
+    /// elements come from `next_element` until it gives `Ok(None)`.
+    pub(crate) fn run_to(&mut self, offset: u64) {
+        self.stop = Stop {
+            offset,
+            rule: StopRule::AnyMessage,
+        };
+        self.finished = false;
+    }
+
+    /// Offset of the next message to apply (the end of the trace after the last).
+    pub(crate) fn next_offset(&self) -> u64 {
+        self.held
+            .map_or_else(|| self.messages.position(), |message| message.offset)
+    }
+
+    /// Block of the element returned last (`NO_BLOCK` for other elements).
+    pub(crate) fn last_block(&self) -> u32 {
+        self.last_block
+    }
+
+    pub(crate) fn walk(&self) -> &BlockWalk<'a> {
+        &self.walk
+    }
+
+    /// Errors met and stack entries popped from before a speculative decode started.
+    fn dependencies(&self) -> u64 {
+        self.harts.iter().fold(self.errors, |total, hart| {
+            total + hart.events.stack().base_pops
+        })
+    }
+
+    /// The snapshots of a speculative decoder, and its state at the end as one more.
+    pub(crate) fn finish_speculation(&mut self) -> Vec<Snapshot> {
+        let offset = self.next_offset();
+        let produced = self
+            .speculation
+            .as_ref()
+            .map_or(0, |speculation| speculation.produced + self.ready.len());
+        let mut end = self.capture(offset, produced);
+        end.statistics.unresolved_units_at_end = 0;
+        let mut snapshots = self
+            .speculation
+            .take()
+            .map(|speculation| speculation.snapshots)
+            .unwrap_or_default();
+        snapshots.push(end);
+        snapshots
+    }
+
+    fn capture(&self, offset: u64, items: usize) -> Snapshot {
+        Snapshot {
+            offset,
+            items,
+            harts: self.harts.clone(),
+            statistics: self.statistics(),
+            idle_bytes: self.idle_bytes(),
+            skipped_bytes: self.skipped_bytes(),
+            executed: self.walk.cache.executed.clone(),
+            dependencies: self.dependencies(),
+        }
+    }
+
+    #[cold]
+    fn snapshot(&mut self, offset: u64) {
+        let Some(speculation) = &self.speculation else {
+            return;
+        };
+        let due = match speculation.snapshots.last() {
+            Some(last) => {
+                speculation.snapshots.len() < 4
+                    || offset.saturating_sub(last.offset) >= speculation.spacing
+            }
+            None => true,
+        };
+        if !due {
+            return;
+        }
+        let items = speculation.produced + self.ready.len();
+        let snapshot = self.capture(offset, items);
+        if let Some(speculation) = &mut self.speculation {
+            speculation.snapshots.push(snapshot);
+        }
+    }
+
+    /// Takes over the harts of a speculative decode from where its true state was
+    /// established (`matched`, compared with this decoder's harts) to `end`, and the
+    /// statistics it gained in between; decoding goes on at `end.offset`. The stack
+    /// entries below those the speculative decode knew come from this decoder's.
+    pub(crate) fn adopt(&mut self, matched: &Snapshot, end: &Snapshot) {
+        for hart in &end.harts {
+            let src = hart.events.src;
+            let mine = self.harts.iter().position(|own| own.events.src == src);
+            let known_at_match = matched
+                .harts
+                .iter()
+                .find(|other| other.events.src == src)
+                .map_or(0, |other| other.events.stack().entries().len());
+            let below: Vec<u64> = mine.map_or_else(Vec::new, |index| {
+                let stack = self.harts[index].events.stack();
+                let keep = stack.entries().len().saturating_sub(known_at_match);
+                stack.entries().take(keep).collect()
+            });
+            let mut adopted = hart.clone();
+            adopted.events.stack_mut().rebase(below.into_iter());
+            adopted.position.jump_to(hart.position.pc());
+            match mine {
+                Some(index) => self.harts[index] = adopted,
+                None => self.harts.push(adopted),
+            }
+        }
+        self.statistics
+            .add_difference(&end.statistics, &matched.statistics);
+        self.walk.instructions += end
+            .statistics
+            .instructions
+            .saturating_sub(matched.statistics.instructions);
+        self.idle_before += end.idle_bytes.saturating_sub(matched.idle_bytes);
+        self.skipped_before += end.skipped_bytes.saturating_sub(matched.skipped_bytes);
+        self.seek(end.offset);
+    }
+
+    /// Whether a speculative decode in the state of `snapshot` goes on exactly as this
+    /// decoder, which holds the true state at the same message, would.
+    pub(crate) fn continues_as(&self, snapshot: &Snapshot) -> bool {
+        if self.next_offset() != snapshot.offset || self.active.is_some() {
+            return false;
+        }
+        let mine_match = self.harts.iter().all(|hart| {
+            match snapshot
+                .harts
+                .iter()
+                .find(|other| other.events.src == hart.events.src)
+            {
+                Some(other) => {
+                    hart.position.pc() == other.position.pc()
+                        && hart.events.continues_as(&other.events)
+                }
+                None => hart.events.is_untouched(),
+            }
+        });
+        mine_match
+            && snapshot.harts.iter().all(|other| {
+                other.events.is_untouched()
+                    || self
+                        .harts
+                        .iter()
+                        .any(|hart| hart.events.src == other.events.src)
+            })
     }
 
     fn finish(&mut self) {
         self.finished = true;
+        self.held = None;
         self.progress
             .store(self.messages.position(), Ordering::Relaxed);
         self.statistics.unresolved_units_at_end = self.harts.iter().fold(0u64, |total, hart| {
@@ -260,10 +611,17 @@ impl<'a> FlowDecoder<'a> {
     /// `last_recovered_error` still names the gaps' error when they are returned.
     fn recover(&mut self, error: FlowError, lost: Lost) {
         self.active = None;
+        self.errors += 1;
         let harts = match lost {
             Lost::Hart(hart) => hart..hart + 1,
             Lost::EveryHart => 0..self.harts.len(),
         };
+        // The units armed but not walked are lost with the flow.
+        self.statistics.skipped_units = self.harts[harts.clone()]
+            .iter()
+            .fold(self.statistics.skipped_units, |total, hart| {
+                total.saturating_add(hart.events.pending_units())
+            });
         match self.options.recovery {
             Recovery::ReturnError => {
                 self.harts[harts].iter_mut().for_each(Hart::unsync);
@@ -342,11 +700,17 @@ impl<'a> FlowDecoder<'a> {
         self.statistics.messages += 1;
         if message.is_sync() {
             self.statistics.sync_messages += 1;
+            // A parallel decode's join can compare states once the sync is applied.
+            self.snapshot_due = self.speculation.is_some();
         }
         let offset = message.offset;
         let kind = match self.harts[hart].events.apply(message)? {
             Event::BeforeSync => {
                 self.statistics.messages_before_sync += 1;
+                self.statistics.skipped_units = self
+                    .statistics
+                    .skipped_units
+                    .saturating_add(units_of(&message.body));
                 return Ok(());
             }
             Event::Walk => {
@@ -356,6 +720,11 @@ impl<'a> FlowDecoder<'a> {
             Event::Nothing => None,
             Event::TraceOn { address, reason } => {
                 self.harts[hart].position.jump_to(Some(address));
+                if self.speculation.is_some() && reason == TraceOnReason::Start {
+                    // The true decoder may have been synchronised here, with entries
+                    // on its stack that this speculative one cannot know.
+                    self.harts[hart].events.stack_mut().forget_base();
+                }
                 Some(ElementKind::TraceOn { address, reason })
             }
             Event::Lost {

@@ -19,7 +19,7 @@ use trace_elements::{Context, ElementKind, RangeEnd, TraceOffReason, TraceOnReas
 
 use crate::block::IndirectKind;
 use crate::history::HistoryQueue;
-use crate::return_stack::ReturnStack;
+use crate::return_stack::{ReturnStack, StackBase};
 use crate::FlowError;
 
 /// What a message did to its hart, for the layer above.
@@ -158,7 +158,7 @@ pub(crate) enum NextWalk {
 }
 
 /// One hart's event state.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct HartEvents {
     /// The hart's SRC.
     pub(crate) src: u16,
@@ -253,6 +253,64 @@ impl HartEvents {
     /// Approximate heap bytes held.
     pub(crate) fn footprint(&self) -> usize {
         self.history.footprint() + self.stack.footprint()
+    }
+
+    pub(crate) fn stack(&self) -> &ReturnStack {
+        &self.stack
+    }
+
+    pub(crate) fn stack_mut(&mut self) -> &mut ReturnStack {
+        &mut self.stack
+    }
+
+    /// Whether a speculative decode (`parallel`) whose state for this hart is
+    /// `speculative` goes on exactly as this, the true state, would. Ignored: what is
+    /// always rewritten before it is read (the walk's offset, its last instruction while
+    /// no walk end is armed). Unknowns of the speculative side match anything, as long
+    /// as it never reads them (a RepeatBranch without its branch is an error there, and
+    /// a pop below its known stack entries is counted): an absent RepeatBranch message,
+    /// the stack entries below its own when its base is unknown.
+    pub(crate) fn continues_as(&self, speculative: &HartEvents) -> bool {
+        let stack = match speculative.stack.base() {
+            StackBase::Empty => self.stack.entries().eq(speculative.stack.entries()),
+            StackBase::Unknown => {
+                let skip = self
+                    .stack
+                    .entries()
+                    .len()
+                    .checked_sub(speculative.stack.entries().len());
+                skip.is_some_and(|skip| {
+                    self.stack
+                        .entries()
+                        .skip(skip)
+                        .eq(speculative.stack.entries())
+                })
+            }
+        };
+        stack
+            && self.src == speculative.src
+            && self.sync == speculative.sync
+            && self.last_address == speculative.last_address
+            && self.time == speculative.time
+            && self.pending_time == speculative.pending_time
+            && self.history.is_empty()
+            && speculative.history.is_empty()
+            && self.pending_units == speculative.pending_units
+            && self.end == speculative.end
+            && (self.end.is_none() || self.last == speculative.last)
+            && (speculative.repeat.is_none() || self.repeat == speculative.repeat)
+            && self.repeats_left == speculative.repeats_left
+    }
+
+    /// Whether this hart is as a decoder that never saw it has it (never synchronised,
+    /// so at time zero, nothing pending).
+    pub(crate) fn is_untouched(&self) -> bool {
+        self.sync == SyncState::NeverSynced
+            && self.pending_units == 0
+            && self.history.is_empty()
+            && self.end.is_none()
+            && self.repeats_left == 0
+            && self.pending_time.is_none()
     }
 
     /// Applies one message of this hart. An error leaves the hart for the caller to

@@ -8,8 +8,10 @@
 //! over `block`'s cached basic blocks, libipt's block decoder), which asks the event layer
 //! what the code cannot say; [`InstructionDecoder`] gives the ranges instruction by
 //! instruction, as libipt's instruction flow decoder. What to do after an error is an
-//! option ([`Recovery`]):
-//! return it, or report a gap and resynchronise. [`TraceEncoder`] is the opposite: a
+//! option ([`Recovery`]): return it, or report a gap and resynchronise.
+//! [`ParallelDecoder`] gives the same output from chunks of the trace cut at
+//! synchronisation messages and decoded on all cores (`parallel` says how the chunks
+//! are joined exactly). [`TraceEncoder`] is the opposite: a
 //! model of a trace encoder that turns a retired-instruction stream into N-Trace bytes,
 //! used by tests and for emulating hardware.
 //!
@@ -24,6 +26,7 @@ mod encoder;
 mod event;
 mod history;
 mod instructions;
+mod parallel;
 mod return_stack;
 mod walk;
 
@@ -31,6 +34,10 @@ pub use block::{BlockExecutions, FileDecodeInfo};
 pub use decoder::{FlowDecoder, FlowStatistics};
 pub use encoder::{BranchMode, EncodeError, EncoderOptions, EncoderStatistics, TraceEncoder};
 pub use instructions::{InstructionDecoder, InstructionError, InstructionStep, TracedInstruction};
+pub use parallel::{
+    Decoded, DecodedElement, ParallelDecoder, ParallelError, ParallelOptions, ParallelSummary,
+    DEFAULT_CHUNK_BYTES,
+};
 
 use ntrace_message::{MessageError, MessageOptions};
 use trace_elements::{DecodeFailure, TraceElement};
@@ -107,7 +114,7 @@ impl DecoderOptions {
 
 /// Why the flow could not be followed. Every variant names the byte offset of the
 /// message being applied.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FlowError {
     #[error(transparent)]

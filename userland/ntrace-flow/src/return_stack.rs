@@ -9,6 +9,21 @@ use std::collections::VecDeque;
 pub(crate) struct ReturnStack {
     entries: VecDeque<u64>,
     capacity: usize,
+    /// What lies below `entries`: nothing, or (in a speculative decode of a trace chunk)
+    /// the unknown entries the encoder pushed before the chunk.
+    base: StackBase,
+    /// Pops that found `entries` empty while the base was unknown: each one needed an
+    /// entry pushed before the chunk, so the speculative decode may differ from the true.
+    pub(crate) base_pops: u64,
+}
+
+/// What lies below a return stack's known entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StackBase {
+    /// Nothing: the stack was empty (or cleared) when its known entries were pushed.
+    Empty,
+    /// Entries pushed before a speculative decode started, not known to it.
+    Unknown,
 }
 
 impl ReturnStack {
@@ -16,6 +31,40 @@ impl ReturnStack {
         Self {
             entries: VecDeque::with_capacity(capacity),
             capacity,
+            base: StackBase::Empty,
+            base_pops: 0,
+        }
+    }
+
+    /// Marks what lies below the known entries as unknown: a speculative decode starting
+    /// inside the trace, at a synchronisation that does not reset the encoder's stack.
+    pub(crate) fn forget_base(&mut self) {
+        if self.capacity > 0 {
+            self.base = StackBase::Unknown;
+        }
+    }
+
+    pub(crate) fn base(&self) -> StackBase {
+        self.base
+    }
+
+    /// The known entries, oldest first.
+    pub(crate) fn entries(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
+        self.entries.iter().copied()
+    }
+
+    /// The true stack of a speculative decode that saw no base pop: `below` (the true
+    /// stack when it started) under the entries it pushed, the oldest dropped past the
+    /// capacity as the encoder dropped them.
+    pub(crate) fn rebase(&mut self, below: impl DoubleEndedIterator<Item = u64>) {
+        if self.base == StackBase::Unknown {
+            for address in below.rev() {
+                if self.entries.len() == self.capacity {
+                    break;
+                }
+                self.entries.push_front(address);
+            }
+            self.base = StackBase::Empty;
         }
     }
 
@@ -25,12 +74,18 @@ impl ReturnStack {
         }
         if self.entries.len() == self.capacity {
             self.entries.pop_front();
+            // The encoder dropped its oldest entry too: nothing from before is left.
+            self.base = StackBase::Empty;
         }
         self.entries.push_back(return_address);
     }
 
     pub(crate) fn pop(&mut self) -> Option<u64> {
-        self.entries.pop_back()
+        let popped = self.entries.pop_back();
+        if popped.is_none() && self.base == StackBase::Unknown {
+            self.base_pops += 1;
+        }
+        popped
     }
 
     /// Approximate heap bytes held.
@@ -40,6 +95,7 @@ impl ReturnStack {
 
     pub(crate) fn clear(&mut self) {
         self.entries.clear();
+        self.base = StackBase::Empty;
     }
 
     #[cfg(test)]

@@ -55,7 +55,7 @@ impl Position {
 }
 
 /// A hart: its event state and where its walk stands.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Hart {
     pub(crate) events: HartEvents,
     pub(crate) position: Position,

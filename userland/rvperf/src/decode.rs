@@ -1,12 +1,15 @@
 //! `rvperf decode`: N-Trace stream + ELF files -> PCs, blocks, instructions, messages or a summary.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
-use ntrace_flow::{DecoderOptions, FlowDecoder, FlowError, Recovery};
+use ntrace_flow::{
+    Decoded, DecoderOptions, FlowDecoder, FlowError, FlowStatistics, ParallelDecoder,
+    ParallelError, ParallelOptions, Recovery,
+};
 use ntrace_message::{dump_message, MessageDecoder, MessageOptions};
 use perf_session::TraceCode;
 use symbolize::FunctionTotal;
@@ -38,6 +41,14 @@ pub struct DecodeArgs {
     /// What to print.
     #[arg(long, value_enum, default_value_t = Output::Summary)]
     output: Output,
+    /// Threads decoding chunks of the trace cut at synchronisation messages (default: the
+    /// available cores; 1: the serial decoder). The output is the same for any number.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
+    /// Trace bytes per chunk of a parallel decode (tests cut tiny chunks to cross many
+    /// seams).
+    #[arg(long, value_name = "BYTES", hide = true, value_parser = clap::value_parser!(u64).range(1..))]
+    chunk_bytes: Option<u64>,
 }
 
 pub fn run(arguments: &DecodeArgs) -> Result<()> {
@@ -70,10 +81,25 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
                 .input
                 .decoder_options(&code)
                 .with_instruction_ranges(mode != Output::Summary);
+            let jobs = arguments.jobs.map_or_else(
+                || std::thread::available_parallelism().map_or(1, usize::from),
+                usize::from,
+            );
+            // Outputs that print every instruction or block keep this thread busy printing
+            // what the others decode: one thread fewer decodes.
+            let decoding = match mode {
+                Output::Summary => jobs,
+                _ => jobs.saturating_sub(1).max(1),
+            };
+            let mut parallel = ParallelOptions::default().with_jobs(decoding);
+            if let Some(bytes) = arguments.chunk_bytes {
+                parallel = parallel.with_chunk_bytes(usize::try_from(bytes).unwrap_or(usize::MAX));
+            }
             decode_flow(
                 &trace,
                 &code,
                 options,
+                (jobs > 1).then_some(parallel),
                 mode,
                 arguments.input.src_bits > 0,
                 &mut out,
@@ -184,85 +210,217 @@ fn event_text(element: &TraceElement) -> Option<String> {
     Some(format!("# {} {text} @{:#x}", element.hart, element.offset))
 }
 
+/// What a whole decode found, from the serial or the parallel decoder.
+struct DecodeTotals {
+    statistics: FlowStatistics,
+    idle_bytes: u64,
+    skipped_bytes: u64,
+    /// (block start, instructions executed from it).
+    block_profile: Vec<(u64, u64)>,
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the decode's inputs and its output settings, each used once"
+)]
 fn decode_flow(
     trace: &TraceFile,
     code: &TraceCode,
     options: DecoderOptions,
+    parallel: Option<ParallelOptions>,
     mode: Output,
     multi_hart: bool,
     out: &mut LineWriter<impl Write>,
     trace_name: &str,
 ) -> Result<()> {
     let started = Instant::now();
-    // The decoder resynchronises after an error and reports it as a gap; `print_elements`
-    // decides which gaps are fatal.
+    // The decoder resynchronises after an error and reports it as a gap: the printer
+    // prints it where it happened and warns about it.
     let options = options.with_recovery(Recovery::Resync);
-    let mut decoder = FlowDecoder::new(
-        trace.bytes(),
-        code.image(),
-        code.decode_infos().to_vec(),
-        options,
-    );
-    // Resident memory stays bounded however long the trace: a helper thread gives the
-    // mapped pages the decoder has passed back to the kernel (the summary path can run
-    // through the whole trace inside one decoder call).
-    let progress = decoder.progress();
+    let mut printer = Printer::new(code, mode, multi_hart, trace_name);
     let done = AtomicBool::new(false);
-    let printed = std::thread::scope(|scope| {
-        scope.spawn(|| {
-            while !done.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(10));
-                trace.release_before(progress.load(Ordering::Relaxed));
-            }
+    let totals = if let Some(parallel) = parallel {
+        let decoder = ParallelDecoder::new(
+            trace.bytes(),
+            code.image(),
+            code.decode_infos().to_vec(),
+            options,
+            parallel,
+        );
+        let progress = decoder.progress();
+        let summary = std::thread::scope(|scope| {
+            scope.spawn(|| release_pages(trace, &progress, &done));
+            let summary = decoder.run(|decoded| printer.parallel(decoded, out));
+            done.store(true, Ordering::Relaxed);
+            summary
         });
-        let printed = print_elements(&mut decoder, code, mode, multi_hart, out, trace_name);
-        done.store(true, Ordering::Relaxed);
-        printed
-    });
-    printed?;
+        let summary = match summary {
+            Ok(summary) => summary,
+            Err(ParallelError::Consumer(error)) => return Err(error),
+            Err(ParallelError::ThreadPool(error)) => {
+                bail!("cannot start the decoding threads: {error}")
+            }
+            Err(error) => bail!("parallel decode failed: {error:?}"),
+        };
+        DecodeTotals {
+            statistics: summary.statistics,
+            idle_bytes: summary.idle_bytes,
+            skipped_bytes: summary.skipped_bytes,
+            block_profile: summary
+                .block_profile
+                .iter()
+                .map(|block| (block.start, block.instructions))
+                .collect(),
+        }
+    } else {
+        let mut decoder = FlowDecoder::new(
+            trace.bytes(),
+            code.image(),
+            code.decode_infos().to_vec(),
+            options,
+        );
+        // Resident memory stays bounded however long the trace: a helper thread gives the
+        // mapped pages the decoder has passed back to the kernel (the summary path can run
+        // through the whole trace inside one decoder call).
+        let progress = decoder.progress();
+        let printed = std::thread::scope(|scope| {
+            scope.spawn(|| release_pages(trace, &progress, &done));
+            let printed = printer.serial(&mut decoder, out);
+            done.store(true, Ordering::Relaxed);
+            printed
+        });
+        printed?;
+        DecodeTotals {
+            statistics: decoder.statistics(),
+            idle_bytes: decoder.idle_bytes(),
+            skipped_bytes: decoder.skipped_bytes(),
+            block_profile: decoder
+                .block_profile()
+                .map(|block| (block.start, block.instructions))
+                .collect(),
+        }
+    };
     let elapsed = started.elapsed();
-    let statistics = decoder.statistics();
+    let statistics = totals.statistics;
+    if statistics.sync_messages == 0 {
+        match &printer.first_error {
+            Some(error) => bail!(
+                "{trace_name}: no synchronisation message in {} bytes: nothing can be decoded (first error: {error})",
+                trace.bytes().len()
+            ),
+            None => bail!(
+                "{trace_name}: no synchronisation message in {} bytes: nothing can be decoded",
+                trace.bytes().len()
+            ),
+        }
+    }
+    if statistics.instructions == 0 {
+        if let Some(error) = &printer.first_error {
+            bail!("{trace_name}: {error}");
+        }
+    }
+    printer.warn_gaps();
     if statistics.unresolved_units_at_end > 0 {
         eprintln!(
             "rvperf: warning: {trace_name}: the trace ends with {} I-CNT units (16-bit instruction units) not followed by a message that places them; those instructions are not shown",
             statistics.unresolved_units_at_end
         );
     }
-    if statistics.sync_messages == 0 {
-        bail!(
-            "{trace_name}: no synchronisation message in {} bytes: nothing can be decoded",
-            trace.bytes().len()
-        );
-    }
     if mode == Output::Summary {
-        write_summary(&decoder, code, trace, trace_name, elapsed, out);
+        write_summary(&totals, code, trace, trace_name, elapsed, out);
     }
     Ok(())
 }
 
-/// Prints every element of the trace as `mode` wants. A gap the decoder reports for
-/// undecodable bytes before the first synchronisation (a wrapped trace buffer starts
-/// inside a message) is a warning; any other decode error ends the decode.
-fn print_elements(
-    decoder: &mut FlowDecoder<'_>,
-    code: &TraceCode,
+/// Gives the mapped trace pages before `progress` back to the kernel until `done`.
+fn release_pages(trace: &TraceFile, progress: &AtomicU64, done: &AtomicBool) {
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(10));
+        trace.release_before(progress.load(Ordering::Relaxed));
+    }
+}
+
+/// Gap warnings printed in full; the rest are counted.
+const GAP_WARNINGS: usize = 5;
+
+/// Prints elements as `mode` wants, from either decoder, and collects the gaps that
+/// decode errors left for the warnings.
+struct Printer<'c> {
+    code: &'c TraceCode,
     mode: Output,
     multi_hart: bool,
-    out: &mut LineWriter<impl Write>,
-    trace_name: &str,
-) -> Result<()> {
-    let mut skipped_garbage = false;
-    let mut pcs: Vec<u64> = Vec::with_capacity(64);
-    let mut line = String::new();
-    loop {
-        // Matching on a reference keeps the element where the decoder wrote it: copying it
-        // out costs a store-forwarding stall per element on x86.
-        let result = decoder.next_element();
-        let element = match &result {
-            Ok(Some(element)) => element,
-            Ok(None) => return Ok(()),
-            Err(error) => bail!("{trace_name}: {error}"),
-        };
+    trace_name: &'c str,
+    pcs: Vec<u64>,
+    line: String,
+    /// The error behind the first gap, for the one-line error when nothing decoded.
+    first_error: Option<String>,
+    /// Warning lines of the first gaps, and how many gaps there were.
+    gap_warnings: Vec<String>,
+    gaps: u64,
+}
+
+impl<'c> Printer<'c> {
+    fn new(code: &'c TraceCode, mode: Output, multi_hart: bool, trace_name: &'c str) -> Self {
+        Self {
+            code,
+            mode,
+            multi_hart,
+            trace_name,
+            pcs: Vec::with_capacity(64),
+            line: String::new(),
+            first_error: None,
+            gap_warnings: Vec::new(),
+            gaps: 0,
+        }
+    }
+
+    fn serial(
+        &mut self,
+        decoder: &mut FlowDecoder<'_>,
+        out: &mut LineWriter<impl Write>,
+    ) -> Result<()> {
+        loop {
+            // Matching on a reference keeps the element where the decoder wrote it: copying
+            // it out costs a store-forwarding stall per element on x86.
+            let result = decoder.next_element();
+            let element = match &result {
+                Ok(Some(element)) => element,
+                Ok(None) => return Ok(()),
+                Err(error) => bail!("{}: {error}", self.trace_name),
+            };
+            let instructions = |start, count, pcs: &mut Vec<u64>| {
+                decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
+            };
+            self.element(element, instructions, decoder.last_recovered_error(), out)?;
+        }
+    }
+
+    fn parallel(&mut self, decoded: Decoded<'_>, out: &mut LineWriter<impl Write>) -> Result<()> {
+        match decoded {
+            Decoded::Element(decoded) => {
+                let instructions = |start, count, pcs: &mut Vec<u64>| {
+                    decoded.for_each_instruction(start, count, |pc| pcs.push(pc));
+                };
+                self.element(
+                    &decoded.element,
+                    instructions,
+                    decoded.recovered_error(),
+                    out,
+                )
+            }
+            Decoded::Error(error) => bail!("{}: {error}", self.trace_name),
+        }
+    }
+
+    #[inline]
+    fn element(
+        &mut self,
+        element: &TraceElement,
+        instructions: impl FnOnce(u64, u32, &mut Vec<u64>),
+        recovered_error: Option<&FlowError>,
+        out: &mut LineWriter<impl Write>,
+    ) -> Result<()> {
+        let code = self.code;
         match element.kind {
             ElementKind::InstructionRange {
                 start,
@@ -270,13 +428,14 @@ fn print_elements(
                 instructions: count,
                 end,
                 ..
-            } => match mode {
+            } => match self.mode {
                 Output::Summary | Output::Messages => {}
                 Output::Pcs => {
+                    let pcs = &mut self.pcs;
                     pcs.clear();
-                    decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
-                    for &pc in &pcs {
-                        if multi_hart {
+                    instructions(start, count, pcs);
+                    for &pc in pcs.iter() {
+                        if self.multi_hart {
                             out.text(&element.hart.to_string());
                             out.text(" ");
                         }
@@ -284,8 +443,9 @@ fn print_elements(
                     }
                 }
                 Output::Blocks => {
+                    let line = &mut self.line;
                     line.clear();
-                    if multi_hart {
+                    if self.multi_hart {
                         line.push_str(&format!("{} ", element.hart));
                     }
                     let function = code
@@ -297,50 +457,77 @@ fn print_elements(
                         range_end_name(end),
                         function.unwrap_or("?")
                     ));
-                    out.text(&line);
+                    out.text(line);
                     out.maybe_flush()?;
                 }
                 Output::Insns => {
+                    let pcs = &mut self.pcs;
                     pcs.clear();
-                    decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
-                    for &pc in &pcs {
+                    instructions(start, count, pcs);
+                    for &pc in pcs.iter() {
+                        let line = &mut self.line;
                         line.clear();
-                        if multi_hart {
+                        if self.multi_hart {
                             line.push_str(&format!("{} ", element.hart));
                         }
-                        instruction_line(code, pc, &mut line);
-                        out.text(&line);
+                        instruction_line(code, pc, line);
+                        out.text(line);
                         out.maybe_flush()?;
                     }
                 }
             },
-            ElementKind::Gap {
-                reason: GapReason::DecodeError { .. },
-            } => {
-                let Some(error) = decoder.last_recovered_error() else {
-                    bail!(
-                        "{trace_name}: undecodable trace at byte offset {:#x}",
-                        element.offset
-                    );
-                };
-                if !(matches!(error, FlowError::Message(_))
-                    && decoder.statistics().sync_messages == 0)
-                {
-                    bail!("{trace_name}: {error}");
-                }
-                if !skipped_garbage {
-                    eprintln!("rvperf: warning: {trace_name}: skipping undecodable bytes before the first synchronisation ({error})");
-                    skipped_garbage = true;
-                }
-            }
             _ => {
-                if matches!(mode, Output::Blocks | Output::Insns) {
+                if let ElementKind::Gap {
+                    reason: GapReason::DecodeError { .. },
+                } = element.kind
+                {
+                    self.gap(element, recovered_error);
+                }
+                if matches!(self.mode, Output::Blocks | Output::Insns) {
                     if let Some(text) = event_text(element) {
                         out.text(&text);
                         out.text("\n");
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Notes a gap a decode error left (one per hart that lost its flow).
+    #[cold]
+    fn gap(&mut self, element: &TraceElement, error: Option<&FlowError>) {
+        let cause = match error {
+            Some(error) => error.to_string(),
+            None => format!("at byte offset {:#x}: undecodable trace", element.offset),
+        };
+        if self.first_error.is_none() {
+            self.first_error = Some(cause.clone());
+        }
+        self.gaps += 1;
+        if self.gap_warnings.len() < GAP_WARNINGS {
+            let hart = if self.multi_hart {
+                format!(" (hart {})", element.hart)
+            } else {
+                String::new()
+            };
+            self.gap_warnings.push(format!(
+                "rvperf: warning: {}: gap at byte offset {:#x}{hart}: {cause}; decoding resumes at the next synchronisation",
+                self.trace_name, element.offset
+            ));
+        }
+    }
+
+    fn warn_gaps(&self) {
+        for warning in &self.gap_warnings {
+            eprintln!("{warning}");
+        }
+        let more = self.gaps.saturating_sub(self.gap_warnings.len() as u64);
+        if more > 0 {
+            eprintln!(
+                "rvperf: warning: {}: {more} more gaps not shown ({} in all; the summary counts what they lost)",
+                self.trace_name, self.gaps
+            );
         }
     }
 }
@@ -375,14 +562,14 @@ fn instruction_line(code: &TraceCode, pc: u64, line: &mut String) {
 }
 
 fn write_summary(
-    decoder: &FlowDecoder<'_>,
+    totals: &DecodeTotals,
     code: &TraceCode,
     trace: &TraceFile,
     trace_name: &str,
     elapsed: Duration,
     out: &mut LineWriter<impl Write>,
 ) {
-    let statistics = decoder.statistics();
+    let statistics = totals.statistics;
     let instructions = statistics.instructions;
     let seconds = elapsed.as_secs_f64().max(1e-9);
     let bytes = trace.bytes().len() as f64;
@@ -402,6 +589,16 @@ fn write_summary(
     if statistics.gaps > 0 {
         out.text(&format!("gaps (lost trace):   {}\n", statistics.gaps));
     }
+    if statistics.recovered_errors > 0 || statistics.skipped_units > 0 {
+        out.text(&format!(
+            "decode errors:       {} (each a gap; decoding resumed at the next synchronisation)\n",
+            statistics.recovered_errors
+        ));
+        out.text(&format!(
+            "lost to errors:      {} trace bytes skipped, {} messages skipped, {} I-CNT units (16-bit instruction units) not decoded\n",
+            totals.skipped_bytes, statistics.messages_before_sync, statistics.skipped_units
+        ));
+    }
     if statistics.vendor_or_reserved_messages > 0 {
         out.text(&format!(
             "vendor/reserved:     {} messages\n",
@@ -409,7 +606,7 @@ fn write_summary(
         ));
     }
     out.text(&format!("instructions:        {instructions}\n"));
-    out.text(&format!("idle bytes:          {}\n", decoder.idle_bytes()));
+    out.text(&format!("idle bytes:          {}\n", totals.idle_bytes));
     out.text(&format!(
         "code blocks decoded: {}\n",
         statistics.blocks_decoded
@@ -420,20 +617,18 @@ fn write_summary(
         instructions as f64 / seconds / 1e6,
         bytes / seconds / 1e6
     ));
-    write_hottest_functions(decoder, code, instructions, out);
+    write_hottest_functions(totals, code, instructions, out);
 }
 
 fn write_hottest_functions(
-    decoder: &FlowDecoder<'_>,
+    totals: &DecodeTotals,
     code: &TraceCode,
     instructions: u64,
     out: &mut LineWriter<impl Write>,
 ) {
-    let ranked = code.functions().totals_by_function(
-        decoder
-            .block_profile()
-            .map(|block| (block.start, block.instructions)),
-    );
+    let ranked = code
+        .functions()
+        .totals_by_function(totals.block_profile.iter().copied());
     out.text("hottest functions:\n");
     for FunctionTotal {
         start,

@@ -157,6 +157,15 @@ impl<'a> GapReportingSource<'a> {
                 self.trace_name, self.gaps_before_sync
             );
         }
+        if self.decode_gaps > 0 && statistics.skipped_units > 0 {
+            eprintln!(
+                "rvperf: warning: {}: the profile misses what the undecoded trace held: {} I-CNT units (16-bit instruction units, about {} to {} instructions)",
+                self.trace_name,
+                statistics.skipped_units,
+                statistics.skipped_units / 2,
+                statistics.skipped_units
+            );
+        }
         if self.decode_gaps > GAPS_SHOWN {
             eprintln!(
                 "rvperf: warning: {}: {} places in all where the trace could not be followed (the decode resumed at the next synchronisation each time)",

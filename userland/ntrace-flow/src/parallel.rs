@@ -1,0 +1,746 @@
+//! Parallel decode: the trace cut into chunks at synchronisation messages, each decoded
+//! on its own core, joined in order into exactly the serial decoder's output.
+//!
+//! A chunk's decoder starts knowing nothing of the state before the chunk: its harts
+//! wait for their synchronisation message, and the return-stack entries pushed before
+//! are unknown (popping one is counted, never guessed). It records [`Snapshot`]s of its
+//! state before the message after each synchronisation. The join, sequential and in
+//! order, owns the one decoder with the true state (the truth): it decodes the start of
+//! each chunk itself up to the first snapshot whose state the true state continues as
+//! (the same addresses, counts, history, time; the speculative stack a top part of the
+//! true one), takes the chunk's elements from there up to the snapshot before the first
+//! error or unknown stack entry the chunk's decoder met, then takes over that snapshot's
+//! state (the true stack entries put back below the chunk's) and goes on the same way.
+//! In the common case (each hart synchronised at the chunk's start, no pop below the
+//! chunk's own stack entries) the join decodes one message per chunk and copies the rest.
+//!
+//! Instruction ranges are never extended across a seam by the chunks; the join merges
+//! consecutive ranges exactly as the serial decoder does (same hart, the first ending
+//! without a control transfer at the second's start).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use code_image::CodeImage;
+use ntrace_message::MessageDecoder;
+use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
+
+use crate::block::{Block, FileDecodeInfo, NO_BLOCK};
+use crate::decoder::Snapshot;
+use crate::walk::BlockWalk;
+use crate::{BlockExecutions, DecoderOptions, FlowDecoder, FlowError, FlowStatistics};
+
+/// Largest automatic chunk: a few MB of trace per chunk keeps the cost of each chunk's
+/// cold block cache small, and the elements of a few chunks in flight fit in memory.
+pub const DEFAULT_CHUNK_BYTES: usize = 2 << 20;
+
+/// Smallest automatic chunk: below it the cold block cache and the join's share of
+/// each chunk start to show.
+const MIN_AUTOMATIC_CHUNK_BYTES: usize = 64 << 10;
+
+/// How [`ParallelDecoder`] divides the work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ParallelOptions {
+    /// Threads decoding chunks (at least 1).
+    pub jobs: usize,
+    /// Trace bytes per chunk; a chunk ends at the first synchronisation message after
+    /// its share. 0 (the default) picks enough chunks to keep every thread busy until
+    /// the end: a quarter of the trace per thread, within 64 KiB..=2 MiB.
+    pub chunk_bytes: usize,
+}
+
+impl Default for ParallelOptions {
+    fn default() -> Self {
+        Self {
+            jobs: std::thread::available_parallelism().map_or(1, usize::from),
+            chunk_bytes: 0,
+        }
+    }
+}
+
+impl ParallelOptions {
+    pub fn with_jobs(mut self, jobs: usize) -> Self {
+        self.jobs = jobs.max(1);
+        self
+    }
+
+    /// 0 chooses automatically.
+    pub fn with_chunk_bytes(mut self, bytes: usize) -> Self {
+        self.chunk_bytes = bytes;
+        self
+    }
+
+    /// The chunk size for a trace of `length` bytes.
+    fn chunk_bytes_for(&self, length: usize) -> usize {
+        match self.chunk_bytes {
+            0 => (length / (self.jobs * 4)).clamp(MIN_AUTOMATIC_CHUNK_BYTES, DEFAULT_CHUNK_BYTES),
+            bytes => bytes,
+        }
+    }
+}
+
+/// Why [`ParallelDecoder::run`] stopped early.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParallelError<E> {
+    /// The consumer's callback failed.
+    #[error(transparent)]
+    Consumer(E),
+    #[error("cannot start the decoding threads: {0}")]
+    ThreadPool(String),
+}
+
+/// One output of [`ParallelDecoder::run`], in the serial decoder's order.
+#[derive(Debug)]
+pub enum Decoded<'x> {
+    Element(DecodedElement<'x>),
+    /// What `FlowDecoder::next_element` returns as an error (with
+    /// [`crate::Recovery::ReturnError`]).
+    Error(FlowError),
+}
+
+/// A trace element, with what is needed to list a range's instructions.
+#[derive(Debug)]
+pub struct DecodedElement<'x> {
+    pub element: TraceElement,
+    recovered_error: Option<&'x FlowError>,
+    instructions: InstructionSource<'x>,
+}
+
+impl DecodedElement<'_> {
+    /// With [`crate::Recovery::Resync`]: the error behind a `GapReason::DecodeError` gap.
+    pub fn recovered_error(&self) -> Option<&FlowError> {
+        self.recovered_error
+    }
+
+    /// Calls `visit` with the address of each of `instructions` instructions from `start`
+    /// (an instruction range of this element). Returns false if `start` is not the
+    /// start of a walked block.
+    pub fn for_each_instruction(
+        &self,
+        start: u64,
+        instructions: u32,
+        visit: impl FnMut(u64),
+    ) -> bool {
+        self.instructions.visit(start, instructions, visit)
+    }
+}
+
+/// Where the blocks of a range are found: the decoder that made it (its block first),
+/// then the join's decoder, then every block the chunks decoded.
+#[derive(Debug)]
+struct InstructionSource<'x> {
+    primary: Option<&'x BlockWalk<'x>>,
+    block: u32,
+    truth: &'x BlockWalk<'x>,
+    known: &'x HashMap<u64, Block>,
+}
+
+impl InstructionSource<'_> {
+    fn lookup(&self, address: u64) -> Option<&Block> {
+        self.primary
+            .and_then(|walk| walk.cache.cached(address))
+            .or_else(|| self.truth.cache.cached(address))
+            .or_else(|| self.known.get(&address))
+    }
+
+    fn visit(&self, start: u64, instructions: u32, mut visit: impl FnMut(u64)) -> bool {
+        let hinted = self
+            .primary
+            .and_then(|walk| walk.cache.blocks.get(self.block as usize))
+            .filter(|block| block.start == start);
+        let Some(mut block) = hinted.or_else(|| self.lookup(start)) else {
+            return false;
+        };
+        // A range may run on through several blocks that follow each other in memory.
+        let mut left = instructions;
+        let mut address = start;
+        loop {
+            let here = left.min(block.instructions);
+            for index in 0..here {
+                visit(address);
+                address = address.wrapping_add(block.length_of(index));
+            }
+            left -= here;
+            if left == 0 {
+                return true;
+            }
+            block = match self.lookup(address) {
+                Some(next) => next,
+                None => return false,
+            };
+        }
+    }
+}
+
+/// What a whole parallel decode found, as the serial decoder reports it at the end.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct ParallelSummary {
+    pub statistics: FlowStatistics,
+    pub idle_bytes: u64,
+    pub skipped_bytes: u64,
+    /// Instructions executed per block (in no particular order).
+    pub block_profile: Vec<BlockExecutions>,
+}
+
+/// Decodes a trace on several threads; delivers exactly what [`FlowDecoder`] would.
+#[derive(Debug)]
+pub struct ParallelDecoder<'a> {
+    trace: &'a [u8],
+    image: &'a CodeImage,
+    files: Vec<FileDecodeInfo>,
+    options: DecoderOptions,
+    parallel: ParallelOptions,
+    progress: Arc<AtomicU64>,
+}
+
+/// An item a chunk's decoder produced.
+#[derive(Debug)]
+enum ChunkItem {
+    Element(TraceElement, u32),
+    /// An error returned: a dependency, so never delivered from the chunk (the join
+    /// decodes that part itself).
+    Error,
+}
+
+/// One chunk decoded speculatively.
+#[derive(Debug)]
+struct ChunkOutput<'a> {
+    index: usize,
+    /// `None` when the chunk holds no synchronisation message of its own.
+    decoded: Option<DecodedChunk<'a>>,
+}
+
+#[derive(Debug)]
+struct DecodedChunk<'a> {
+    decoder: FlowDecoder<'a>,
+    items: Vec<ChunkItem>,
+    /// The last one is the state at the chunk's end.
+    snapshots: Vec<Snapshot>,
+}
+
+/// Which decoder made an element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    Truth,
+    Chunk(usize),
+}
+
+/// An element held back because the next one may extend it.
+#[derive(Debug)]
+struct Pending {
+    element: TraceElement,
+    block: u32,
+    source: Source,
+}
+
+impl<'a> ParallelDecoder<'a> {
+    pub fn new(
+        trace: &'a [u8],
+        image: &'a CodeImage,
+        files: Vec<FileDecodeInfo>,
+        options: DecoderOptions,
+        parallel: ParallelOptions,
+    ) -> Self {
+        Self {
+            trace,
+            image,
+            files,
+            options,
+            parallel: {
+                let parallel = parallel.with_jobs(parallel.jobs);
+                parallel.with_chunk_bytes(parallel.chunk_bytes_for(trace.len()).max(1))
+            },
+            progress: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Trace bytes joined so far (advisory, as [`FlowDecoder::progress`]).
+    pub fn progress(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.progress)
+    }
+
+    /// Decodes the whole trace, calling `deliver` with each output in order, on the
+    /// calling thread. At most about twice `jobs` chunks are in flight.
+    pub fn run<E>(
+        self,
+        mut deliver: impl FnMut(Decoded<'_>) -> Result<(), E>,
+    ) -> Result<ParallelSummary, ParallelError<E>> {
+        let chunk_bytes = self.parallel.chunk_bytes;
+        let chunks = self.trace.len().div_ceil(chunk_bytes).max(1);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(self.parallel.jobs)
+            .build()
+            .map_err(|error| ParallelError::ThreadPool(error.to_string()))?;
+        let window = self.parallel.jobs * 2;
+        let mut join = Join::new(FlowDecoder::new(
+            self.trace,
+            self.image,
+            self.files.clone(),
+            self.options,
+        ));
+        let this = &self;
+        let delivered = pool.in_place_scope(|scope| {
+            let mut receivers = VecDeque::new();
+            let mut next = 0;
+            for index in 0..chunks {
+                while next < chunks && next < index + window {
+                    let (sender, receiver) = mpsc::sync_channel(1);
+                    let chunk = next;
+                    scope.spawn(move |_| {
+                        // The receiver is gone only when the join stopped early.
+                        let _ = sender.send(this.decode_chunk(chunk));
+                    });
+                    receivers.push_back(receiver);
+                    next += 1;
+                }
+                let Some(output) = receivers
+                    .pop_front()
+                    .and_then(|receiver| receiver.recv().ok())
+                else {
+                    break;
+                };
+                join.chunk(output, &mut deliver)?;
+                this.progress
+                    .store(join.truth.next_offset(), Ordering::Relaxed);
+            }
+            join.finish(&mut deliver)
+        });
+        delivered.map_err(ParallelError::Consumer)
+    }
+
+    /// Decodes chunk `index` speculatively: from the first synchronisation message at or
+    /// after its share's start to the first one at or after its end.
+    fn decode_chunk(&self, index: usize) -> ChunkOutput<'a> {
+        let chunk_bytes = self.parallel.chunk_bytes as u64;
+        let begin = index as u64 * chunk_bytes;
+        let end = begin
+            .checked_add(chunk_bytes)
+            .filter(|&end| end < self.trace.len() as u64)
+            .unwrap_or(u64::MAX);
+        let start = if index == 0 {
+            Some(0)
+        } else {
+            self.first_sync(begin, end)
+        };
+        let Some(start) = start else {
+            return ChunkOutput {
+                index,
+                decoded: None,
+            };
+        };
+        let mut decoder = FlowDecoder::speculative(
+            self.trace,
+            start,
+            end,
+            self.image,
+            self.files.clone(),
+            self.options,
+        );
+        let mut items = Vec::new();
+        loop {
+            match decoder.next_element() {
+                Ok(Some(element)) => items.push(ChunkItem::Element(element, decoder.last_block())),
+                Ok(None) => break,
+                Err(_) => items.push(ChunkItem::Error),
+            }
+        }
+        let snapshots = decoder.finish_speculation();
+        ChunkOutput {
+            index,
+            decoded: Some(DecodedChunk {
+                decoder,
+                items,
+                snapshots,
+            }),
+        }
+    }
+
+    /// The first synchronisation message starting in `begin..end`, found by reading
+    /// messages from the first message start at or after `begin` (N-Trace is
+    /// self-synchronising: a message starts after every byte with MSEO=11).
+    fn first_sync(&self, begin: u64, end: u64) -> Option<usize> {
+        let from = usize::try_from(begin.checked_sub(1)?).ok()?;
+        let bytes = self.trace.get(from..)?;
+        let mut messages =
+            MessageDecoder::new(bytes, self.options.message).with_base_offset(from as u64);
+        messages.sync_forward()?;
+        loop {
+            match messages.next_message() {
+                Ok(Some(message)) if message.offset >= end => return None,
+                Ok(Some(message)) if message.is_sync() && message.offset >= begin => {
+                    return usize::try_from(message.offset).ok();
+                }
+                Ok(Some(_)) | Err(_) => {}
+                Ok(None) => return None,
+            }
+        }
+    }
+}
+
+/// The sequential, ordered join.
+struct Join<'a> {
+    truth: FlowDecoder<'a>,
+    pending: Option<Pending>,
+    /// Chunks whose elements may still be delivered (the pending element's).
+    retained: VecDeque<ChunkOutput<'a>>,
+    /// Every block the chunks decoded, for listing instructions of merged ranges.
+    known: HashMap<u64, Block>,
+    /// Instructions per block start executed in the parts taken from chunks.
+    executed: HashMap<u64, BlockExecutions>,
+    /// Block starts the parts taken from chunks looked up.
+    looked_up: HashSet<u64>,
+}
+
+impl<'a> Join<'a> {
+    fn new(truth: FlowDecoder<'a>) -> Self {
+        Self {
+            truth,
+            pending: None,
+            retained: VecDeque::new(),
+            known: HashMap::new(),
+            executed: HashMap::new(),
+            looked_up: HashSet::new(),
+        }
+    }
+
+    /// Joins the next chunk, delivering its part of the output.
+    fn chunk<E>(
+        &mut self,
+        output: ChunkOutput<'a>,
+        deliver: &mut impl FnMut(Decoded<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let index = output.index;
+        match &output.decoded {
+            Some(chunk) => {
+                for block in &chunk.decoder.walk().cache.blocks {
+                    self.known.entry(block.start).or_insert(*block);
+                }
+            }
+            None => return Ok(()),
+        }
+        self.retained.push_back(output);
+        let snapshots = self.chunk_snapshots(index).len();
+        let mut candidate = 0;
+        // The last snapshot is the chunk's end: nothing to take from there.
+        while candidate + 1 < snapshots {
+            let (offset, dependencies) = {
+                let snapshot = &self.chunk_snapshots(index)[candidate];
+                (snapshot.offset, snapshot.dependencies)
+            };
+            if offset < self.truth.next_offset() {
+                candidate += 1;
+                continue;
+            }
+            self.truth.run_to(offset);
+            self.drain_truth(deliver)?;
+            if !self
+                .truth
+                .continues_as(&self.chunk_snapshots(index)[candidate])
+            {
+                candidate += 1;
+                continue;
+            }
+            // The chunk's decode is exact from here until the snapshot before its first
+            // error or pop of an unknown stack entry.
+            let mut last = candidate;
+            while last + 1 < snapshots
+                && self.chunk_snapshots(index)[last + 1].dependencies == dependencies
+            {
+                last += 1;
+            }
+            if last == candidate {
+                candidate += 1;
+                continue;
+            }
+            self.take_from_chunk(index, candidate, last, deliver)?;
+            candidate = last;
+        }
+        self.release_chunks(index);
+        Ok(())
+    }
+
+    fn chunk_snapshots(&self, index: usize) -> &[Snapshot] {
+        self.retained
+            .iter()
+            .find(|output| output.index == index)
+            .and_then(|output| output.decoded.as_ref())
+            .map_or(&[], |chunk| &chunk.snapshots)
+    }
+
+    /// Delivers the chunk's items between snapshots `from` and `to` and takes over its
+    /// state at `to`.
+    fn take_from_chunk<E>(
+        &mut self,
+        index: usize,
+        from: usize,
+        to: usize,
+        deliver: &mut impl FnMut(Decoded<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let position = self
+            .retained
+            .iter()
+            .position(|output| output.index == index)
+            .unwrap_or_default();
+        let Some(chunk) = self.retained[position].decoded.take() else {
+            return Ok(());
+        };
+        let (first, last) = (&chunk.snapshots[from], &chunk.snapshots[to]);
+        let mut result = Ok(());
+        for item in &chunk.items[first.items..last.items] {
+            // A snapshot's count of dependencies covers errors: none in between.
+            if let ChunkItem::Element(element, block) = *item {
+                result = self.push(
+                    element,
+                    block,
+                    Source::Chunk(index),
+                    None,
+                    Some(&chunk),
+                    deliver,
+                );
+                if result.is_err() {
+                    break;
+                }
+            }
+        }
+        let blocks = &chunk.decoder.walk().cache.blocks;
+        for (block_index, block) in blocks.iter().enumerate().take(last.executed.len()) {
+            let before = first.executed.get(block_index).copied().unwrap_or(0);
+            let gained = last.executed[block_index].saturating_sub(before);
+            if gained > 0 || block_index >= first.executed.len() {
+                self.looked_up.insert(block.start);
+            }
+            if gained > 0 {
+                self.executed
+                    .entry(block.start)
+                    .or_insert(BlockExecutions {
+                        start: block.start,
+                        last: block.last,
+                        instructions: 0,
+                    })
+                    .instructions += gained;
+            }
+        }
+        self.truth.adopt(first, last);
+        self.retained[position].decoded = Some(chunk);
+        result
+    }
+
+    /// Delivers what the truth decodes up to its stop.
+    fn drain_truth<E>(
+        &mut self,
+        deliver: &mut impl FnMut(Decoded<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        loop {
+            match self.truth.next_element() {
+                Ok(Some(element)) => {
+                    let block = self.truth.last_block();
+                    let error = match element.kind {
+                        ElementKind::Gap {
+                            reason: GapReason::DecodeError { .. },
+                        } => self.truth.last_recovered_error().cloned(),
+                        _ => None,
+                    };
+                    self.push(element, block, Source::Truth, error, None, deliver)?;
+                }
+                Ok(None) => return Ok(()),
+                Err(error) => {
+                    self.flush(deliver)?;
+                    deliver(Decoded::Error(error))?;
+                }
+            }
+        }
+    }
+
+    /// Delivers `element` after the pending one, merging instruction ranges as the
+    /// serial decoder's walk does.
+    fn push<E>(
+        &mut self,
+        element: TraceElement,
+        block: u32,
+        source: Source,
+        recovered_error: Option<FlowError>,
+        chunk: Option<&DecodedChunk<'a>>,
+        deliver: &mut impl FnMut(Decoded<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if let Some(pending) = &mut self.pending {
+            if extend(&mut pending.element, &element) {
+                return Ok(());
+            }
+            self.flush_with(chunk, deliver)?;
+        }
+        if can_grow(&element) {
+            self.pending = Some(Pending {
+                element,
+                block,
+                source,
+            });
+            return Ok(());
+        }
+        let primary = match source {
+            Source::Truth => Some(self.truth.walk()),
+            Source::Chunk(_) => chunk.map(|chunk| chunk.decoder.walk()),
+        };
+        deliver(Decoded::Element(DecodedElement {
+            element,
+            recovered_error: recovered_error.as_ref(),
+            instructions: InstructionSource {
+                primary,
+                block,
+                truth: self.truth.walk(),
+                known: &self.known,
+            },
+        }))
+    }
+
+    fn flush<E>(
+        &mut self,
+        deliver: &mut impl FnMut(Decoded<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.flush_with(None, deliver)
+    }
+
+    /// Delivers the pending element; `chunk` is one taken out of `retained` for now.
+    fn flush_with<E>(
+        &mut self,
+        chunk: Option<&DecodedChunk<'a>>,
+        deliver: &mut impl FnMut(Decoded<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let Some(pending) = self.pending.take() else {
+            return Ok(());
+        };
+        let primary = match pending.source {
+            Source::Truth => Some(self.truth.walk()),
+            Source::Chunk(index) => self
+                .retained
+                .iter()
+                .find(|output| output.index == index)
+                .and_then(|output| output.decoded.as_ref())
+                .or(chunk)
+                .map(|chunk| chunk.decoder.walk()),
+        };
+        let block = if primary.is_some() {
+            pending.block
+        } else {
+            NO_BLOCK
+        };
+        deliver(Decoded::Element(DecodedElement {
+            element: pending.element,
+            recovered_error: None,
+            instructions: InstructionSource {
+                primary,
+                block,
+                truth: self.truth.walk(),
+                known: &self.known,
+            },
+        }))
+    }
+
+    /// Drops the chunks before `current` that the pending element does not come from.
+    fn release_chunks(&mut self, current: usize) {
+        let keep = match self.pending {
+            Some(Pending {
+                source: Source::Chunk(index),
+                ..
+            }) => index.min(current),
+            _ => current,
+        };
+        self.retained.retain(|output| output.index >= keep);
+    }
+
+    /// Decodes what no chunk covered up to the end and delivers the rest.
+    fn finish<E>(
+        mut self,
+        deliver: &mut impl FnMut(Decoded<'_>) -> Result<(), E>,
+    ) -> Result<ParallelSummary, E> {
+        self.truth.run_to(u64::MAX);
+        self.drain_truth(deliver)?;
+        self.flush(deliver)?;
+        let mut profile: HashMap<u64, BlockExecutions> = self.executed;
+        let mut looked_up = self.looked_up;
+        for block in self.truth.walk().cache.blocks.iter() {
+            looked_up.insert(block.start);
+        }
+        for block in self.truth.block_profile() {
+            profile
+                .entry(block.start)
+                .or_insert(BlockExecutions {
+                    instructions: 0,
+                    ..block
+                })
+                .instructions += block.instructions;
+        }
+        let mut statistics = self.truth.statistics();
+        statistics.blocks_decoded = looked_up.len() as u64;
+        Ok(ParallelSummary {
+            statistics,
+            idle_bytes: self.truth.idle_bytes(),
+            skipped_bytes: self.truth.skipped_bytes(),
+            block_profile: profile.into_values().collect(),
+        })
+    }
+}
+
+impl std::fmt::Debug for Join<'_> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Join")
+            .field("next_offset", &self.truth.next_offset())
+            .field("retained", &self.retained.len())
+            .finish()
+    }
+}
+
+/// Whether the walk could still extend `element` (a range that ended without a control
+/// transfer).
+fn can_grow(element: &TraceElement) -> bool {
+    matches!(
+        element.kind,
+        ElementKind::InstructionRange {
+            end: RangeEnd::BranchNotTaken | RangeEnd::Sequential,
+            ..
+        }
+    )
+}
+
+/// Extends `previous` by `next` when the serial walk would have made them one range
+/// (see `walk::push_range`).
+fn extend(previous: &mut TraceElement, next: &TraceElement) -> bool {
+    if previous.hart != next.hart {
+        return false;
+    }
+    let (
+        ElementKind::InstructionRange {
+            last,
+            instructions,
+            end: end @ (RangeEnd::BranchNotTaken | RangeEnd::Sequential),
+            next: following,
+            ..
+        },
+        ElementKind::InstructionRange {
+            start: next_start,
+            last: next_last,
+            instructions: next_instructions,
+            end: next_end,
+            next: next_following,
+        },
+    ) = (&mut previous.kind, next.kind)
+    else {
+        return false;
+    };
+    let Some(total) = instructions.checked_add(next_instructions) else {
+        return false;
+    };
+    if *following != Some(next_start) {
+        return false;
+    }
+    *last = next_last;
+    *instructions = total;
+    *end = next_end;
+    *following = next_following;
+    true
+}
