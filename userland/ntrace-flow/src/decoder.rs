@@ -326,7 +326,11 @@ impl<'a> FlowDecoder<'a> {
             return index;
         }
         self.harts
-            .push(Hart::new(src, self.options.return_stack_depth));
+            .push(Hart::new(
+                src,
+                self.options.return_stack_depth,
+                self.options.return_stack_model,
+            ));
         self.harts.len() - 1
     }
 
