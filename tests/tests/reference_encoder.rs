@@ -116,9 +116,11 @@ fn conforms(name: &str) {
     assert!(seen.history_messages > 0, "{name}: no HTM history");
     // The return stack must have made returns implicit: HTM with a stack of 32 is
     // smaller than HTM without one.
-    assert!(sizes[2] < sizes[0], "{name}: -cs 32 saved nothing: {sizes:?}");
-    seen
-        .repeat_branches
+    assert!(
+        sizes[2] < sizes[0],
+        "{name}: -cs 32 saved nothing: {sizes:?}"
+    );
+    seen.repeat_branches
         .checked_add(seen.repeated_histories)
         .filter(|&repeats| repeats > 0)
         .unwrap_or_else(|| panic!("{name}: -rpt produced no repeat messages: {seen:?}"));

@@ -47,7 +47,9 @@ shift || true
 case "$command" in
 build)
     [ "$#" -eq 1 ] || { echo "usage: $0 build OUTDIR" >&2; exit 2; }
-    out=$1
+    mkdir -p "$1"
+    # Absolute: the compiler runs in the source directory.
+    out=$(cd "$1" && pwd)
     cc=${CC:-gcc}
     if ! command -v "$cc" >/dev/null 2>&1; then
         echo "nexrv.sh: $cc not found; run tools/install-deps.sh" >&2
@@ -59,7 +61,6 @@ build)
             exit 1
         fi
     done
-    mkdir -p "$out"
     binary=$out/NexRv
     stale=0
     [ -x "$binary" ] || stale=1

@@ -162,7 +162,10 @@ mod tests {
 
     #[test]
     fn zero_capacity_never_remembers() {
-        for model in [ReturnStackModel::DropOldest, ReturnStackModel::ReferenceCode] {
+        for model in [
+            ReturnStackModel::DropOldest,
+            ReturnStackModel::ReferenceCode,
+        ] {
             let mut stack = ReturnStack::with_model(0, model);
             stack.push(0x10);
             assert_eq!(stack.pop(), None);
