@@ -22,12 +22,6 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source_dir=${NEXRV_SOURCE:-$root/../shared/peers/nexrv-refcode}
-if ! [ -f "$source_dir/NexRv.c" ]; then
-    # A worktree sits one level deeper than the main checkout.
-    for candidate in "$root/../shared/peers/nexrv-refcode" /work/shared/peers/nexrv-refcode; do
-        if [ -f "$candidate/NexRv.c" ]; then source_dir=$candidate; break; fi
-    done
-fi
 sources=(NexRv.c NexRvDeco.c NexRvEnco.c NexRvDump.c NexRvInfo.c NexRvConv.c)
 
 # NexRv prints its result and exits 0 on success; on failure it prints "ERROR" (and
