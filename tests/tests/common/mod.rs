@@ -8,6 +8,7 @@
 )]
 
 pub mod consumers;
+pub mod nexrv;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -683,8 +683,11 @@ impl<'a> FlowDecoder<'a> {
         if let Some(index) = self.harts.iter().position(|hart| hart.events.src == src) {
             return index;
         }
-        self.harts
-            .push(Hart::new(src, self.options.return_stack_depth));
+        self.harts.push(Hart::new(
+            src,
+            self.options.return_stack_depth,
+            self.options.return_stack_model,
+        ));
         self.harts.len() - 1
     }
 

@@ -19,7 +19,7 @@ use trace_elements::{Context, ElementKind, RangeEnd, TraceOffReason, TraceOnReas
 
 use crate::block::IndirectKind;
 use crate::history::HistoryQueue;
-use crate::return_stack::{ReturnStack, StackBase};
+use crate::return_stack::{ReturnStack, ReturnStackModel, StackBase};
 use crate::FlowError;
 
 /// What a message did to its hart, for the layer above.
@@ -215,7 +215,7 @@ fn sync_address(body: &Body) -> Option<u64> {
 }
 
 impl HartEvents {
-    pub(crate) fn new(src: u16, return_stack_depth: usize) -> Self {
+    pub(crate) fn new(src: u16, return_stack_depth: usize, model: ReturnStackModel) -> Self {
         Self {
             src,
             sync: SyncState::NeverSynced,
@@ -223,7 +223,7 @@ impl HartEvents {
             time: 0,
             pending_time: None,
             history: HistoryQueue::default(),
-            stack: ReturnStack::new(return_stack_depth),
+            stack: ReturnStack::with_model(return_stack_depth, model),
             pending_units: 0,
             end: None,
             walk_offset: 0,
@@ -918,7 +918,7 @@ mod tests {
     }
 
     fn synced_at(address: u64) -> HartEvents {
-        let mut hart = HartEvents::new(HART, 4);
+        let mut hart = HartEvents::new(HART, 4, ReturnStackModel::DropOldest);
         assert_eq!(
             hart.apply(message(0, sync(address))).unwrap(),
             Event::TraceOn {
@@ -948,7 +948,7 @@ mod tests {
 
     #[test]
     fn messages_before_the_first_sync_are_skipped() {
-        let mut hart = HartEvents::new(HART, 4);
+        let mut hart = HartEvents::new(HART, 4, ReturnStackModel::DropOldest);
         assert_eq!(
             hart.apply(message(0, Body::DirectBranch { icnt: 3 }))
                 .unwrap(),
@@ -1010,7 +1010,7 @@ mod tests {
 
     #[test]
     fn timestamps_are_absolute_in_syncs_and_relative_elsewhere() {
-        let mut hart = HartEvents::new(HART, 4);
+        let mut hart = HartEvents::new(HART, 4, ReturnStackModel::DropOldest);
         hart.apply(stamped(0, sync(0x1000), 1000)).unwrap();
         assert_eq!(hart.take_time(), Some(1000));
         assert_eq!(hart.take_time(), None, "reported once");
@@ -1028,7 +1028,7 @@ mod tests {
 
     #[test]
     fn a_relative_timestamp_past_64_bits_is_an_error_with_its_offset() {
-        let mut hart = HartEvents::new(HART, 4);
+        let mut hart = HartEvents::new(HART, 4, ReturnStackModel::DropOldest);
         hart.apply(stamped(0, sync(0x1000), u64::MAX - 1)).unwrap();
         let error = hart
             .apply(stamped(0x21, Body::DirectBranch { icnt: 2 }, 2))

@@ -38,6 +38,7 @@ pub use parallel::{
     Decoded, DecodedElement, ParallelDecoder, ParallelError, ParallelOptions, ParallelSummary,
     DEFAULT_CHUNK_BYTES,
 };
+pub use return_stack::ReturnStackModel;
 
 use ntrace_message::{MessageError, MessageOptions};
 use trace_elements::{DecodeFailure, TraceElement};
@@ -53,6 +54,9 @@ pub struct DecoderOptions {
     pub message: MessageOptions,
     /// Depth of the implicit-return stack; at least the encoder's (0 disables it).
     pub return_stack_depth: usize,
+    /// How the encoder's return stack behaves when full (with `return_stack_depth` its
+    /// depth, exactly, when it is not [`ReturnStackModel::DropOldest`]).
+    pub return_stack_model: ReturnStackModel,
     /// Produce an element per instruction range. Without them the decoder still follows
     /// the flow, counts instructions (`FlowStatistics::instructions`) and keeps the block
     /// profile, and still reports every other element: the fast path for summaries.
@@ -84,6 +88,7 @@ impl Default for DecoderOptions {
         Self {
             message: MessageOptions::default(),
             return_stack_depth: DEFAULT_RETURN_STACK_DEPTH,
+            return_stack_model: ReturnStackModel::DropOldest,
             instruction_ranges: true,
             recovery: Recovery::ReturnError,
         }
@@ -98,6 +103,11 @@ impl DecoderOptions {
 
     pub fn with_return_stack_depth(mut self, depth: usize) -> Self {
         self.return_stack_depth = depth;
+        self
+    }
+
+    pub fn with_return_stack_model(mut self, model: ReturnStackModel) -> Self {
+        self.return_stack_model = model;
         self
     }
 

@@ -29,6 +29,7 @@ use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
 
 use crate::block::{Block, FileDecodeInfo, NO_BLOCK};
 use crate::decoder::Snapshot;
+use crate::return_stack::ReturnStackModel;
 use crate::walk::BlockWalk;
 use crate::{BlockExecutions, DecoderOptions, FlowDecoder, FlowError, FlowStatistics};
 
@@ -253,7 +254,15 @@ impl<'a> ParallelDecoder<'a> {
             options,
             parallel: {
                 let parallel = parallel.with_jobs(parallel.jobs);
-                parallel.with_chunk_bytes(parallel.chunk_bytes_for(trace.len()).max(1))
+                match options.return_stack_model {
+                    ReturnStackModel::DropOldest => {
+                        parallel.with_chunk_bytes(parallel.chunk_bytes_for(trace.len()).max(1))
+                    }
+                    // The reference code's stack is more than its entries (where pushes
+                    // and pops wrap): a chunk cannot be put on top of another's. One
+                    // chunk: the serial decode.
+                    _ => parallel.with_chunk_bytes(trace.len().max(1)),
+                }
             },
             progress: Arc::new(AtomicU64::new(0)),
         }

@@ -1,19 +1,40 @@
 //! The implicit-return stack (spec 9.2), mirrored from the encoder.
 
-use std::collections::VecDeque;
+/// How the encoder's implicit-return stack behaves once it is full. The spec does not say
+/// (see docs/ntrace-errata.md); a decoder must mirror its encoder exactly, because a
+/// return is implicit only when the encoder's stack gave the right address.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReturnStackModel {
+    /// A circular buffer of N entries with a saturating count: a push onto a full stack
+    /// forgets the oldest entry. rvperf's encoder model.
+    #[default]
+    DropOldest,
+    /// The N-Trace reference code's buffer (`NexRv -enco -cs N`, and its decoder): pushes
+    /// wrap around N + 1 slots but pops around N, so once pushes have wrapped, pops skip a
+    /// slot and later returns are mostly reported explicitly (while a stale older entry
+    /// may still match and be implicit). Only the same model decodes such traces.
+    ReferenceCode,
+}
 
-/// A return-address stack that forgets its oldest entry when full, as encoders do
-/// (the reference encoder's saturating counter with a circular buffer behaves the same
-/// for every push/pop sequence whose results can matter: see docs/ntrace-errata.md).
+/// A return-address stack of fixed capacity, kept in a ring of slots: pushes and pops
+/// are a store or load and an index update, whatever the model.
 #[derive(Clone, Debug)]
 pub(crate) struct ReturnStack {
-    entries: VecDeque<u64>,
+    slots: Box<[u64]>,
+    /// Slot of the newest entry.
+    top: usize,
+    /// Entries that can be popped (saturates at the capacity).
+    count: usize,
     capacity: usize,
-    /// What lies below `entries`: nothing, or (in a speculative decode of a trace chunk)
-    /// the unknown entries the encoder pushed before the chunk.
+    /// Slots pushes wrap around: the capacity, or one more under
+    /// [`ReturnStackModel::ReferenceCode`]. Pops always wrap around `capacity`.
+    push_slots: usize,
+    /// What lies below the entries: nothing, or (in a speculative decode of a trace
+    /// chunk) the unknown entries the encoder pushed before the chunk.
     base: StackBase,
-    /// Pops that found `entries` empty while the base was unknown: each one needed an
-    /// entry pushed before the chunk, so the speculative decode may differ from the true.
+    /// Pops that found no entry while the base was unknown: each one needed an entry
+    /// pushed before the chunk, so the speculative decode may differ from the true.
     pub(crate) base_pops: u64,
 }
 
@@ -27,10 +48,22 @@ pub(crate) enum StackBase {
 }
 
 impl ReturnStack {
+    /// A stack that forgets its oldest entry when full.
     pub(crate) fn new(capacity: usize) -> Self {
+        Self::with_model(capacity, ReturnStackModel::DropOldest)
+    }
+
+    pub(crate) fn with_model(capacity: usize, model: ReturnStackModel) -> Self {
+        let push_slots = match model {
+            ReturnStackModel::DropOldest => capacity,
+            ReturnStackModel::ReferenceCode => capacity + 1,
+        };
         Self {
-            entries: VecDeque::with_capacity(capacity),
+            slots: vec![0; push_slots].into_boxed_slice(),
+            top: 0,
+            count: 0,
             capacity,
+            push_slots,
             base: StackBase::Empty,
             base_pops: 0,
         }
@@ -48,59 +81,93 @@ impl ReturnStack {
         self.base
     }
 
-    /// The known entries, oldest first.
-    pub(crate) fn entries(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
-        self.entries.iter().copied()
+    /// The entries, oldest first: what pops would give, in reverse.
+    pub(crate) fn entries(&self) -> std::vec::IntoIter<u64> {
+        let mut entries = Vec::with_capacity(self.count);
+        let mut slot = self.top;
+        for _ in 0..self.count {
+            entries.push(self.slots[slot]);
+            slot = if slot == 0 {
+                self.capacity - 1
+            } else {
+                slot - 1
+            };
+        }
+        entries.reverse();
+        entries.into_iter()
     }
 
     /// The true stack of a speculative decode that saw no base pop: `below` (the true
-    /// stack when it started) under the entries it pushed, the oldest dropped past the
-    /// capacity as the encoder dropped them.
+    /// stack when it started, oldest first) under the entries it pushed, the oldest
+    /// dropped past the capacity as the encoder dropped them. Only for
+    /// [`ReturnStackModel::DropOldest`], whose contents are its entries alone (the
+    /// parallel decoder decodes the reference code's stack serially).
     pub(crate) fn rebase(&mut self, below: impl DoubleEndedIterator<Item = u64>) {
         if self.base == StackBase::Unknown {
-            for address in below.rev() {
-                if self.entries.len() == self.capacity {
-                    break;
-                }
-                self.entries.push_front(address);
+            let pushed: Vec<u64> = self.entries().collect();
+            let room = self.capacity.saturating_sub(pushed.len());
+            let mut kept: Vec<u64> = below.rev().take(room).collect();
+            kept.reverse();
+            self.clear();
+            for address in kept.into_iter().chain(pushed) {
+                self.push(address);
             }
-            self.base = StackBase::Empty;
         }
+        self.base = StackBase::Empty;
     }
 
+    #[inline]
     pub(crate) fn push(&mut self, return_address: u64) {
         if self.capacity == 0 {
             return;
         }
-        if self.entries.len() == self.capacity {
-            self.entries.pop_front();
+        if self.count == self.capacity {
             // The encoder dropped its oldest entry too: nothing from before is left.
             self.base = StackBase::Empty;
         }
-        self.entries.push_back(return_address);
+        self.top = if self.top + 1 >= self.push_slots {
+            0
+        } else {
+            self.top + 1
+        };
+        self.slots[self.top] = return_address;
+        if self.count < self.capacity {
+            self.count += 1;
+        }
     }
 
+    #[inline]
     pub(crate) fn pop(&mut self) -> Option<u64> {
-        let popped = self.entries.pop_back();
-        if popped.is_none() && self.base == StackBase::Unknown {
-            self.base_pops += 1;
+        if self.count == 0 {
+            if self.base == StackBase::Unknown {
+                self.base_pops += 1;
+            }
+            return None;
         }
-        popped
+        self.count -= 1;
+        let address = self.slots[self.top];
+        self.top = if self.top == 0 {
+            self.capacity - 1
+        } else {
+            self.top - 1
+        };
+        Some(address)
     }
 
     /// Approximate heap bytes held.
     pub(crate) fn footprint(&self) -> usize {
-        self.entries.capacity() * 8
+        self.slots.len() * 8
     }
 
     pub(crate) fn clear(&mut self) {
-        self.entries.clear();
+        self.top = 0;
+        self.count = 0;
         self.base = StackBase::Empty;
     }
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        self.count
     }
 }
 
@@ -122,10 +189,59 @@ mod tests {
     }
 
     #[test]
-    fn zero_capacity_never_remembers() {
-        let mut stack = ReturnStack::new(0);
-        stack.push(0x10);
+    fn drop_oldest_matches_a_bounded_deque_for_any_sequence() {
+        // A pseudo-random mix of pushes and pops, long enough to wrap many times.
+        let mut reference = std::collections::VecDeque::new();
+        let mut stack = ReturnStack::new(5);
+        let mut state = 1u32;
+        for step in 0..10_000u64 {
+            state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            if (state >> 16) % 3 != 0 {
+                if reference.len() == 5 {
+                    reference.pop_front();
+                }
+                reference.push_back(step);
+                stack.push(step);
+            } else {
+                assert_eq!(stack.pop(), reference.pop_back(), "step {step}");
+            }
+        }
+    }
+
+    #[test]
+    fn reference_code_model_skips_a_slot_after_pushes_wrapped() {
+        // Slots 0..=3 for a depth of 3: the first push goes to slot 1, the fourth wraps
+        // to slot 0. Popping from slot 0 moves to slot 2 (wrapping around 3), so the
+        // third push (slot 3) is skipped and the second comes back instead.
+        let mut stack = ReturnStack::with_model(3, ReturnStackModel::ReferenceCode);
+        for address in [0x10, 0x20, 0x30, 0x40] {
+            stack.push(address);
+        }
+        assert_eq!(stack.len(), 3);
+        assert_eq!(stack.pop(), Some(0x40));
+        assert_eq!(stack.pop(), Some(0x20));
+        assert_eq!(stack.pop(), Some(0x10));
         assert_eq!(stack.pop(), None);
+        // Without a wrap both models are the same stack.
+        let mut stack = ReturnStack::with_model(3, ReturnStackModel::ReferenceCode);
+        for address in [0x10, 0x20, 0x30] {
+            stack.push(address);
+        }
+        assert_eq!(stack.pop(), Some(0x30));
+        assert_eq!(stack.pop(), Some(0x20));
+        assert_eq!(stack.pop(), Some(0x10));
+    }
+
+    #[test]
+    fn zero_capacity_never_remembers() {
+        for model in [
+            ReturnStackModel::DropOldest,
+            ReturnStackModel::ReferenceCode,
+        ] {
+            let mut stack = ReturnStack::with_model(0, model);
+            stack.push(0x10);
+            assert_eq!(stack.pop(), None);
+        }
     }
 
     #[test]

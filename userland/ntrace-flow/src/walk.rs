@@ -9,7 +9,7 @@ use crate::block::{
     Block, BlockCache, BlockError, FileDecodeInfo, IndirectKind, Terminator, NO_BLOCK,
 };
 use crate::event::{HartEvents, IndirectJump, IndirectTarget, Resolution};
-use crate::FlowError;
+use crate::{FlowError, ReturnStackModel};
 
 /// A produced element with the block its range came from (`NO_BLOCK` otherwise).
 pub(crate) type ReadyElement = (TraceElement, u32);
@@ -62,9 +62,9 @@ pub(crate) struct Hart {
 }
 
 impl Hart {
-    pub(crate) fn new(src: u16, return_stack_depth: usize) -> Self {
+    pub(crate) fn new(src: u16, return_stack_depth: usize, model: ReturnStackModel) -> Self {
         Self {
-            events: HartEvents::new(src, return_stack_depth),
+            events: HartEvents::new(src, return_stack_depth, model),
             position: Position {
                 pc: None,
                 block: NO_BLOCK,

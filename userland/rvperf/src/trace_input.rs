@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use clap::Args;
 use code_image::Xlen;
-use ntrace_flow::{DecoderOptions, FlowDecoder, FlowError, Recovery};
+use ntrace_flow::{DecoderOptions, FlowDecoder, FlowError, Recovery, ReturnStackModel};
 use ntrace_message::{AddressWidth, MessageOptions};
 use perf_session::{PlacedElf, TraceCode};
 use trace_elements::{ElementKind, ElementSource, GapReason, TraceElement};
@@ -40,6 +40,18 @@ pub struct TraceArgs {
     /// Depth of the implicit-return stack; at least the encoder's (0 disables implicit returns).
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u16).range(0..=1024))]
     pub max_stack: u16,
+    /// How the encoder's implicit-return stack behaves when full: it forgets its oldest
+    /// entry (rvperf's encoder model, the default), or it is the N-Trace reference
+    /// code's ring (`NexRv -enco -cs N`: pushes wrap around N + 1 slots, pops around N).
+    #[arg(long, value_enum, default_value = "drop-oldest")]
+    pub stack_model: StackModel,
+}
+
+/// `--stack-model`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StackModel {
+    DropOldest,
+    ReferenceCode,
 }
 
 /// `FILE` or `FILE@LOAD_ADDR` of `--elf`.
@@ -109,6 +121,10 @@ impl TraceArgs {
         DecoderOptions::default()
             .with_message(self.message_options(code.xlen()))
             .with_return_stack_depth(usize::from(self.max_stack))
+            .with_return_stack_model(match self.stack_model {
+                StackModel::DropOldest => ReturnStackModel::DropOldest,
+                StackModel::ReferenceCode => ReturnStackModel::ReferenceCode,
+            })
             .with_recovery(Recovery::Resync)
     }
 }

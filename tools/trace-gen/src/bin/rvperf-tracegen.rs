@@ -51,6 +51,11 @@ struct Arguments {
     no_repeat_branch: bool,
     #[arg(long)]
     sequential_jumps: bool,
+    /// Report `ecall`/`ebreak` as the reference encoder does (an uninferable call, B-TYPE
+    /// 0, its return address pushed) instead of as an exception: traces the N-Trace
+    /// reference decoder (NexRv) can read.
+    #[arg(long)]
+    ecall_as_jump: bool,
     #[arg(long, default_value_t = 0)]
     src_bits: u8,
     #[arg(long, default_value_t = 0)]
@@ -189,6 +194,7 @@ fn run(arguments: &Arguments) -> Result<()> {
     options.repeated_history = !arguments.no_repeated_history;
     options.repeat_branch = !arguments.no_repeat_branch;
     options.sequential_jumps = arguments.sequential_jumps;
+    options.environment_call_as_jump = arguments.ecall_as_jump;
     options.periodic_sync = arguments.periodic_sync;
     options.icnt_bits = arguments.icnt_bits;
     options.hist_bits = arguments.hist_bits;
