@@ -21,7 +21,12 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# The peers live beside the repository in the workplace (../shared); a clone made
+# elsewhere on the same machine finds them at the workplace's absolute path.
 source_dir=${NEXRV_SOURCE:-$root/../shared/peers/nexrv-refcode}
+if [ -z "${NEXRV_SOURCE:-}" ] && [ ! -d "$source_dir" ] && [ -d /work/shared/peers/nexrv-refcode ]; then
+    source_dir=/work/shared/peers/nexrv-refcode
+fi
 sources=(NexRv.c NexRvDeco.c NexRvEnco.c NexRvDump.c NexRvInfo.c NexRvConv.c)
 
 # NexRv prints its result and exits 0 on success; on failure it prints "ERROR" (and
