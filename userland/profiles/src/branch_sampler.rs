@@ -20,7 +20,7 @@
 //! contiguous with what came before, and a stack spanning it would invent a fall-through
 //! range.
 
-use trace_elements::{ElementKind, RangeEnd, TraceElement, TraceOnReason};
+use trace_elements::{ElementKind, TraceElement, TraceOnReason};
 
 use crate::Branch;
 
@@ -244,7 +244,7 @@ impl BranchSampler {
                 }
                 hart.until_sample -= length - counted;
                 hart.next = next;
-                if let Some(to) = next.filter(|_| is_taken_transfer(end)) {
+                if let Some(to) = next.filter(|_| end.is_taken_transfer()) {
                     hart.push(Branch { from: last, to });
                     self.statistics.branches += 1;
                 }
@@ -291,27 +291,9 @@ fn hart_state<'h>(
     harts[index].get_or_insert_with(|| HartState::new(options))
 }
 
-/// Whether a range that ends so left its last instruction by a taken transfer (one a
-/// branch-stack sampler records).
-fn is_taken_transfer(end: RangeEnd) -> bool {
-    match end {
-        RangeEnd::BranchTaken
-        | RangeEnd::Jump
-        | RangeEnd::Call
-        | RangeEnd::IndirectCall
-        | RangeEnd::Return
-        | RangeEnd::CoroutineSwap
-        | RangeEnd::IndirectJump
-        | RangeEnd::TrapReturn => true,
-        // The trap an `ecall` raises is its own element, from the `ecall` to the
-        // handler; in a trace of user code alone, execution just goes on after it.
-        RangeEnd::Sequential | RangeEnd::BranchNotTaken | RangeEnd::EnvironmentCall => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use trace_elements::{GapReason, TraceOffReason, TrapKind};
+    use trace_elements::{GapReason, RangeEnd, TraceOffReason, TrapKind};
 
     use super::*;
 

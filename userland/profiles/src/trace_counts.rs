@@ -4,7 +4,7 @@
 //! built from them is made the same way, only from all of the execution instead of
 //! samples of it.
 
-use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
+use trace_elements::{ElementKind, GapReason, TraceElement};
 
 use crate::branch_counts::{AddressRange, Branch, BranchCountOptions, BranchCounts};
 
@@ -60,7 +60,7 @@ impl TraceCounts {
                 statistics.ranges += 1;
                 self.counts
                     .add_range(AddressRange { first: start, last }, 1);
-                if let (true, Some(to)) = (is_taken_transfer(end), next) {
+                if let (true, Some(to)) = (end.is_taken_transfer(), next) {
                     self.statistics.branches += 1;
                     self.counts.add_branch(Branch { from: last, to }, 1);
                 }
@@ -81,25 +81,10 @@ impl TraceCounts {
     }
 }
 
-/// Whether a range ending so left by a taken transfer of its own (not a fall-through,
-/// not a trap: `ecall`'s transfer is the trap that follows).
-pub fn is_taken_transfer(end: RangeEnd) -> bool {
-    match end {
-        RangeEnd::BranchTaken
-        | RangeEnd::Jump
-        | RangeEnd::Call
-        | RangeEnd::IndirectCall
-        | RangeEnd::Return
-        | RangeEnd::CoroutineSwap
-        | RangeEnd::IndirectJump
-        | RangeEnd::TrapReturn => true,
-        RangeEnd::Sequential | RangeEnd::BranchNotTaken | RangeEnd::EnvironmentCall => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use trace_elements::RangeEnd;
 
     fn element(kind: ElementKind) -> TraceElement {
         TraceElement {

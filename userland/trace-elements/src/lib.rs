@@ -35,6 +35,26 @@ pub enum RangeEnd {
     EnvironmentCall,
 }
 
+impl RangeEnd {
+    /// Whether the range left its last instruction by a taken control transfer of its
+    /// own: what a branch-stack sampler records and a profile counts as a branch. Not a
+    /// fall-through, and not `ecall`: the trap it raises is its own element (in a trace
+    /// of user code alone, execution just goes on after it).
+    pub fn is_taken_transfer(self) -> bool {
+        match self {
+            RangeEnd::BranchTaken
+            | RangeEnd::Jump
+            | RangeEnd::Call
+            | RangeEnd::IndirectCall
+            | RangeEnd::Return
+            | RangeEnd::CoroutineSwap
+            | RangeEnd::IndirectJump
+            | RangeEnd::TrapReturn => true,
+            RangeEnd::Sequential | RangeEnd::BranchNotTaken | RangeEnd::EnvironmentCall => false,
+        }
+    }
+}
+
 /// Why the trace (re)started at a known address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TraceOnReason {
