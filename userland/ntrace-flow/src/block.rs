@@ -434,6 +434,38 @@ fn build_block(
     Ok(block)
 }
 
+/// Calls `visit` with the address of each of `instructions` instructions from `start`,
+/// the start of `first`: a range may run on through several blocks that follow each
+/// other in memory, which `lookup` finds. False when it runs into an address with no
+/// block.
+#[inline]
+pub(crate) fn visit_range<'b>(
+    first: &'b Block,
+    start: u64,
+    instructions: u32,
+    lookup: impl Fn(u64) -> Option<&'b Block>,
+    mut visit: impl FnMut(u64),
+) -> bool {
+    let mut block = first;
+    let mut left = instructions;
+    let mut address = start;
+    loop {
+        let here = left.min(block.instructions);
+        for index in 0..here {
+            visit(address);
+            address = address.wrapping_add(block.length_of(index));
+        }
+        left -= here;
+        if left == 0 {
+            return true;
+        }
+        block = match lookup(address) {
+            Some(next) => next,
+            None => return false,
+        };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

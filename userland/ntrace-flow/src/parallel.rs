@@ -27,7 +27,7 @@ use code_image::CodeImage;
 use ntrace_message::MessageDecoder;
 use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
 
-use crate::block::{Block, FileDecodeInfo, NO_BLOCK};
+use crate::block::{visit_range, Block, FileDecodeInfo, NO_BLOCK};
 use crate::decoder::Snapshot;
 use crate::return_stack::ReturnStackModel;
 use crate::walk::BlockWalk;
@@ -148,32 +148,21 @@ impl InstructionSource<'_> {
             .or_else(|| self.known.get(&address))
     }
 
-    fn visit(&self, start: u64, instructions: u32, mut visit: impl FnMut(u64)) -> bool {
+    fn visit(&self, start: u64, instructions: u32, visit: impl FnMut(u64)) -> bool {
         let hinted = self
             .primary
             .and_then(|walk| walk.cache.blocks.get(self.block as usize))
             .filter(|block| block.start == start);
-        let Some(mut block) = hinted.or_else(|| self.lookup(start)) else {
+        let Some(block) = hinted.or_else(|| self.lookup(start)) else {
             return false;
         };
-        // A range may run on through several blocks that follow each other in memory.
-        let mut left = instructions;
-        let mut address = start;
-        loop {
-            let here = left.min(block.instructions);
-            for index in 0..here {
-                visit(address);
-                address = address.wrapping_add(block.length_of(index));
-            }
-            left -= here;
-            if left == 0 {
-                return true;
-            }
-            block = match self.lookup(address) {
-                Some(next) => next,
-                None => return false,
-            };
-        }
+        visit_range(
+            block,
+            start,
+            instructions,
+            |address| self.lookup(address),
+            visit,
+        )
     }
 }
 

@@ -6,7 +6,7 @@ use code_image::CodeImage;
 use trace_elements::{ElementKind, RangeEnd, TraceElement};
 
 use crate::block::{
-    Block, BlockCache, BlockError, FileDecodeInfo, IndirectKind, Terminator, NO_BLOCK,
+    visit_range, Block, BlockCache, BlockError, FileDecodeInfo, IndirectKind, Terminator, NO_BLOCK,
 };
 use crate::event::{HartEvents, IndirectJump, IndirectTarget, Resolution};
 use crate::{FlowError, ReturnStackModel};
@@ -264,33 +264,22 @@ impl<'a> BlockWalk<'a> {
         hint: u32,
         start: u64,
         instructions: u32,
-        mut visit: impl FnMut(u64),
+        visit: impl FnMut(u64),
     ) -> bool {
-        let mut block = match self.cache.blocks.get(hint as usize) {
+        let block = match self.cache.blocks.get(hint as usize) {
             Some(block) if block.start == start => block,
             _ => match self.cache.cached(start) {
                 Some(block) => block,
                 None => return false,
             },
         };
-        // A range may run on through several blocks that follow each other in memory.
-        let mut left = instructions;
-        let mut address = start;
-        loop {
-            let here = left.min(block.instructions);
-            for index in 0..here {
-                visit(address);
-                address = address.wrapping_add(block.length_of(index));
-            }
-            left -= here;
-            if left == 0 {
-                return true;
-            }
-            block = match self.cache.cached(address) {
-                Some(next) => next,
-                None => return false,
-            };
-        }
+        visit_range(
+            block,
+            start,
+            instructions,
+            |address| self.cache.cached(address),
+            visit,
+        )
     }
 }
 
