@@ -1,6 +1,36 @@
-# Inputs shared by the benchmarks (sourced, not run): each function makes its input
-# once under the given work directory and prints its path. Expects `target` (the cargo
-# target directory) to be set and the repository root to be the working directory.
+# Inputs and helpers shared by the benchmarks (sourced, not run): each bench_* input
+# function makes its input once under the given work directory and prints its path.
+# Expects `target` (the cargo target directory) to be set and the repository root to be
+# the working directory; `measure` and `bench_inferno` expect `work` (the benchmark's
+# work directory).
+
+# measure COMMAND: best-of-5 wall seconds (millisecond resolution, from bash's
+# EPOCHREALTIME) and peak RSS KiB of `sh -c COMMAND` (GNU time reports the largest RSS
+# of the shell's children, i.e. of the pipeline's largest process).
+measure() {
+    local best="" rss=0 start end wall kib
+    for _ in 1 2 3 4 5; do
+        start=$EPOCHREALTIME
+        /usr/bin/time -o "$work/time" -f "%M" sh -c "$1" >/dev/null 2>"$work/stderr" ||
+            { cat "$work/stderr" >&2; exit 1; }
+        end=$EPOCHREALTIME
+        wall=$(awk "BEGIN{printf \"%.3f\", $end - $start}")
+        read -r kib <"$work/time"
+        if [ -z "$best" ] || awk "BEGIN{exit !($wall < $best)}"; then best=$wall; fi
+        [ "$kib" -gt "$rss" ] && rss=$kib
+    done
+    echo "$best $rss"
+}
+
+# bench_inferno: installs inferno's command-line tools (the pipeline rvperf flamegraph
+# replaces; the same crate version as the library rvperf draws with) under $work once
+# and prints their directory.
+bench_inferno() {
+    if [ ! -x "$work/inferno/bin/inferno-flamegraph" ]; then
+        cargo install --quiet --locked --root "$work/inferno" inferno --version 0.12.8 >/dev/null 2>&1
+    fi
+    echo "$work/inferno/bin"
+}
 
 # bench_callchain_recording WORK SECONDS: a perf.data of callchains (`perf record
 # -F 4000 -g`) of `rvperf decode`, built with frame pointers so that perf's callchains

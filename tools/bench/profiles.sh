@@ -22,33 +22,11 @@ cargo build --release --locked --quiet -p rvperf
 rvperf=$(realpath "$target/release/rvperf")
 work=$target/bench-profiles
 mkdir -p "$work"
-# inferno's command-line tools, the pipeline rvperf flamegraph replaces (the same
-# crate version as the library rvperf draws with).
-if [ ! -x "$work/inferno/bin/inferno-flamegraph" ]; then
-    cargo install --quiet --locked --root "$work/inferno" inferno --version 0.12.8 >/dev/null 2>&1
-fi
-collapse=$work/inferno/bin/inferno-collapse-perf
-draw=$work/inferno/bin/inferno-flamegraph
-
-# measure COMMAND: best-of-5 wall seconds (millisecond resolution, from bash's
-# EPOCHREALTIME) and peak RSS KiB of `sh -c COMMAND` (GNU time reports the largest RSS
-# of the shell's children, i.e. of the pipeline's largest process).
-measure() {
-    local best="" rss=0 start end wall kib
-    for _ in 1 2 3 4 5; do
-        start=$EPOCHREALTIME
-        /usr/bin/time -o "$work/time" -f "%M" sh -c "$1" >/dev/null 2>"$work/stderr" ||
-            { cat "$work/stderr" >&2; exit 1; }
-        end=$EPOCHREALTIME
-        wall=$(awk "BEGIN{printf \"%.3f\", $end - $start}")
-        read -r kib <"$work/time"
-        if [ -z "$best" ] || awk "BEGIN{exit !($wall < $best)}"; then best=$wall; fi
-        [ "$kib" -gt "$rss" ] && rss=$kib
-    done
-    echo "$best $rss"
-}
-
 . tools/bench/inputs.sh
+inferno=$(bench_inferno)
+collapse=$inferno/inferno-collapse-perf
+draw=$inferno/inferno-flamegraph
+
 data=$(bench_callchain_recording "$work" "$seconds")
 samples=$(perf script -i "$data" -F tid 2>/dev/null | wc -l)
 

@@ -23,29 +23,11 @@ cargo build --release --locked --quiet -p rvperf
 rvperf=$(realpath "$target/release/rvperf")
 work=$target/bench-trace-profiles
 mkdir -p "$work"
-if [ ! -x "$work/inferno/bin/inferno-flamegraph" ]; then
-    cargo install --quiet --locked --root "$work/inferno" inferno --version 0.12.8 >/dev/null 2>&1
-fi
-collapse=$work/inferno/bin/inferno-collapse-perf
-draw=$work/inferno/bin/inferno-flamegraph
-
-# measure COMMAND: best-of-5 wall seconds and peak RSS KiB of `sh -c COMMAND`.
-measure() {
-    local best="" rss=0 start end wall kib
-    for _ in 1 2 3 4 5; do
-        start=$EPOCHREALTIME
-        /usr/bin/time -o "$work/time" -f "%M" sh -c "$1" >/dev/null 2>"$work/stderr" ||
-            { cat "$work/stderr" >&2; exit 1; }
-        end=$EPOCHREALTIME
-        wall=$(awk "BEGIN{printf \"%.3f\", $end - $start}")
-        read -r kib <"$work/time"
-        if [ -z "$best" ] || awk "BEGIN{exit !($wall < $best)}"; then best=$wall; fi
-        [ "$kib" -gt "$rss" ] && rss=$kib
-    done
-    echo "$best $rss"
-}
-
 . tools/bench/inputs.sh
+inferno=$(bench_inferno)
+collapse=$inferno/inferno-collapse-perf
+draw=$inferno/inferno-flamegraph
+
 trace=$(bench_interp_trace "$work" "$iterations" htm)
 program=$(realpath "$work/interp")
 instructions=$("$rvperf" decode --elf "$program" --trace "$trace" --output summary | awk '/^instructions:/ {print $2}')
