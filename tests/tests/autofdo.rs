@@ -7,9 +7,6 @@
 //! from a full qemu-riscv64 run block by block (overlap >= 0.90).
 
 mod common;
-// The GCC 12 afdo-dump reader the profiles crate's consumer tests use too.
-#[path = "../../userland/profiles/tests/common/gcc_dump.rs"]
-mod gcc_dump;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,11 +14,10 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use common::consumers::{
-    assert_profgen_agrees_except_where_it_drops, defines_function, function_entry_count,
-    hottest_entered, parse_text_profile, run_tool,
+    assert_gcc_takes_the_head_counts, assert_profgen_agrees_except_where_it_drops,
+    defines_function, function_entry_count, hottest_entered, parse_text_profile, run_tool,
 };
 use common::{repository, rvperf_binary, scratch};
-use gcc_dump::{gcc_block_counts, read_afdo_dump};
 
 const INSTALL: &str =
     "run tools/install-deps.sh (clang-19, llvm-19, gcc-riscv64-linux-gnu, linux-perf, qemu-user)";
@@ -176,35 +172,8 @@ fn clang_compiles_the_program_with_the_profile_and_carries_its_counts() {
 
 #[test]
 fn gcc_12_compiles_the_program_with_the_profile_and_carries_its_counts() {
-    let path = profile("gcc");
     let ours = parse_text_profile(&std::fs::read_to_string(profile("llvm-text")).unwrap());
-    let dump_directory = work().join("gcc-dump");
-    std::fs::create_dir_all(&dump_directory).unwrap();
-    let output = run(Command::new("riscv64-linux-gnu-gcc").args([
-        "-O2",
-        "-g",
-        "-fno-inline",
-        "-Wall",
-        &format!("-fauto-profile={}", text(&path)),
-        "-fdump-ipa-afdo",
-        "-dumpdir",
-        &format!("{}/", text(&dump_directory)),
-        "-c",
-        text(&source()),
-        "-o",
-        text(&work().join("autofdo.o")),
-    ]));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.trim().is_empty(), "gcc warned: {stderr}");
-    let dump = read_afdo_dump(&dump_directory).expect("GCC wrote no afdo dump");
-    // GCC sets the entry block's count of each profiled function from its head count.
-    let (hottest, head) = hottest_entered(&ours);
-    let counts = gcc_block_counts(&dump, &hottest);
-    assert_eq!(
-        counts.first(),
-        Some(&head),
-        "{hottest}'s entry block in GCC's dump"
-    );
+    assert_gcc_takes_the_head_counts(&source(), &profile("gcc"), &ours, work(), INSTALL);
 }
 
 #[test]

@@ -19,8 +19,6 @@
 //!   the layout noise of a switch whose cases are equally likely).
 
 mod common;
-#[path = "../../userland/profiles/tests/common/gcc_dump.rs"]
-mod gcc_dump;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,11 +26,10 @@ use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
 
 use common::consumers::{
-    assert_profgen_agrees_except_where_it_drops, defines_function, function_entry_count,
-    hottest_entered, parse_text_profile, run_tool,
+    assert_gcc_takes_the_head_counts, assert_profgen_agrees_except_where_it_drops,
+    defines_function, function_entry_count, parse_text_profile, run_tool,
 };
 use common::{encode, load_file, repository, retired_pcs_of, rvperf_binary, scratch};
-use gcc_dump::{gcc_block_counts, read_afdo_dump};
 use ntrace_flow::{BranchMode, EncoderOptions};
 use ntrace_message::{AddressWidth, MessageOptions};
 
@@ -212,33 +209,8 @@ fn clang_gives_every_profiled_function_its_head_count_plus_one() {
 
 #[test]
 fn gcc_12_reads_the_profile_silently_and_agrees_on_entry_counts() {
-    let path = trace_profile("gcc");
     let ours = parse_text_profile(&std::fs::read_to_string(trace_profile("llvm-text")).unwrap());
-    let dump_directory = work().join("gcc-dump");
-    std::fs::create_dir_all(&dump_directory).unwrap();
-    let output = run(Command::new("riscv64-linux-gnu-gcc").args([
-        "-O2",
-        "-g",
-        "-fno-inline",
-        "-Wall",
-        &format!("-fauto-profile={}", text(&path)),
-        "-fdump-ipa-afdo",
-        "-dumpdir",
-        &format!("{}/", text(&dump_directory)),
-        "-c",
-        text(&source()),
-        "-o",
-        text(&work().join("autofdo.o")),
-    ]));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.trim().is_empty(), "gcc warned: {stderr}");
-    let dump = read_afdo_dump(&dump_directory).expect("GCC wrote no afdo dump");
-    let (hottest, head) = hottest_entered(&ours);
-    assert_eq!(
-        gcc_block_counts(&dump, &hottest).first(),
-        Some(&head),
-        "{hottest}'s entry block in GCC's dump"
-    );
+    assert_gcc_takes_the_head_counts(&source(), &trace_profile("gcc"), &ours, work(), INSTALL);
 }
 
 /// Instructions a clang 19 build of autofdo.c with `profile` (or none) retires on

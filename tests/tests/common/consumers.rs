@@ -329,3 +329,40 @@ pub fn assert_profgen_agrees_except_where_it_drops(
     );
     theirs
 }
+
+/// GCC 12 compiles `source` with the AutoFDO profile `gcc_profile` silently, and sets
+/// the entry block count of the function entered most often (per `ours`, the same
+/// profile in LLVM's text format) to its head count, as its afdo dump shows. The
+/// compile and dump go under `work`.
+pub fn assert_gcc_takes_the_head_counts(
+    source: &Path,
+    gcc_profile: &Path,
+    ours: &TextProfile,
+    work: &Path,
+    hint: &str,
+) {
+    let dump_directory = work.join("gcc-dump");
+    std::fs::create_dir_all(&dump_directory).unwrap();
+    let output = run_tool(
+        Command::new("riscv64-linux-gnu-gcc")
+            .args(["-O2", "-g", "-fno-inline", "-Wall"])
+            .arg(format!("-fauto-profile={}", gcc_profile.display()))
+            .args(["-fdump-ipa-afdo", "-dumpdir"])
+            .arg(format!("{}/", dump_directory.display()))
+            .arg("-c")
+            .arg(source)
+            .arg("-o")
+            .arg(work.join("gcc-profiled.o")),
+        hint,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.trim().is_empty(), "gcc warned: {stderr}");
+    let dump = super::gcc_dump::read_afdo_dump(&dump_directory).expect("GCC wrote no afdo dump");
+    // GCC sets the entry block's count of each profiled function from its head count.
+    let (hottest, head) = hottest_entered(ours);
+    assert_eq!(
+        super::gcc_dump::gcc_block_counts(&dump, &hottest).first(),
+        Some(&head),
+        "{hottest}'s entry block in GCC's dump"
+    );
+}

@@ -8,6 +8,9 @@
 )]
 
 pub mod consumers;
+// The GCC 12 afdo-dump reader the profiles crate's consumer tests use too.
+#[path = "../../../userland/profiles/tests/common/gcc_dump.rs"]
+pub mod gcc_dump;
 pub mod nexrv;
 
 use std::path::{Path, PathBuf};
