@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use super::{program, repository, scratch};
@@ -59,7 +60,11 @@ pub struct PcSequence {
 
 impl PcSequence {
     pub fn new(name: &str, pcs: &[u64]) -> Self {
-        let directory = scratch().join(format!("nexrv-{name}-{}", std::process::id()));
+        // One directory per sequence: tests of one process run in parallel, and two may
+        // encode the same program.
+        static SEQUENCES: AtomicUsize = AtomicUsize::new(0);
+        let sequence = SEQUENCES.fetch_add(1, Ordering::Relaxed);
+        let directory = scratch().join(format!("nexrv-{name}-{}-{sequence}", std::process::id()));
         std::fs::create_dir_all(&directory).expect("create scratch directory");
         let pc_file = directory.join("pcs.txt");
         let text: String = pcs.iter().map(|pc| format!("{pc:#x}\n")).collect();
