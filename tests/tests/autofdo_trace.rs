@@ -26,8 +26,9 @@ use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
 
 use common::consumers::{
-    assert_gcc_takes_the_head_counts, assert_profgen_agrees_except_where_it_drops,
-    defines_function, function_entry_count, parse_text_profile, run_tool,
+    assert_entry_counts_are_head_counts, assert_gcc_takes_the_head_counts,
+    assert_profgen_agrees_except_where_it_drops, clang_ir_with_profile, parse_text_profile,
+    run_tool,
 };
 use common::{encode, load_file, repository, retired_pcs_of, rvperf_binary, scratch};
 use ntrace_flow::{BranchMode, EncoderOptions};
@@ -178,32 +179,14 @@ fn source() -> PathBuf {
 fn clang_gives_every_profiled_function_its_head_count_plus_one() {
     let path = trace_profile("llvm-text");
     let ours = parse_text_profile(&std::fs::read_to_string(&path).unwrap());
-    let ir = work().join("autofdo.trace.ll");
-    let output = run(Command::new("clang-19").args([
-        "--target=riscv64-linux-gnu",
-        "-O2",
-        "-g",
-        "-fno-inline",
-        "-S",
-        "-emit-llvm",
-        &format!("-fprofile-sample-use={}", text(&path)),
-        text(&source()),
-        "-o",
-        text(&ir),
-    ]));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.trim().is_empty(), "clang warned: {stderr}");
-    let ir = std::fs::read_to_string(&ir).unwrap();
-    let mut checked = 0;
-    for (name, (_, head, _)) in &ours {
-        if !defines_function(&ir, name) {
-            continue;
-        }
-        let count = function_entry_count(&ir, name)
-            .unwrap_or_else(|| panic!("clang defines {name} without function_entry_count"));
-        assert_eq!(count, head + 1, "function_entry_count of {name}");
-        checked += 1;
-    }
+    let ir = clang_ir_with_profile(
+        "riscv64-linux-gnu",
+        &source(),
+        &path,
+        &work().join("autofdo.trace.ll"),
+        INSTALL,
+    );
+    let checked = assert_entry_counts_are_head_counts(&ir, &ours, "trace profile");
     assert!(checked >= 5, "only {checked} profiled functions in the IR");
 }
 

@@ -21,8 +21,9 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use common::consumers::{
-    assert_profgen_agrees_except_where_it_drops, defines_function, function_entry_count,
-    parse_text_profile, perf_script_branch_stacks, run_tool,
+    assert_entry_counts_are_head_counts, assert_profgen_agrees_except_where_it_drops,
+    clang_ir_with_profile, function_entry_count, parse_text_profile, perf_script_branch_stacks,
+    run_tool,
 };
 use common::{repository, rvperf_binary, scratch};
 use object::{Object, ObjectSegment, SegmentFlags};
@@ -389,36 +390,14 @@ fn llvm_profdata_reads_the_profile_and_the_hot_function_is_hottest() {
 fn clang_compiles_the_program_with_the_profile_and_carries_its_counts() {
     let recording = recording();
     let ours = parse_text_profile(&std::fs::read_to_string(&recording.profile).unwrap());
-    let ir = recording.work.join("autofdo.ll");
-    let output = run(Command::new("clang-19").args([
-        "--target=x86_64-linux-gnu",
-        "-O2",
-        "-g",
-        "-fno-inline",
-        "-S",
-        "-emit-llvm",
-        &format!("-fprofile-sample-use={}", text(&recording.profile)),
-        text(&source()),
-        "-o",
-        text(&ir),
-    ]));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.trim().is_empty(), "clang warned: {stderr}");
-    let ir = std::fs::read_to_string(&ir).unwrap();
-    // Every function rvperf profiled that the IR defines carries its entry count (LLVM
-    // adds 1 to the head count, so that a profiled function is never 0): a defined
-    // function without one is a profile clang ignored. (Functions of the binary that
-    // autofdo.c does not define, libc's, are not in the IR.)
-    let mut checked = 0;
-    for (name, (_, head, _)) in &ours {
-        if !defines_function(&ir, name) {
-            continue;
-        }
-        let count = function_entry_count(&ir, name)
-            .unwrap_or_else(|| panic!("clang defines {name} without function_entry_count"));
-        assert_eq!(count, head + 1, "function_entry_count of {name}");
-        checked += 1;
-    }
+    let ir = clang_ir_with_profile(
+        "x86_64-linux-gnu",
+        &source(),
+        &recording.profile,
+        &recording.work.join("autofdo.ll"),
+        INSTALL,
+    );
+    let checked = assert_entry_counts_are_head_counts(&ir, &ours, "x86_64");
     assert!(
         function_entry_count(&ir, HOT).is_some(),
         "{HOT} has no entry count in the IR"

@@ -366,3 +366,47 @@ pub fn assert_gcc_takes_the_head_counts(
         "{hottest}'s entry block in GCC's dump"
     );
 }
+
+/// The LLVM IR clang 19 makes of `source` for `target` (`riscv64-linux-gnu`,
+/// `x86_64-linux-gnu`) with the sample profile `profile` (`-O2 -g -fno-inline`), written
+/// to `ir`; clang must say nothing.
+pub fn clang_ir_with_profile(
+    target: &str,
+    source: &Path,
+    profile: &Path,
+    ir: &Path,
+    hint: &str,
+) -> String {
+    let output = run_tool(
+        Command::new("clang-19")
+            .arg(format!("--target={target}"))
+            .args(["-O2", "-g", "-fno-inline", "-S", "-emit-llvm"])
+            .arg(format!("-fprofile-sample-use={}", profile.display()))
+            .arg(source)
+            .arg("-o")
+            .arg(ir),
+        hint,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.trim().is_empty(), "clang warned: {stderr}");
+    std::fs::read_to_string(ir).unwrap()
+}
+
+/// Every function of `ours` that `ir` defines carries its entry count (LLVM adds 1 to
+/// the head count, so that a profiled function is never 0): a defined function without
+/// one is a profile clang ignored. (Functions of the binary the source does not define,
+/// libc's, are not in the IR.) Returns how many functions were checked.
+pub fn assert_entry_counts_are_head_counts(ir: &str, ours: &TextProfile, context: &str) -> usize {
+    let mut checked = 0;
+    for (name, (_, head, _)) in ours {
+        if !defines_function(ir, name) {
+            continue;
+        }
+        let count = function_entry_count(ir, name).unwrap_or_else(|| {
+            panic!("{context}: clang defines {name} without function_entry_count")
+        });
+        assert_eq!(count, head + 1, "{context}: function_entry_count of {name}");
+        checked += 1;
+    }
+    checked
+}

@@ -22,7 +22,7 @@ use trace_elements::ElementSource;
 use crate::output::write_atomically;
 use crate::perf_file::{finish_reading, open, show_progress};
 use crate::trace_file::TraceFile;
-use crate::trace_input::{instruction_address, with_page_release, GapReportingSource, TraceArgs};
+use crate::trace_input::{instruction_address, GapReportingSource, TraceArgs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -261,7 +261,7 @@ fn counts_from_trace(arguments: &AutofdoArgs, path: &std::path::Path) -> Result<
     );
     let progress = decoder.progress();
     let mut source = GapReportingSource::new(decoder, path);
-    let (counts, summary) = with_page_release(&trace, progress, || -> Result<_> {
+    let (counts, summary) = trace.releasing_pages_during(&progress, || -> Result<_> {
         match arguments.sample_period {
             None => {
                 let counted = perf_session::count_trace(&mut source)?;

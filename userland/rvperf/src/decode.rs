@@ -1,7 +1,6 @@
 //! `rvperf decode`: N-Trace stream + ELF files -> PCs, blocks, instructions, messages or a summary.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -17,7 +16,7 @@ use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
 
 use crate::output::LineWriter;
 use crate::trace_file::TraceFile;
-use crate::trace_input::TraceArgs;
+use crate::trace_input::{TraceArgs, GAPS_SHOWN};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Output {
@@ -238,7 +237,6 @@ fn decode_flow(
     // prints it where it happened and warns about it.
     let options = options.with_recovery(Recovery::Resync);
     let mut printer = Printer::new(code, mode, multi_hart, trace_name);
-    let done = AtomicBool::new(false);
     let totals = if let Some(parallel) = parallel {
         let decoder = ParallelDecoder::new(
             trace.bytes(),
@@ -248,11 +246,8 @@ fn decode_flow(
             parallel,
         );
         let progress = decoder.progress();
-        let summary = std::thread::scope(|scope| {
-            scope.spawn(|| release_pages(trace, &progress, &done));
-            let summary = decoder.run(|decoded| printer.parallel(decoded, out));
-            done.store(true, Ordering::Relaxed);
-            summary
+        let summary = trace.releasing_pages_during(&progress, || {
+            decoder.run(|decoded| printer.parallel(decoded, out))
         });
         let summary = match summary {
             Ok(summary) => summary,
@@ -279,17 +274,8 @@ fn decode_flow(
             code.decode_infos().to_vec(),
             options,
         );
-        // Resident memory stays bounded however long the trace: a helper thread gives the
-        // mapped pages the decoder has passed back to the kernel (the summary path can run
-        // through the whole trace inside one decoder call).
         let progress = decoder.progress();
-        let printed = std::thread::scope(|scope| {
-            scope.spawn(|| release_pages(trace, &progress, &done));
-            let printed = printer.serial(&mut decoder, out);
-            done.store(true, Ordering::Relaxed);
-            printed
-        });
-        printed?;
+        trace.releasing_pages_during(&progress, || printer.serial(&mut decoder, out))?;
         DecodeTotals {
             statistics: decoder.statistics(),
             idle_bytes: decoder.idle_bytes(),
@@ -331,17 +317,6 @@ fn decode_flow(
     }
     Ok(())
 }
-
-/// Gives the mapped trace pages before `progress` back to the kernel until `done`.
-fn release_pages(trace: &TraceFile, progress: &AtomicU64, done: &AtomicBool) {
-    while !done.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(10));
-        trace.release_before(progress.load(Ordering::Relaxed));
-    }
-}
-
-/// Gap warnings printed in full; the rest are counted.
-const GAP_WARNINGS: usize = 5;
 
 /// Prints elements as `mode` wants, from either decoder, and collects the gaps that
 /// decode errors left for the warnings.
@@ -505,7 +480,7 @@ impl<'c> Printer<'c> {
             self.first_error = Some(cause.clone());
         }
         self.gaps += 1;
-        if self.gap_warnings.len() < GAP_WARNINGS {
+        if (self.gap_warnings.len() as u64) < GAPS_SHOWN {
             let hart = if self.multi_hart {
                 format!(" (hart {})", element.hart)
             } else {

@@ -16,7 +16,7 @@ use profiles::{FoldedStacks, StackWeight};
 use crate::output::write_atomically;
 use crate::perf_file::{finish_reading, open, show_progress, warn_problems, SymbolArgs};
 use crate::trace_file::TraceFile;
-use crate::trace_input::{with_page_release, GapReportingSource, TraceArgs};
+use crate::trace_input::{GapReportingSource, TraceArgs};
 
 /// What a stack's width counts in a flame graph of a trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -165,7 +165,7 @@ fn fold_trace(path: &std::path::Path, arguments: &FlamegraphArgs) -> Result<Fold
     );
     let progress = decoder.progress();
     let mut source = GapReportingSource::new(decoder, path);
-    let fold = with_page_release(&trace, progress, || {
+    let fold = trace.releasing_pages_during(&progress, || {
         perf_session::fold_trace(
             &mut source,
             &code,

@@ -26,7 +26,7 @@ use trace_elements::ElementSource;
 
 use crate::output::write_seekable_atomically;
 use crate::trace_file::TraceFile;
-use crate::trace_input::{instruction_address, with_page_release, GapReportingSource, TraceArgs};
+use crate::trace_input::{instruction_address, GapReportingSource, TraceArgs};
 
 /// `--itrace` without a period: perf's default instruction period for `--itrace=i`
 /// is 100,000 instructions; this is the nearest prime, so that samples do not lock
@@ -183,7 +183,7 @@ fn inject_trace(arguments: &InjectArgs, period: u64) -> Result<()> {
         mappings,
     );
     let mut injected = None;
-    with_page_release(&trace, progress, || {
+    trace.releasing_pages_during(&progress, || {
         write_seekable_atomically(output, |file| {
             let cannot_write = || format!("cannot write {}", output.display());
             let mut injector = TraceInjector::new(BufWriter::new(file), inject_options)

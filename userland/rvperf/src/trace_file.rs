@@ -3,13 +3,18 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use memmap2::{Mmap, UncheckedAdvice};
 
 /// How much decoded input to keep mapped before giving the pages back to the kernel.
 const RELEASE_STEP: usize = 4 << 20;
+
+/// How often the helper of [`TraceFile::releasing_pages_during`] looks at the decoder's
+/// position: pages are given back at most this late (a resource bound, not a result).
+const RELEASE_POLL: Duration = Duration::from_millis(10);
 
 pub struct TraceFile {
     map: Mmap,
@@ -61,5 +66,24 @@ impl TraceFile {
             };
             self.released.store(page_aligned, Ordering::Relaxed);
         }
+    }
+
+    /// Runs `work` (a decode) while a helper thread gives back the pages before
+    /// `progress` (the decoder's published position), so resident memory stays bounded
+    /// however long the trace: a summary decode can run through the whole trace inside
+    /// one decoder call.
+    pub fn releasing_pages_during<T>(&self, progress: &AtomicU64, work: impl FnOnce() -> T) -> T {
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    std::thread::sleep(RELEASE_POLL);
+                    self.release_before(progress.load(Ordering::Relaxed));
+                }
+            });
+            let result = work();
+            done.store(true, Ordering::Relaxed);
+            result
+        })
     }
 }

@@ -5,8 +5,6 @@
 //! keeps resident memory bounded and tells what it lost ([`GapReportingSource`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Args;
@@ -15,8 +13,6 @@ use ntrace_flow::{DecoderOptions, FlowDecoder, FlowError, Recovery, ReturnStackM
 use ntrace_message::{AddressWidth, MessageOptions};
 use perf_session::{PlacedElf, TraceCode};
 use trace_elements::{ElementKind, ElementSource, GapReason, TraceElement};
-
-use crate::trace_file::TraceFile;
 
 /// The trace and the code it ran: `#[command(flatten)]` into a command's arguments.
 #[derive(Debug, Args)]
@@ -129,8 +125,9 @@ impl TraceArgs {
     }
 }
 
-/// How many of the gaps' errors are shown one by one.
-const GAPS_SHOWN: u64 = 5;
+/// How many gaps are warned about one by one (the rest are counted), in every command
+/// that decodes a trace.
+pub const GAPS_SHOWN: u64 = 5;
 
 /// A decoder for profile building: reads around corrupt or truncated trace (each
 /// gap is warned about, up to a few, with its byte offset) and counts what it lost.
@@ -250,28 +247,6 @@ pub fn instruction_address(decoder: &FlowDecoder<'_>, start: u64, index: u32) ->
         .for_each_instruction(start, count, |pc| address = Some(pc))
         .then_some(address)
         .flatten()
-}
-
-/// Runs `work` while a helper thread gives the mapped pages of `trace` the decoder
-/// has passed back to the kernel, so resident memory stays bounded however long the
-/// trace.
-pub fn with_page_release<T>(
-    trace: &TraceFile,
-    decoder_progress: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    work: impl FnOnce() -> T,
-) -> T {
-    let done = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        scope.spawn(|| {
-            while !done.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(10));
-                trace.release_before(decoder_progress.load(Ordering::Relaxed));
-            }
-        });
-        let result = work();
-        done.store(true, Ordering::Relaxed);
-        result
-    })
 }
 
 #[cfg(test)]
