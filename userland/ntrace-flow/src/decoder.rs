@@ -122,8 +122,83 @@ struct Speculation {
     snapshots: Vec<Snapshot>,
     /// Items returned before the current batch.
     produced: usize,
-    /// Snapshots are taken at most this many bytes apart (the first few always).
-    spacing: u64,
+}
+
+/// A speculative decoder takes a snapshot at least this often (in messages), besides
+/// after each synchronisation and each seam it resumes at: after a pop of a stack entry
+/// from before the chunk, the join decodes from the snapshot before it, so the spacing
+/// bounds that serial work, while each snapshot copies the block profile.
+const SNAPSHOT_MESSAGES: u64 = 512;
+
+/// A speculative decoder whose walks keep getting lost (each return leaving a function
+/// entered before its chunk pops an entry it cannot know, as in a recursive sort whose
+/// comparisons are called through a pointer) stops after this many losses once they
+/// are more than one in [`GIVE_UP_RATIO`] messages: the join decodes the rest of the
+/// chunk serially anyway, and a decode that keeps losing only costs the other cores.
+const GIVE_UP_AFTER_LOSSES: u64 = 16;
+const GIVE_UP_RATIO: u64 = 64;
+
+/// Where a chunk of a parallel decode ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChunkEnd {
+    /// Before the first synchronisation message at or after the offset.
+    SyncAtOrAfter(u64),
+    /// Before the first message at or after the offset (where the next chunk starts).
+    Before(u64),
+}
+
+/// Messages another thread already read from the trace (the scans of a parallel
+/// decode's chunks), replayed instead of reading the bytes again.
+#[derive(Debug)]
+pub(crate) struct Replay {
+    /// Runs of consecutive messages, each following the one before in the trace.
+    parts: Vec<Arc<[Message]>>,
+    part: usize,
+    index: usize,
+    /// Where the last message replayed ends (its last byte's offset + 1).
+    end: u64,
+    /// Idle bytes between the messages replayed.
+    idle_bytes: u64,
+}
+
+impl Replay {
+    /// Replays `parts` from the first message at or after `start`.
+    pub(crate) fn new(parts: Vec<Arc<[Message]>>, start: u64) -> Self {
+        let index = parts.first().map_or(0, |first| {
+            first.partition_point(|message| message.offset < start)
+        });
+        Self {
+            parts,
+            part: 0,
+            index,
+            end: start,
+            idle_bytes: 0,
+        }
+    }
+
+    #[inline]
+    fn next(&mut self) -> Option<Message> {
+        loop {
+            let part = self.parts.get(self.part)?;
+            if let Some(&message) = part.get(self.index) {
+                self.index += 1;
+                self.idle_bytes += message.offset.saturating_sub(self.end);
+                self.end = message.offset + u64::from(message.length);
+                return Some(message);
+            }
+            self.part += 1;
+            self.index = 0;
+        }
+    }
+}
+
+/// How a chunk's hart starts at a seam (see `seam`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SeamStart {
+    pub(crate) src: u16,
+    /// The pc, which is also the U-ADDR reference address.
+    pub(crate) address: u64,
+    pub(crate) time: u64,
 }
 
 /// Which harts an error cost their flow.
@@ -140,6 +215,8 @@ enum Lost {
 pub struct FlowDecoder<'a> {
     trace: &'a [u8],
     messages: MessageDecoder<'a>,
+    /// Messages read already, taken before `messages` (which then goes on after them).
+    replay: Option<Replay>,
     /// Idle and skipped bytes counted by message decoders that `seek` replaced.
     idle_before: u64,
     skipped_before: u64,
@@ -168,6 +245,10 @@ pub struct FlowDecoder<'a> {
     /// The error behind the latest gap of [`Recovery::Resync`].
     recovered_error: Option<FlowError>,
     statistics: FlowStatistics,
+    /// Messages this decoder applied itself (not taken over from another's decode).
+    applied_messages: u64,
+    /// Walks a speculative decoder lost (see `Hart::lose_walk`).
+    walks_lost: u64,
     finished: bool,
     /// Trace bytes consumed, published for other threads (progress display, releasing
     /// pages of a mapped trace) without borrowing the decoder.
@@ -193,6 +274,7 @@ impl<'a> FlowDecoder<'a> {
         Self {
             trace,
             messages: MessageDecoder::new(trace, options.message),
+            replay: None,
             idle_before: 0,
             skipped_before: 0,
             stop: Stop {
@@ -213,6 +295,8 @@ impl<'a> FlowDecoder<'a> {
             pending_error: None,
             recovered_error: None,
             statistics: FlowStatistics::default(),
+            applied_messages: 0,
+            walks_lost: 0,
             finished: false,
             progress: Arc::new(AtomicU64::new(0)),
         }
@@ -262,11 +346,15 @@ impl<'a> FlowDecoder<'a> {
 
     /// Trace bytes consumed so far.
     pub fn position(&self) -> u64 {
-        self.messages.position()
+        match &self.replay {
+            Some(replay) => replay.end,
+            None => self.messages.position(),
+        }
     }
 
     pub fn idle_bytes(&self) -> u64 {
-        self.idle_before + self.messages.idle_bytes()
+        let replayed = self.replay.as_ref().map_or(0, |replay| replay.idle_bytes);
+        self.idle_before + replayed + self.messages.idle_bytes()
     }
 
     /// Trace bytes thrown away: unreadable messages and the bytes up to the next message
@@ -336,7 +424,7 @@ impl<'a> FlowDecoder<'a> {
             }
             let next = match self.held.take() {
                 Some(message) => Ok(Some(message)),
-                None => self.messages.next_message(),
+                None => self.next_message(),
             };
             match next {
                 Ok(Some(message)) => {
@@ -357,8 +445,7 @@ impl<'a> FlowDecoder<'a> {
                         }
                     }
                     if self.statistics.messages % 4096 == 0 {
-                        self.progress
-                            .store(self.messages.position(), Ordering::Relaxed);
+                        self.progress.store(self.position(), Ordering::Relaxed);
                     }
                     let hart = self.hart_index(message.src);
                     if let Err(error) = self.apply(hart, message) {
@@ -389,6 +476,53 @@ impl<'a> FlowDecoder<'a> {
         }
     }
 
+    /// The next message: replayed while there are, then read from the trace.
+    #[inline]
+    fn next_message(&mut self) -> Result<Option<Message>, ntrace_message::MessageError> {
+        if let Some(replay) = &mut self.replay {
+            if let Some(message) = replay.next() {
+                return Ok(Some(message));
+            }
+            self.end_replay();
+        }
+        self.messages.next_message()
+    }
+
+    /// Goes on reading the trace where the replayed messages end.
+    #[cold]
+    fn end_replay(&mut self) {
+        if let Some(replay) = self.replay.take() {
+            self.read_from(replay.end);
+            self.idle_before += replay.idle_bytes;
+        }
+    }
+
+    /// Reads messages from byte `offset` on (a message start).
+    fn read_from(&mut self, offset: u64) {
+        self.idle_before += self.messages.idle_bytes();
+        self.skipped_before += self.messages.skipped_bytes();
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(self.trace.len());
+        self.messages = MessageDecoder::new(&self.trace[start..], self.options.message)
+            .with_base_offset(start as u64);
+    }
+
+    /// Replays `replay` (messages from the current position on) before reading on.
+    pub(crate) fn replay(&mut self, replay: Replay) {
+        self.replay = Some(replay);
+    }
+
+    /// Drops what is left to replay (the messages are shared with other chunks).
+    pub(crate) fn release_replay(&mut self) {
+        if let Some(replay) = self.replay.take() {
+            self.idle_before += replay.idle_bytes + self.messages.idle_bytes();
+            self.skipped_before += self.messages.skipped_bytes();
+            self.messages =
+                MessageDecoder::new(&[], self.options.message).with_base_offset(replay.end);
+        }
+    }
+
     fn count_returned_error(&mut self) {
         if let Some(speculation) = &mut self.speculation {
             speculation.produced += 1;
@@ -408,25 +542,40 @@ impl<'a> FlowDecoder<'a> {
     /// with no knowledge of the state before it: every hart waits for its
     /// synchronisation, the stack entries pushed before are unknown. It records
     /// [`Snapshot`]s for the join to compare with the true state.
+    /// With a `seam`, its hart starts there instead, as after a synchronisation message.
     pub(crate) fn speculative(
         trace: &'a [u8],
         start: usize,
-        end: u64,
+        end: ChunkEnd,
+        seam: Option<SeamStart>,
         image: &'a CodeImage,
         files: Vec<FileDecodeInfo>,
         options: DecoderOptions,
     ) -> Self {
         let mut decoder = Self::new(trace, image, files, options);
         decoder.seek(start as u64);
-        decoder.stop = Stop {
-            offset: end,
-            rule: StopRule::SyncMessage,
+        decoder.stop = match end {
+            ChunkEnd::SyncAtOrAfter(offset) => Stop {
+                offset,
+                rule: StopRule::SyncMessage,
+            },
+            ChunkEnd::Before(offset) => Stop {
+                offset,
+                rule: StopRule::AnyMessage,
+            },
         };
-        let length = end.saturating_sub(start as u64).min(trace.len() as u64);
+        if let Some(seam) = seam {
+            decoder.harts.push(Hart::at_seam(
+                seam.src,
+                options.return_stack_depth,
+                options.return_stack_model,
+                seam.address,
+                seam.time,
+            ));
+        }
         decoder.speculation = Some(Box::new(Speculation {
             snapshots: Vec::new(),
             produced: 0,
-            spacing: length / 64,
         }));
         decoder.snapshot_due = true;
         decoder
@@ -434,13 +583,10 @@ impl<'a> FlowDecoder<'a> {
 
     /// Continues reading at byte `offset` (a message start), with the harts as they are.
     pub(crate) fn seek(&mut self, offset: u64) {
-        self.idle_before += self.messages.idle_bytes();
-        self.skipped_before += self.messages.skipped_bytes();
-        let start = usize::try_from(offset)
-            .unwrap_or(usize::MAX)
-            .min(self.trace.len());
-        self.messages = MessageDecoder::new(&self.trace[start..], self.options.message)
-            .with_base_offset(start as u64);
+        if let Some(replay) = self.replay.take() {
+            self.idle_before += replay.idle_bytes;
+        }
+        self.read_from(offset);
         self.held = None;
         self.active = None;
         self.finished = false;
@@ -459,7 +605,12 @@ impl<'a> FlowDecoder<'a> {
     /// Offset of the next message to apply (the end of the trace after the last).
     pub(crate) fn next_offset(&self) -> u64 {
         self.held
-            .map_or_else(|| self.messages.position(), |message| message.offset)
+            .map_or_else(|| self.position(), |message| message.offset)
+    }
+
+    /// Messages this decoder applied itself (without those [`Self::adopt`] took over).
+    pub(crate) fn applied_messages(&self) -> u64 {
+        self.applied_messages
     }
 
     /// Block of the element returned last (`NO_BLOCK` for other elements).
@@ -514,14 +665,11 @@ impl<'a> FlowDecoder<'a> {
         let Some(speculation) = &self.speculation else {
             return;
         };
-        let due = match speculation.snapshots.last() {
-            Some(last) => {
-                speculation.snapshots.len() < 4
-                    || offset.saturating_sub(last.offset) >= speculation.spacing
-            }
-            None => true,
-        };
-        if !due {
+        if speculation
+            .snapshots
+            .last()
+            .is_some_and(|last| last.offset == offset)
+        {
             return;
         }
         let items = speculation.produced + self.ready.len();
@@ -600,8 +748,7 @@ impl<'a> FlowDecoder<'a> {
     fn finish(&mut self) {
         self.finished = true;
         self.held = None;
-        self.progress
-            .store(self.messages.position(), Ordering::Relaxed);
+        self.progress.store(self.position(), Ordering::Relaxed);
         self.statistics.unresolved_units_at_end = self.harts.iter().fold(0u64, |total, hart| {
             total.saturating_add(hart.events.pending_units())
         });
@@ -622,9 +769,27 @@ impl<'a> FlowDecoder<'a> {
             .fold(self.statistics.skipped_units, |total, hart| {
                 total.saturating_add(hart.events.pending_units())
             });
+        // A speculative decode keeps a hart's message-level state after an error of its
+        // own walk, to resume at the next address a message gives.
+        let keeps_messages = self.speculation.is_some() && matches!(lost, Lost::Hart(_));
+        if keeps_messages {
+            self.walks_lost += 1;
+            if self.walks_lost > GIVE_UP_AFTER_LOSSES
+                && self.walks_lost * GIVE_UP_RATIO > self.applied_messages
+            {
+                self.finished = true;
+            }
+        }
+        let lose = |hart: &mut Hart| {
+            if keeps_messages && hart.events.is_synced() {
+                hart.lose_walk();
+            } else {
+                hart.unsync();
+            }
+        };
         match self.options.recovery {
             Recovery::ReturnError => {
-                self.harts[harts].iter_mut().for_each(Hart::unsync);
+                self.harts[harts].iter_mut().for_each(lose);
                 self.pending_error = Some(error);
             }
             Recovery::Resync => {
@@ -641,7 +806,7 @@ impl<'a> FlowDecoder<'a> {
                     if let (Lost::EveryHart, false) = (lost, hart.events.is_synced()) {
                         continue;
                     }
-                    hart.unsync();
+                    lose(hart);
                     let element = TraceElement {
                         hart: hart.events.src,
                         offset,
@@ -701,9 +866,12 @@ impl<'a> FlowDecoder<'a> {
     #[inline(always)]
     fn apply(&mut self, hart: usize, message: Message) -> Result<(), FlowError> {
         self.statistics.messages += 1;
+        self.applied_messages += 1;
         if message.is_sync() {
             self.statistics.sync_messages += 1;
             // A parallel decode's join can compare states once the sync is applied.
+            self.snapshot_due = self.speculation.is_some();
+        } else if self.statistics.messages % SNAPSHOT_MESSAGES == 0 {
             self.snapshot_due = self.speculation.is_some();
         }
         let offset = message.offset;
@@ -717,6 +885,10 @@ impl<'a> FlowDecoder<'a> {
                 return Ok(());
             }
             Event::Walk => {
+                if self.harts[hart].position.pc().is_none() && self.speculation.is_some() {
+                    self.resume_lost_walk(hart, offset);
+                    return Ok(());
+                }
                 self.active = Some(hart);
                 return Ok(());
             }
@@ -763,6 +935,18 @@ impl<'a> FlowDecoder<'a> {
         // Nothing to walk: the message's timestamp applies now.
         self.flush_time(hart, offset);
         Ok(())
+    }
+
+    /// A speculative decode's hart that lost its walk ([`Hart::lose_walk`]) skips the
+    /// walk of each message until one gives the address it ends at, and goes on from
+    /// there: a seam, where the join can compare states again.
+    #[cold]
+    fn resume_lost_walk(&mut self, hart: usize, offset: u64) {
+        if let Some(address) = self.harts[hart].events.skip_walk() {
+            self.harts[hart].position.jump_to(Some(address));
+            self.snapshot_due = true;
+        }
+        self.flush_time(hart, offset);
     }
 
     fn flush_time(&mut self, hart: usize, offset: u64) {

@@ -233,6 +233,59 @@ impl HartEvents {
         }
     }
 
+    /// A hart a speculative decode starts at a seam (see `seam`): synchronised, with the
+    /// U-ADDR reference address and time the messages before it gave, nothing pending,
+    /// and the return-stack entries from before unknown.
+    pub(crate) fn at_seam(
+        src: u16,
+        return_stack_depth: usize,
+        model: ReturnStackModel,
+        address: u64,
+        time: u64,
+    ) -> Self {
+        let mut hart = Self::new(src, return_stack_depth, model);
+        hart.sync = SyncState::Synced;
+        hart.last_address = address;
+        hart.time = time;
+        hart.stack.forget_base();
+        hart
+    }
+
+    /// A speculative decode's way past a walk it could not follow (a return to an
+    /// unknown stack entry): the flow is dropped, but not the message-level state
+    /// (synchronised, the reference address, the time), so that the hart can go on at
+    /// the next address a message gives ([`Self::skip_walk`]) instead of waiting for a
+    /// synchronisation message. The join never takes what the decode made in between.
+    pub(crate) fn lose_walk(&mut self) {
+        self.pending_units = 0;
+        self.pending_time = None;
+        self.end = None;
+        self.history.clear();
+        self.repeats_left = 0;
+        self.stack.clear();
+        self.stack.forget_base();
+    }
+
+    /// For a hart whose walk was lost ([`Self::lose_walk`]): drops the walk the message
+    /// just applied armed, and says where the hart is after it when the message gives
+    /// the address (an indirect branch, a trap, a synchronisation).
+    pub(crate) fn skip_walk(&mut self) -> Option<u64> {
+        let end = self.end;
+        self.lose_walk();
+        match end {
+            Some(WalkEnd::Address { target, .. }) => Some(target),
+            Some(WalkEnd::TakenBranch {
+                target: Some(target),
+                ..
+            }) => Some(target),
+            Some(WalkEnd::Stop { .. }) => {
+                self.unsync();
+                None
+            }
+            Some(WalkEnd::TakenBranch { target: None, .. }) | None => None,
+        }
+    }
+
     /// Forgets the flow: the hart waits for its next synchronisation message.
     pub(crate) fn unsync(&mut self) {
         if self.sync == SyncState::Synced {

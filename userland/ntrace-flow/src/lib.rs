@@ -28,6 +28,7 @@ mod history;
 mod instructions;
 mod parallel;
 mod return_stack;
+mod seam;
 mod walk;
 
 pub use block::{BlockExecutions, FileDecodeInfo};

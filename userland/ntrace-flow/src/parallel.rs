@@ -24,18 +24,21 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use code_image::CodeImage;
-use ntrace_message::MessageDecoder;
+use ntrace_message::Message;
 use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
 
 use crate::block::{visit_range, Block, FileDecodeInfo, NO_BLOCK};
-use crate::decoder::Snapshot;
+use crate::decoder::{ChunkEnd, Replay, SeamStart, Snapshot};
 use crate::return_stack::ReturnStackModel;
+use crate::seam::{self, ChunkScan, HartState};
 use crate::walk::BlockWalk;
 use crate::{BlockExecutions, DecoderOptions, FlowDecoder, FlowError, FlowStatistics};
 
-/// Largest automatic chunk: a few MB of trace per chunk keeps the cost of each chunk's
-/// cold block cache small, and the elements of a few chunks in flight fit in memory.
-pub const DEFAULT_CHUNK_BYTES: usize = 2 << 20;
+/// Largest automatic chunk: the messages a chunk's scan read are kept until its decode
+/// replays them (about 64 bytes each, some 10 to 40 times the trace bytes they came from),
+/// and a few chunks are in flight; smaller chunks cost a cold block cache and a seam
+/// check each.
+pub const DEFAULT_CHUNK_BYTES: usize = 256 << 10;
 
 /// Smallest automatic chunk: below it the cold block cache and the join's share of
 /// each chunk start to show.
@@ -175,6 +178,13 @@ pub struct ParallelSummary {
     pub skipped_bytes: u64,
     /// Instructions executed per block (in no particular order).
     pub block_profile: Vec<BlockExecutions>,
+    /// Messages the joining thread decoded itself, not taken from a chunk's decode: the
+    /// serial part of the work.
+    pub serial_messages: u64,
+    /// Chunks the trace was cut into, and how many of them started at a seam (see
+    /// `seam`) rather than a synchronisation message.
+    pub chunks: u64,
+    pub seam_starts: u64,
 }
 
 /// Decodes a trace on several threads; delivers exactly what [`FlowDecoder`] would.
@@ -201,7 +211,9 @@ enum ChunkItem {
 #[derive(Debug)]
 struct ChunkOutput<'a> {
     index: usize,
-    /// `None` when the chunk holds no synchronisation message of its own.
+    started_at_seam: bool,
+    /// `None` when the chunk has no start of its own (no synchronisation message, no
+    /// seam).
     decoded: Option<DecodedChunk<'a>>,
 }
 
@@ -283,15 +295,39 @@ impl<'a> ParallelDecoder<'a> {
         ));
         let this = &self;
         let delivered = pool.in_place_scope(|scope| {
+            let mut plan = Plan::new(chunks);
+            let mut scans = VecDeque::new();
+            let mut next_scan = 0;
             let mut receivers = VecDeque::new();
             let mut next = 0;
             for index in 0..chunks {
                 while next < chunks && next < index + window {
+                    // A chunk's end is where the next chunk with a start starts: plan
+                    // up to a few chunks ahead (scans are cheap and small).
+                    let horizon = (next + SCAN_AHEAD).min(chunks - 1);
+                    while next_scan < chunks && next_scan <= horizon {
+                        let (sender, receiver) = mpsc::sync_channel(1);
+                        let chunk = next_scan;
+                        scope.spawn(move |_| {
+                            let _ = sender.send(this.scan_chunk(chunk));
+                        });
+                        scans.push_back(receiver);
+                        next_scan += 1;
+                    }
+                    while plan.planned() <= horizon {
+                        let Some(scan) =
+                            scans.pop_front().and_then(|receiver| receiver.recv().ok())
+                        else {
+                            break;
+                        };
+                        plan.add(scan);
+                    }
+                    let (start, end, replay) = plan.chunk(next, this.chunk_end(next));
                     let (sender, receiver) = mpsc::sync_channel(1);
                     let chunk = next;
                     scope.spawn(move |_| {
                         // The receiver is gone only when the join stopped early.
-                        let _ = sender.send(this.decode_chunk(chunk));
+                        let _ = sender.send(this.decode_chunk(chunk, start, end, replay));
                     });
                     receivers.push_back(receiver);
                     next += 1;
@@ -311,34 +347,51 @@ impl<'a> ParallelDecoder<'a> {
         delivered.map_err(ParallelError::Consumer)
     }
 
-    /// Decodes chunk `index` speculatively: from the first synchronisation message at or
-    /// after its share's start to the first one at or after its end.
-    fn decode_chunk(&self, index: usize) -> ChunkOutput<'a> {
+    /// Where chunk `index`'s share of the trace ends (`u64::MAX` for the last).
+    fn chunk_end(&self, index: usize) -> u64 {
         let chunk_bytes = self.parallel.chunk_bytes as u64;
-        let begin = index as u64 * chunk_bytes;
-        let end = begin
-            .checked_add(chunk_bytes)
+        (index as u64 + 1)
+            .checked_mul(chunk_bytes)
             .filter(|&end| end < self.trace.len() as u64)
-            .unwrap_or(u64::MAX);
-        let start = if index == 0 {
-            Some(0)
-        } else {
-            self.first_sync(begin, end)
-        };
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Reads the messages that start in chunk `index`'s share (see `seam::scan`).
+    fn scan_chunk(&self, index: usize) -> ChunkScan {
+        let begin = index as u64 * self.parallel.chunk_bytes as u64;
+        seam::scan(
+            self.trace,
+            self.options.message,
+            begin,
+            self.chunk_end(index),
+        )
+    }
+
+    /// Decodes chunk `index` speculatively from `start` to `end`.
+    fn decode_chunk(
+        &self,
+        index: usize,
+        start: Option<ChunkStart>,
+        end: ChunkEnd,
+        replay: Vec<Arc<[Message]>>,
+    ) -> ChunkOutput<'a> {
         let Some(start) = start else {
             return ChunkOutput {
                 index,
+                started_at_seam: false,
                 decoded: None,
             };
         };
         let mut decoder = FlowDecoder::speculative(
             self.trace,
-            start,
+            usize::try_from(start.offset).unwrap_or(usize::MAX),
             end,
+            start.seam,
             self.image,
             self.files.clone(),
             self.options,
         );
+        decoder.replay(Replay::new(replay, start.offset));
         let mut items = Vec::new();
         loop {
             match decoder.next_element() {
@@ -348,8 +401,10 @@ impl<'a> ParallelDecoder<'a> {
             }
         }
         let snapshots = decoder.finish_speculation();
+        decoder.release_replay();
         ChunkOutput {
             index,
+            started_at_seam: start.seam.is_some(),
             decoded: Some(DecodedChunk {
                 decoder,
                 items,
@@ -357,26 +412,124 @@ impl<'a> ParallelDecoder<'a> {
             }),
         }
     }
+}
 
-    /// The first synchronisation message starting in `begin..end`, found by reading
-    /// messages from the first message start at or after `begin` (N-Trace is
-    /// self-synchronising: a message starts after every byte with MSEO=11).
-    fn first_sync(&self, begin: u64, end: u64) -> Option<usize> {
-        let from = usize::try_from(begin.checked_sub(1)?).ok()?;
-        let bytes = self.trace.get(from..)?;
-        let mut messages =
-            MessageDecoder::new(bytes, self.options.message).with_base_offset(from as u64);
-        messages.sync_forward()?;
-        loop {
-            match messages.next_message() {
-                Ok(Some(message)) if message.offset >= end => return None,
-                Ok(Some(message)) if message.is_sync() && message.offset >= begin => {
-                    return usize::try_from(message.offset).ok();
-                }
-                Ok(Some(_)) | Err(_) => {}
-                Ok(None) => return None,
+/// Chunks planned past the one whose decode is started, to find where it ends.
+const SCAN_AHEAD: usize = 2;
+
+/// Where a chunk's decoder starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ChunkStart {
+    offset: u64,
+    /// Set when it starts at a seam rather than at a synchronisation message (or the
+    /// trace's start).
+    seam: Option<SeamStart>,
+}
+
+/// The chunks' starts, found from their scans in order.
+#[derive(Debug)]
+struct Plan {
+    starts: Vec<Option<ChunkStart>>,
+    /// Each chunk's messages as its scan read them, and whether they are all of them,
+    /// until the decodes that replay them are started.
+    messages: Vec<Option<(Arc<[Message]>, bool)>>,
+    /// The message-level state before the next chunk to plan (`None`: unknowable).
+    state: Option<HartState>,
+    chunks: usize,
+}
+
+impl Plan {
+    fn new(chunks: usize) -> Self {
+        Self {
+            starts: Vec::with_capacity(chunks),
+            messages: Vec::with_capacity(chunks),
+            state: Some(HartState::START),
+            chunks,
+        }
+    }
+
+    /// Chunks planned so far.
+    fn planned(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// Plans the next chunk from its scan.
+    fn add(&mut self, scan: ChunkScan) {
+        let index = self.starts.len();
+        let at_seam = scan.seam.and_then(|seam| {
+            let state = seam.before.apply(self.state)?;
+            state.synced.then_some(ChunkStart {
+                offset: seam.offset,
+                seam: Some(SeamStart {
+                    src: seam.src,
+                    address: state.address,
+                    time: state.time,
+                }),
+            })
+        });
+        let at_sync = scan
+            .first_sync
+            .map(|offset| ChunkStart { offset, seam: None });
+        let start = if index == 0 {
+            Some(ChunkStart {
+                offset: 0,
+                seam: None,
+            })
+        } else {
+            match (at_seam, at_sync) {
+                (Some(seam), Some(sync)) if sync.offset < seam.offset => Some(sync),
+                (Some(seam), _) => Some(seam),
+                (None, sync) => sync,
+            }
+        };
+        self.starts.push(start);
+        self.state = if scan.several_harts {
+            None
+        } else {
+            scan.effect.apply(self.state)
+        };
+        self.messages
+            .push(Some((scan.messages.into(), scan.messages_complete)));
+    }
+
+    /// Chunk `index`'s start and end (`share_end`: where its share of the trace ends):
+    /// it ends where the next chunk with a start starts, or, when none is planned yet,
+    /// at the first synchronisation message from its share's end.
+    /// With the messages its decoder replays: those the scans read from its start up to
+    /// the next start (or the first unreadable one). The messages of the chunks before it
+    /// are not needed any more.
+    fn chunk(
+        &mut self,
+        index: usize,
+        share_end: u64,
+    ) -> (Option<ChunkStart>, ChunkEnd, Vec<Arc<[Message]>>) {
+        let start = self.starts.get(index).copied().flatten();
+        let next = self
+            .starts
+            .iter()
+            .enumerate()
+            .skip(index + 1)
+            .find_map(|(next, start)| start.map(|start| (next, start)));
+        let end = match next {
+            Some((_, next)) => ChunkEnd::Before(next.offset),
+            None if self.starts.len() >= self.chunks => ChunkEnd::Before(u64::MAX),
+            None => ChunkEnd::SyncAtOrAfter(share_end),
+        };
+        let last = next.map_or(self.messages.len(), |(next, _)| next + 1);
+        let mut replay = Vec::new();
+        for messages in self.messages.iter().take(last).skip(index) {
+            let Some((messages, complete)) = messages else {
+                break;
+            };
+            replay.push(Arc::clone(messages));
+            if !complete {
+                break;
             }
         }
+        for released in self.messages.iter_mut().take(index + 1) {
+            *released = None;
+        }
+        (start, end, replay)
     }
 }
 
@@ -392,6 +545,8 @@ struct Join<'a> {
     executed: HashMap<u64, BlockExecutions>,
     /// Block starts the parts taken from chunks looked up.
     looked_up: HashSet<u64>,
+    chunks: u64,
+    seam_starts: u64,
 }
 
 impl<'a> Join<'a> {
@@ -403,6 +558,8 @@ impl<'a> Join<'a> {
             known: HashMap::new(),
             executed: HashMap::new(),
             looked_up: HashSet::new(),
+            chunks: 0,
+            seam_starts: 0,
         }
     }
 
@@ -413,6 +570,8 @@ impl<'a> Join<'a> {
         deliver: &mut impl FnMut(Decoded<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
         let index = output.index;
+        self.chunks += 1;
+        self.seam_starts += u64::from(output.started_at_seam);
         match &output.decoded {
             Some(chunk) => {
                 for block in &chunk.decoder.walk().cache.blocks {
@@ -679,6 +838,9 @@ impl<'a> Join<'a> {
             idle_bytes: self.truth.idle_bytes(),
             skipped_bytes: self.truth.skipped_bytes(),
             block_profile: profile.into_values().collect(),
+            serial_messages: self.truth.applied_messages(),
+            chunks: self.chunks,
+            seam_starts: self.seam_starts,
         })
     }
 }

@@ -73,6 +73,31 @@ impl Hart {
         }
     }
 
+    /// A hart a speculative decode starts at a seam, at `address` (see `seam`).
+    pub(crate) fn at_seam(
+        src: u16,
+        return_stack_depth: usize,
+        model: ReturnStackModel,
+        address: u64,
+        time: u64,
+    ) -> Self {
+        Self {
+            events: HartEvents::at_seam(src, return_stack_depth, model, address, time),
+            position: Position {
+                pc: Some(address),
+                block: NO_BLOCK,
+                link: None,
+            },
+        }
+    }
+
+    /// Drops the walk but keeps the message-level state (a speculative decode only; see
+    /// `HartEvents::lose_walk`).
+    pub(crate) fn lose_walk(&mut self) {
+        self.events.lose_walk();
+        self.position.jump_to(None);
+    }
+
     /// Forgets the flow until the next synchronisation message.
     pub(crate) fn unsync(&mut self) {
         self.events.unsync();

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use code_image::{load_elf, CodeImage};
 use ntrace_flow::{
     BranchMode, Decoded, DecoderOptions, EncoderOptions, FileDecodeInfo, FlowDecoder,
-    FlowStatistics, ParallelDecoder, ParallelOptions, Recovery, TraceEncoder,
+    FlowStatistics, ParallelDecoder, ParallelOptions, ParallelSummary, Recovery, TraceEncoder,
 };
 use ntrace_message::{MessageDecoder, MessageOptions};
 use proptest::prelude::*;
@@ -455,5 +455,61 @@ proptest! {
         spliced.extend_from_slice(&bytes[..bytes.len().min(8)]);
         spliced.extend_from_slice(&TINY_HTM_TRACE[splice..]);
         assert_same(&spliced, tiny_htm(), options, 2, chunk_bytes);
+    }
+}
+
+/// What the parallel decode of `trace` did: the chunks, how many started at a seam, and
+/// the messages the join decoded itself.
+fn parallel_summary(trace: &[u8], options: DecoderOptions, chunk_bytes: usize) -> ParallelSummary {
+    let code = interp();
+    ParallelDecoder::new(
+        trace,
+        &code.image,
+        code.files.clone(),
+        options,
+        ParallelOptions::default()
+            .with_jobs(2)
+            .with_chunk_bytes(chunk_bytes),
+    )
+    .run(|_| Ok::<(), ()>(()))
+    .unwrap()
+}
+
+/// A trace with a single synchronisation message (what the reference encoder writes,
+/// and most captures hold) is still decoded in parallel: every chunk after the first
+/// starts at a seam (after a message that gives the address its walk ends at), with
+/// the reference address and time its scan computed, and the join decodes almost
+/// nothing itself. Cut only at synchronisation messages, the join decoded all of it.
+#[test]
+fn a_trace_with_one_synchronisation_is_cut_at_seams() {
+    let mut stamped = EncoderOptions::default();
+    stamped.message = MessageOptions::default().with_timestamps(true);
+    let mut variants = vec![stamped];
+    for mode in [BranchMode::Htm, BranchMode::Btm] {
+        let mut options = EncoderOptions::default();
+        options.mode = mode;
+        variants.push(options);
+    }
+    for mut encoder in variants {
+        encoder.periodic_sync = 0;
+        let trace = encode(encoder);
+        let options = decoder_options(&encoder);
+        for ranges in with_ranges(options) {
+            assert_same(&trace, interp(), ranges, 2, 2048);
+        }
+        let summary = parallel_summary(&trace, options, 2048);
+        assert_eq!(summary.statistics.sync_messages, 1, "{encoder:?}");
+        assert!(
+            summary.chunks >= 10,
+            "{encoder:?}: {} chunks",
+            summary.chunks
+        );
+        assert_eq!(summary.seam_starts, summary.chunks - 1, "{encoder:?}");
+        assert!(
+            summary.serial_messages * 20 < summary.statistics.messages,
+            "{encoder:?}: the join decoded {} of {} messages",
+            summary.serial_messages,
+            summary.statistics.messages
+        );
     }
 }

@@ -216,6 +216,15 @@ struct DecodeTotals {
     skipped_bytes: u64,
     /// (block start, instructions executed from it).
     block_profile: Vec<(u64, u64)>,
+    /// How a parallel decode shared the work.
+    parallel: Option<ParallelWork>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ParallelWork {
+    chunks: u64,
+    seam_starts: u64,
+    serial_messages: u64,
 }
 
 #[expect(
@@ -266,6 +275,11 @@ fn decode_flow(
                 .iter()
                 .map(|block| (block.start, block.instructions))
                 .collect(),
+            parallel: Some(ParallelWork {
+                chunks: summary.chunks,
+                seam_starts: summary.seam_starts,
+                serial_messages: summary.serial_messages,
+            }),
         }
     } else {
         let mut decoder = FlowDecoder::new(
@@ -284,6 +298,7 @@ fn decode_flow(
                 .block_profile()
                 .map(|block| (block.start, block.instructions))
                 .collect(),
+            parallel: None,
         }
     };
     let elapsed = started.elapsed();
@@ -592,6 +607,15 @@ fn write_summary(
         instructions as f64 / seconds / 1e6,
         bytes / seconds / 1e6
     ));
+    if let Some(work) = totals.parallel {
+        out.text(&format!(
+            "parallel decode:     {} chunks ({} started at a seam), {} messages decoded serially at the joins ({:.1}%)\n",
+            work.chunks,
+            work.seam_starts,
+            work.serial_messages,
+            100.0 * work.serial_messages as f64 / statistics.messages.max(1) as f64
+        ));
+    }
     write_hottest_functions(totals, code, instructions, out);
 }
 
