@@ -223,3 +223,61 @@ fn bad_inputs_are_refused_in_one_line_without_output() {
         "--weight time needs a trace with timestamps",
     );
 }
+
+/// The profiles of a parallel decode (chunks of 4 KiB, most starting at seams between
+/// the trace's synchronisation messages) are the serial decode's, byte for byte.
+#[test]
+fn profiles_decoded_on_several_threads_equal_the_serial_ones() {
+    let directory = work("jobs");
+    let trace = fixture().join("trace.nt");
+    let binary = fixture().join("autofdo");
+    let parallel = ["--jobs", "2", "--chunk-bytes", "4096"];
+    let serial = ["--jobs", "1"];
+    for weight in ["insns", "time"] {
+        let mut outputs = Vec::new();
+        for jobs in [&serial[..], &parallel[..]] {
+            let folded = directory.join(format!("{weight}-{}.folded", jobs[1]));
+            let mut arguments = vec![
+                "flamegraph",
+                "--trace",
+                text(&trace),
+                "--elf",
+                text(&binary),
+                "--timestamps",
+                "--weight",
+                weight,
+                "--folded",
+                "-o",
+                text(&folded),
+            ];
+            arguments.extend_from_slice(jobs);
+            let output = rvperf(&arguments);
+            assert!(output.status.success(), "{output:?}");
+            outputs.push(std::fs::read_to_string(&folded).unwrap());
+        }
+        assert!(!outputs[0].is_empty());
+        assert_eq!(outputs[0], outputs[1], "--weight {weight}");
+    }
+    let mut profiles = Vec::new();
+    for jobs in [&serial[..], &parallel[..]] {
+        let profile = directory.join(format!("profile-{}.afdo", jobs[1]));
+        let mut arguments = vec![
+            "autofdo",
+            "--trace",
+            text(&trace),
+            "--elf",
+            text(&binary),
+            "--binary",
+            text(&binary),
+            "--timestamps",
+            "-o",
+            text(&profile),
+        ];
+        arguments.extend_from_slice(jobs);
+        let output = rvperf(&arguments);
+        assert!(output.status.success(), "{output:?}");
+        profiles.push(std::fs::read(&profile).unwrap());
+    }
+    assert!(!profiles[0].is_empty());
+    assert_eq!(profiles[0], profiles[1]);
+}

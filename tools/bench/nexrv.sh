@@ -11,7 +11,8 @@
 #
 # Per trace: wall time, best of N, of `rvperf decode --output pcs >/dev/null` and of
 # `NexRv -deco ... -pcout /dev/null` (both print every retired PC), their ratio, and
-# rvperf's summary-mode speed (its own timer, best of N). Both decoders' PC output is
+# rvperf's summary-mode speed (its own timer, best of N) on one thread (`--jobs 1`) and
+# on two (`--jobs 2`, with the share of messages the joining thread decoded itself). Both decoders' PC output is
 # first checked against the ground truth once. Prints a markdown table for the README.
 # Not a test: figures depend on the machine and its load; compare within one run.
 #
@@ -62,8 +63,8 @@ best_wall() {
     echo "$best"
 }
 
-echo "| program | encoder | trace | messages | instructions per message | rvperf pcs | NexRv -deco | ratio | rvperf summary (own timer) |"
-echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| program | encoder | trace | messages | instructions per message | rvperf pcs | NexRv -deco | ratio | summary, 1 job | summary, 2 jobs | decoded serially (2 jobs) |"
+echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for name in interp qsort; do
     base=$work/$name
     for trace in rvperf-htm rvperf-btm nexrv-htm nexrv-btm nexrv-cs32-rpt2; do
@@ -78,16 +79,22 @@ for name in interp qsort; do
         summary=$("$rvperf" decode --elf "$base" --trace "$file" --output summary)
         messages=$(awk '/^messages:/ {print $2}' <<<"$summary")
         instructions=$(awk '/^instructions:/ {print $2}' <<<"$summary")
-        best_speed=0
-        for _ in $(seq "$runs"); do
-            speed=$("$rvperf" decode --elf "$base" --trace "$file" --output summary |
-                sed -n 's/^decode time: *[0-9.]* s (\([0-9.]*\) M instructions\/s.*/\1/p')
-            if awk "BEGIN{exit !($speed > $best_speed)}"; then best_speed=$speed; fi
+        speeds=""
+        for jobs in 1 2; do
+            best_speed=0
+            for _ in $(seq "$runs"); do
+                speed=$("$rvperf" decode --elf "$base" --trace "$file" --output summary --jobs "$jobs" |
+                    sed -n 's/^decode time: *[0-9.]* s (\([0-9.]*\) M instructions\/s.*/\1/p')
+                if awk "BEGIN{exit !($speed > $best_speed)}"; then best_speed=$speed; fi
+            done
+            speeds="$speeds | $(awk "BEGIN{printf \"%.2f G/s\", $best_speed/1000}")"
         done
+        serial=$("$rvperf" decode --elf "$base" --trace "$file" --output summary --jobs 2 --parallel-work |
+            sed -n 's/^parallel decode:.*(\([0-9.]*%\)).*/\1/p')
         ours=$(best_wall "$runs" "$rvperf" decode --elf "$base" --trace "$file" --output pcs)
         theirs=$(best_wall "$runs" "$nexrv" -deco "$file" -pcinfo "$base.pcinfo" -pcout /dev/null -none)
         encoder=${trace%%-*}
         mode=${trace#*-}
-        echo "| $name | $encoder | $mode | $messages | $(awk "BEGIN{printf \"%.1f\", $instructions/$messages}") | ${ours} s | ${theirs} s | $(awk "BEGIN{printf \"%.1fx\", $theirs/$ours}") | $(awk "BEGIN{printf \"%.2f G/s\", $best_speed/1000}") |"
+        echo "| $name | $encoder | $mode | $messages | $(awk "BEGIN{printf \"%.1f\", $instructions/$messages}") | ${ours} s | ${theirs} s | $(awk "BEGIN{printf \"%.1fx\", $theirs/$ours}")$speeds | $serial |"
     done
 done

@@ -22,10 +22,10 @@ done
 program=$work/interp
 
 # best of N: the smallest wall time, and the largest peak RSS seen
-measure() { # measure RUNS OUTPUT_MODE TRACE -> "seconds peak_kib"
-    local runs=$1 mode=$2 trace=$3 best="" peak=0 line seconds kib
+measure() { # measure RUNS OUTPUT_MODE TRACE [JOBS] -> "seconds peak_kib"
+    local runs=$1 mode=$2 trace=$3 jobs=${4:-1} best="" peak=0 line seconds kib
     for _ in $(seq "$runs"); do
-        line=$( { /usr/bin/time -f "%e %M" "$rvperf" decode --elf "$program" --trace "$trace" --output "$mode" >/dev/null; } 2>&1 | tail -n1)
+        line=$( { /usr/bin/time -f "%e %M" "$rvperf" decode --elf "$program" --trace "$trace" --output "$mode" --jobs "$jobs" >/dev/null; } 2>&1 | tail -n1)
         seconds=${line% *}; kib=${line#* }
         if [ -z "$best" ] || awk "BEGIN{exit !($seconds < $best)}"; then best=$seconds; fi
         [ "$kib" -gt "$peak" ] && peak=$kib
@@ -33,24 +33,28 @@ measure() { # measure RUNS OUTPUT_MODE TRACE -> "seconds peak_kib"
     echo "$best $peak"
 }
 
-echo "| trace | instructions | trace MB | output | best decode speed (rvperf's own timer) | wall time (best of 5) | instructions/s (wall) | peak RSS |"
-echo "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"
+echo "| trace | instructions | trace MB | output | jobs | best decode speed (rvperf's own timer) | wall time (best of 5) | instructions/s (wall) | peak RSS |"
+echo "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
 for mode in htm btm; do
     trace=$work/interp-$iterations-$mode.nt
     summary=$("$rvperf" decode --elf "$program" --trace "$trace" --output summary)
     instructions=$(awk '/^instructions:/ {print $2}' <<<"$summary")
     megabytes=$(awk "BEGIN{printf \"%.1f\", $(stat -c %s "$trace")/1e6}")
-    best_speed=0
-    for _ in 1 2 3 4 5; do
-        speed=$("$rvperf" decode --elf "$program" --trace "$trace" --output summary | sed -n 's/^decode time: *[0-9.]* s (\([0-9.]*\) M instructions\/s, \([0-9.]*\) MB.*/\1 M instr\/s, \2 MB\/s/p')
-        value=${speed%% *}
-        if awk "BEGIN{exit !($value > ${best_speed%% *})}"; then best_speed=$speed; fi
-    done
-    for output in summary pcs; do
-        read -r seconds peak < <(measure 5 "$output" "$trace")
+    for run in "summary 1" "summary 2" "pcs 2"; do
+        read -r output jobs <<<"$run"
+        shown_speed="-"
+        if [ "$output" = summary ]; then
+            best_speed=0
+            for _ in 1 2 3 4 5; do
+                speed=$("$rvperf" decode --elf "$program" --trace "$trace" --output summary --jobs "$jobs" | sed -n 's/^decode time: *[0-9.]* s (\([0-9.]*\) M instructions\/s, \([0-9.]*\) MB.*/\1 M instr\/s, \2 MB\/s/p')
+                value=${speed%% *}
+                if awk "BEGIN{exit !($value > ${best_speed%% *})}"; then best_speed=$speed; fi
+            done
+            shown_speed=$best_speed
+        fi
+        read -r seconds peak < <(measure 5 "$output" "$trace" "$jobs")
         rate=$(awk "BEGIN{printf \"%.1f M\", $instructions/$seconds/1e6}")
-        shown_speed=$([ "$output" = summary ] && echo "$best_speed" || echo "-")
-        echo "| interp $iterations ${mode^^} | $instructions | $megabytes | $output | $shown_speed | ${seconds} s | $rate | $((peak / 1024)) MiB |"
+        echo "| interp $iterations ${mode^^} | $instructions | $megabytes | $output | $jobs | $shown_speed | ${seconds} s | $rate | $((peak / 1024)) MiB |"
     done
 done
 
@@ -59,7 +63,9 @@ done
 # stream four times as long).
 trace=$work/interp-$iterations-htm.nt
 cat "$trace" "$trace" "$trace" "$trace" > "$work/interp-$iterations-htm-x4.nt"
-read -r _ peak1 < <(measure 1 summary "$trace")
-read -r _ peak4 < <(measure 1 summary "$work/interp-$iterations-htm-x4.nt")
-echo
-echo "Peak RSS, summary mode: 1x trace $((peak1 / 1024)) MiB, 4x trace $((peak4 / 1024)) MiB."
+for jobs in 1 2; do
+    read -r _ peak1 < <(measure 1 summary "$trace" "$jobs")
+    read -r _ peak4 < <(measure 1 summary "$work/interp-$iterations-htm-x4.nt" "$jobs")
+    echo
+    echo "Peak RSS, summary mode, $jobs job(s): 1x trace $((peak1 / 1024)) MiB, 4x trace $((peak4 / 1024)) MiB."
+done

@@ -10,8 +10,8 @@
 //! instruction, as libipt's instruction flow decoder. What to do after an error is an
 //! option ([`Recovery`]): return it, or report a gap and resynchronise.
 //! [`ParallelDecoder`] gives the same output from chunks of the trace cut at
-//! synchronisation messages and decoded on all cores (`parallel` says how the chunks
-//! are joined exactly). [`TraceEncoder`] is the opposite: a
+//! synchronisation messages, or at seams the messages alone locate (`seam`), and
+//! decoded on all cores (`parallel` says how the chunks are joined exactly). [`TraceEncoder`] is the opposite: a
 //! model of a trace encoder that turns a retired-instruction stream into N-Trace bytes,
 //! used by tests and for emulating hardware.
 //!
@@ -37,7 +37,7 @@ pub use encoder::{BranchMode, EncodeError, EncoderOptions, EncoderStatistics, Tr
 pub use instructions::{InstructionDecoder, InstructionError, InstructionStep, TracedInstruction};
 pub use parallel::{
     Decoded, DecodedElement, ParallelDecoder, ParallelError, ParallelOptions, ParallelSummary,
-    DEFAULT_CHUNK_BYTES,
+    PulledElements, DEFAULT_CHUNK_BYTES,
 };
 pub use return_stack::ReturnStackModel;
 

@@ -1,18 +1,28 @@
-//! Parallel decode: the trace cut into chunks at synchronisation messages, each decoded
-//! on its own core, joined in order into exactly the serial decoder's output.
+//! Parallel decode: the trace cut into chunks, each decoded on its own core, joined in
+//! order into exactly the serial decoder's output.
 //!
-//! A chunk's decoder starts knowing nothing of the state before the chunk: its harts
-//! wait for their synchronisation message, and the return-stack entries pushed before
-//! are unknown (popping one is counted, never guessed). It records [`Snapshot`]s of its
-//! state before the message after each synchronisation. The join, sequential and in
+//! Each chunk's messages are first read (`seam::scan`, on any core; the decode then
+//! replays them rather than reading the bytes again). A chunk starts at its first
+//! synchronisation message or, earlier, at its first *seam*: the message after one
+//! whose walk ends at the address it gives (an indirect branch, a trap), where the
+//! scans of the chunks before it, applied in order, give the U-ADDR reference address
+//! and the time (see `seam`). So a trace with a single synchronisation message is cut
+//! as finely as one with many.
+//!
+//! A chunk's decoder knows nothing else of the state before the chunk: the harts it
+//! was not started for wait for their synchronisation, and the return-stack entries
+//! pushed before are unknown (popping one is counted, never guessed; the hart then
+//! drops its walk, keeps its message-level state and goes on at the next seam). It
+//! records [`Snapshot`]s of its state at its start, after each synchronisation and
+//! seam it resumed at, and every few hundred messages. The join, sequential and in
 //! order, owns the one decoder with the true state (the truth): it decodes the start of
 //! each chunk itself up to the first snapshot whose state the true state continues as
 //! (the same addresses, counts, history, time; the speculative stack a top part of the
 //! true one), takes the chunk's elements from there up to the snapshot before the first
 //! error or unknown stack entry the chunk's decoder met, then takes over that snapshot's
 //! state (the true stack entries put back below the chunk's) and goes on the same way.
-//! In the common case (each hart synchronised at the chunk's start, no pop below the
-//! chunk's own stack entries) the join decodes one message per chunk and copies the rest.
+//! In the common case (the chunk's start state exact, no pop below the chunk's own
+//! stack entries) the join decodes nothing and copies the chunk's elements.
 //!
 //! Instruction ranges are never extended across a seam by the chunks; the join merges
 //! consecutive ranges exactly as the serial decoder does (same hart, the first ending
@@ -25,7 +35,7 @@ use std::sync::Arc;
 
 use code_image::CodeImage;
 use ntrace_message::Message;
-use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
+use trace_elements::{ElementKind, ElementSource, GapReason, RangeEnd, TraceElement};
 
 use crate::block::{visit_range, Block, FileDecodeInfo, NO_BLOCK};
 use crate::decoder::{ChunkEnd, Replay, SeamStart, Snapshot};
@@ -269,6 +279,59 @@ impl<'a> ParallelDecoder<'a> {
         }
     }
 
+    /// Decodes on other threads while `consume` pulls the elements in order on this
+    /// one ([`PulledElements`] is an [`ElementSource`]), for consumers written against
+    /// the serial decoder's pull interface. Instructions of a range cannot be listed
+    /// this way (the blocks stay with the decoding threads): consumers that need them
+    /// use [`Self::run`]. Returns what `consume` returned and, when the decode ran to
+    /// its end, its summary (`None` when `consume` stopped pulling early).
+    pub fn pull<R>(
+        self,
+        consume: impl FnOnce(&mut PulledElements) -> R,
+    ) -> Result<(R, Option<ParallelSummary>), ParallelError<std::convert::Infallible>> {
+        std::thread::scope(|scope| {
+            let (sender, receiver) = mpsc::sync_channel::<Vec<Pulled>>(PULL_BATCHES_IN_FLIGHT);
+            let decode = scope.spawn(move || {
+                let mut batch = Vec::with_capacity(PULL_BATCH);
+                let summary = self.run(|decoded| {
+                    batch.push(match decoded {
+                        Decoded::Element(decoded) => {
+                            Pulled::Element(decoded.element, decoded.recovered_error().cloned())
+                        }
+                        Decoded::Error(error) => Pulled::Error(error),
+                    });
+                    if batch.len() == PULL_BATCH {
+                        let full = std::mem::replace(&mut batch, Vec::with_capacity(PULL_BATCH));
+                        // The consumer stopped pulling: stop decoding.
+                        sender.send(full).map_err(|_| PullStopped)?;
+                    }
+                    Ok(())
+                });
+                if !batch.is_empty() {
+                    let _ = sender.send(batch);
+                }
+                summary
+            });
+            let mut pulled = PulledElements {
+                receiver,
+                batch: Vec::new().into_iter(),
+                recovered_error: None,
+            };
+            let result = consume(&mut pulled);
+            // Dropping the receiver stops a decode the consumer left early.
+            drop(pulled);
+            let summary = match decode.join() {
+                Ok(Ok(summary)) => Some(summary),
+                Ok(Err(ParallelError::Consumer(PullStopped))) => None,
+                Ok(Err(ParallelError::ThreadPool(error))) => {
+                    return Err(ParallelError::ThreadPool(error))
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            };
+            Ok((result, summary))
+        })
+    }
+
     /// Trace bytes joined so far (advisory, as [`FlowDecoder::progress`]).
     pub fn progress(&self) -> Arc<AtomicU64> {
         Arc::clone(&self.progress)
@@ -410,6 +473,70 @@ impl<'a> ParallelDecoder<'a> {
                 items,
                 snapshots,
             }),
+        }
+    }
+}
+
+/// Elements per batch handed from the decode to a [`ParallelDecoder::pull`] consumer,
+/// and batches in flight: enough to keep both sides busy, a bounded amount of memory.
+const PULL_BATCH: usize = 4096;
+const PULL_BATCHES_IN_FLIGHT: usize = 4;
+
+/// The consumer of [`ParallelDecoder::pull`] stopped pulling.
+#[derive(Debug)]
+struct PullStopped;
+
+/// One output of a parallel decode, as [`PulledElements`] hands it over.
+#[derive(Debug)]
+enum Pulled {
+    /// An element, with the error behind it when it is a decode error's gap.
+    Element(TraceElement, Option<FlowError>),
+    Error(FlowError),
+}
+
+/// The elements of a [`ParallelDecoder::pull`], in the serial decoder's order.
+#[derive(Debug)]
+pub struct PulledElements {
+    receiver: mpsc::Receiver<Vec<Pulled>>,
+    batch: std::vec::IntoIter<Pulled>,
+    recovered_error: Option<FlowError>,
+}
+
+impl PulledElements {
+    /// With [`crate::Recovery::Resync`]: the error behind the `GapReason::DecodeError`
+    /// gap returned last (as [`FlowDecoder::last_recovered_error`]).
+    pub fn last_recovered_error(&self) -> Option<&FlowError> {
+        self.recovered_error.as_ref()
+    }
+}
+
+impl ElementSource for PulledElements {
+    type Error = FlowError;
+
+    #[inline]
+    fn next_element(&mut self) -> Result<Option<TraceElement>, FlowError> {
+        let pulled = match self.batch.next() {
+            Some(pulled) => pulled,
+            None => match self.receiver.recv() {
+                Ok(batch) => {
+                    self.batch = batch.into_iter();
+                    match self.batch.next() {
+                        Some(pulled) => pulled,
+                        None => return Ok(None),
+                    }
+                }
+                // The decode ended (or failed: its summary says).
+                Err(_) => return Ok(None),
+            },
+        };
+        match pulled {
+            Pulled::Element(element, error) => {
+                if error.is_some() {
+                    self.recovered_error = error;
+                }
+                Ok(Some(element))
+            }
+            Pulled::Error(error) => Err(error),
         }
     }
 }

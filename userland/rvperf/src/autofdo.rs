@@ -22,7 +22,7 @@ use trace_elements::ElementSource;
 use crate::output::write_atomically;
 use crate::perf_file::{finish_reading, open, show_progress};
 use crate::trace_file::TraceFile;
-use crate::trace_input::{instruction_address, GapReportingSource, TraceArgs};
+use crate::trace_input::{decode_trace, instruction_address, JobsArgs, TraceArgs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -61,6 +61,9 @@ pub struct AutofdoArgs {
     /// --elf places it (and the other files the trace ran through).
     #[command(flatten)]
     trace_input: TraceArgs,
+    /// Threads decoding a trace (the exact profile; --sample-period decodes on one).
+    #[command(flatten)]
+    jobs: JobsArgs,
     /// With --trace: the profile an LBR or CTR sampling every N retired instructions
     /// would have given (a branch stack of --branches entries each time), for
     /// comparison with a recording, instead of the exact one.
@@ -253,18 +256,25 @@ fn counts_from_trace(arguments: &AutofdoArgs, path: &std::path::Path) -> Result<
         );
     };
     let trace = TraceFile::open(path)?;
-    let decoder = ntrace_flow::FlowDecoder::new(
-        trace.bytes(),
-        code.image(),
-        code.decode_infos().to_vec(),
-        arguments.trace_input.decoder_options(&code),
-    );
-    let progress = decoder.progress();
-    let mut source = GapReportingSource::new(decoder, path);
-    let (counts, summary) = trace.releasing_pages_during(&progress, || -> Result<_> {
-        match arguments.sample_period {
+    // A sampled profile places samples on instructions, which only the serial decoder
+    // lists.
+    let serial = JobsArgs {
+        jobs: Some(1),
+        chunk_bytes: None,
+    };
+    let jobs = match arguments.sample_period {
+        None => &arguments.jobs,
+        Some(_) => &serial,
+    };
+    let (counts, summary) = decode_trace(
+        &arguments.trace_input,
+        jobs,
+        &code,
+        &trace,
+        path,
+        |source| match arguments.sample_period {
             None => {
-                let counted = perf_session::count_trace(&mut source)?;
+                let counted = perf_session::count_trace(source)?;
                 let statistics = counted.statistics;
                 let summary = format!(
                     "{} instructions traced, {} branches taken, ",
@@ -279,19 +289,18 @@ fn counts_from_trace(arguments: &AutofdoArgs, path: &std::path::Path) -> Result<
                 ))?;
                 while let Some(element) = source.next_element()? {
                     sampled.add(&element, |start, index| {
-                        instruction_address(source.decoder(), start, index)
+                        instruction_address(source.source(), start, index)
                     });
                 }
                 let statistics = sampled.statistics();
                 let summary = format!(
-                    "{} instructions traced, {} samples of {} branches every {period} instructions, ",
-                    statistics.instructions, statistics.samples, arguments.branches
-                );
+                        "{} instructions traced, {} samples of {} branches every {period} instructions, ",
+                        statistics.instructions, statistics.samples, arguments.branches
+                    );
                 Ok((sampled.counts, summary))
             }
-        }
-    })?;
-    source.finish(trace.bytes().len())?;
+        },
+    )?;
     Ok(ProfileCounts {
         counts: code.counts_of_file(&counts, file),
         source: summary,

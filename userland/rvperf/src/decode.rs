@@ -16,7 +16,7 @@ use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
 
 use crate::output::LineWriter;
 use crate::trace_file::TraceFile;
-use crate::trace_input::{TraceArgs, GAPS_SHOWN};
+use crate::trace_input::{JobsArgs, TraceArgs, GAPS_SHOWN};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Output {
@@ -40,14 +40,14 @@ pub struct DecodeArgs {
     /// What to print.
     #[arg(long, value_enum, default_value_t = Output::Summary)]
     output: Output,
-    /// Threads decoding chunks of the trace cut at synchronisation messages (default: the
-    /// available cores; 1: the serial decoder). The output is the same for any number.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    jobs: Option<u16>,
-    /// Trace bytes per chunk of a parallel decode (tests cut tiny chunks to cross many
-    /// seams).
-    #[arg(long, value_name = "BYTES", hide = true, value_parser = clap::value_parser!(u64).range(1..))]
-    chunk_bytes: Option<u64>,
+    /// Threads decoding the trace.
+    #[command(flatten)]
+    jobs: JobsArgs,
+    /// With --output summary and more than one job: also say how the parallel decode
+    /// shared the work (chunks, how many started between synchronisation messages, what
+    /// the joining thread decoded itself).
+    #[arg(long)]
+    parallel_work: bool,
 }
 
 pub fn run(arguments: &DecodeArgs) -> Result<()> {
@@ -80,20 +80,14 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
                 .input
                 .decoder_options(&code)
                 .with_instruction_ranges(mode != Output::Summary);
-            let jobs = arguments.jobs.map_or_else(
-                || std::thread::available_parallelism().map_or(1, usize::from),
-                usize::from,
-            );
+            let jobs = arguments.jobs.jobs();
             // Outputs that print every instruction or block keep this thread busy printing
             // what the others decode: one thread fewer decodes.
             let decoding = match mode {
                 Output::Summary => jobs,
                 _ => jobs.saturating_sub(1).max(1),
             };
-            let mut parallel = ParallelOptions::default().with_jobs(decoding);
-            if let Some(bytes) = arguments.chunk_bytes {
-                parallel = parallel.with_chunk_bytes(usize::try_from(bytes).unwrap_or(usize::MAX));
-            }
+            let parallel = arguments.jobs.parallel_options(decoding);
             decode_flow(
                 &trace,
                 &code,
@@ -101,6 +95,7 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
                 (jobs > 1).then_some(parallel),
                 mode,
                 arguments.input.src_bits > 0,
+                arguments.parallel_work,
                 &mut out,
                 &trace_name,
             )?;
@@ -238,6 +233,7 @@ fn decode_flow(
     parallel: Option<ParallelOptions>,
     mode: Output,
     multi_hart: bool,
+    show_parallel_work: bool,
     out: &mut LineWriter<impl Write>,
     trace_name: &str,
 ) -> Result<()> {
@@ -328,7 +324,15 @@ fn decode_flow(
         );
     }
     if mode == Output::Summary {
-        write_summary(&totals, code, trace, trace_name, elapsed, out);
+        write_summary(
+            &totals,
+            show_parallel_work,
+            code,
+            trace,
+            trace_name,
+            elapsed,
+            out,
+        );
     }
     Ok(())
 }
@@ -553,6 +557,7 @@ fn instruction_line(code: &TraceCode, pc: u64, line: &mut String) {
 
 fn write_summary(
     totals: &DecodeTotals,
+    show_parallel_work: bool,
     code: &TraceCode,
     trace: &TraceFile,
     trace_name: &str,
@@ -607,7 +612,7 @@ fn write_summary(
         instructions as f64 / seconds / 1e6,
         bytes / seconds / 1e6
     ));
-    if let Some(work) = totals.parallel {
+    if let Some(work) = totals.parallel.filter(|_| show_parallel_work) {
         out.text(&format!(
             "parallel decode:     {} chunks ({} started at a seam), {} messages decoded serially at the joins ({:.1}%)\n",
             work.chunks,

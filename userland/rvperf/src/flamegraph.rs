@@ -8,7 +8,6 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use ntrace_flow::FlowDecoder;
 use perf_session::{FoldOptions, InlineFrames, Session, SymbolOptions, TraceFoldOptions, Weight};
 use profiles::flamegraph::{write_differential_flamegraph, write_flamegraph, FlameGraphOptions};
 use profiles::{FoldedStacks, StackWeight};
@@ -16,7 +15,7 @@ use profiles::{FoldedStacks, StackWeight};
 use crate::output::write_atomically;
 use crate::perf_file::{finish_reading, open, show_progress, warn_problems, SymbolArgs};
 use crate::trace_file::TraceFile;
-use crate::trace_input::{GapReportingSource, TraceArgs};
+use crate::trace_input::{decode_trace, JobsArgs, TraceArgs};
 
 /// What a stack's width counts in a flame graph of a trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -80,6 +79,9 @@ pub struct FlamegraphArgs {
     /// What a stack's width counts in a flame graph of a trace.
     #[arg(long, value_enum, default_value = "insns", requires = "trace")]
     weight: TraceWeight,
+    /// Threads decoding a trace.
+    #[command(flatten)]
+    jobs: JobsArgs,
 }
 
 pub fn run(arguments: &FlamegraphArgs) -> Result<()> {
@@ -157,23 +159,21 @@ fn fold_trace(path: &std::path::Path, arguments: &FlamegraphArgs) -> Result<Fold
     };
     let code = arguments.trace_input.load_code()?;
     let trace = TraceFile::open(path)?;
-    let decoder = FlowDecoder::new(
-        trace.bytes(),
-        code.image(),
-        code.decode_infos().to_vec(),
-        arguments.trace_input.decoder_options(&code),
-    );
-    let progress = decoder.progress();
-    let mut source = GapReportingSource::new(decoder, path);
-    let fold = trace.releasing_pages_during(&progress, || {
-        perf_session::fold_trace(
-            &mut source,
-            &code,
-            symbol_options(arguments),
-            TraceFoldOptions::new(weight),
-        )
-    })?;
-    source.finish(trace.bytes().len())?;
+    let fold = decode_trace(
+        &arguments.trace_input,
+        &arguments.jobs,
+        &code,
+        &trace,
+        path,
+        |source| {
+            Ok(perf_session::fold_trace(
+                source,
+                &code,
+                symbol_options(arguments),
+                TraceFoldOptions::new(weight),
+            )?)
+        },
+    )?;
     warn_problems(&fold.processes);
     let statistics = fold.statistics;
     if statistics.instructions_without_time > 0 && weight == StackWeight::Time {

@@ -26,7 +26,7 @@ use trace_elements::ElementSource;
 
 use crate::output::write_seekable_atomically;
 use crate::trace_file::TraceFile;
-use crate::trace_input::{instruction_address, GapReportingSource, TraceArgs};
+use crate::trace_input::{instruction_address, GapReportingSource, TraceArgs, TraceSource};
 
 /// `--itrace` without a period: perf's default instruction period for `--itrace=i`
 /// is 100,000 instructions; this is the nearest prime, so that samples do not lock
@@ -174,7 +174,8 @@ fn inject_trace(arguments: &InjectArgs, period: u64) -> Result<()> {
         arguments.trace.decoder_options(&code),
     );
     let progress = decoder.progress();
-    let mut source = GapReportingSource::new(decoder, trace_path);
+    // Samples are placed on instructions, which only the serial decoder lists.
+    let mut source = GapReportingSource::new(TraceSource::Serial(Box::new(decoder)), trace_path);
     let output = &arguments.output;
     let inject_options = TraceInjectOptions::new(
         SamplerOptions::new(period, usize::from(arguments.branches)),
@@ -191,7 +192,7 @@ fn inject_trace(arguments: &InjectArgs, period: u64) -> Result<()> {
             while let Some(element) = source.next_element()? {
                 injector
                     .add(&element, |start, index| {
-                        instruction_address(source.decoder(), start, index)
+                        instruction_address(source.source(), start, index)
                     })
                     .with_context(cannot_write)?;
             }

@@ -9,9 +9,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use clap::Args;
 use code_image::Xlen;
-use ntrace_flow::{DecoderOptions, FlowDecoder, FlowError, Recovery, ReturnStackModel};
+use ntrace_flow::{
+    DecoderOptions, FlowDecoder, FlowError, FlowStatistics, ParallelDecoder, ParallelError,
+    ParallelOptions, PulledElements, Recovery, ReturnStackModel,
+};
 use ntrace_message::{AddressWidth, MessageOptions};
 use perf_session::{PlacedElf, TraceCode};
+
+use crate::trace_file::TraceFile;
 use trace_elements::{ElementKind, ElementSource, GapReason, TraceElement};
 
 /// The trace and the code it ran: `#[command(flatten)]` into a command's arguments.
@@ -129,35 +134,180 @@ impl TraceArgs {
 /// that decodes a trace.
 pub const GAPS_SHOWN: u64 = 5;
 
+/// `--jobs` (and the hidden `--chunk-bytes`): how many threads decode a trace.
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// Threads decoding chunks of the trace (default: the available cores; 1: the serial
+    /// decoder). The output is the same for any number.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: Option<u16>,
+    /// Trace bytes per chunk of a parallel decode (tests cut tiny chunks to cross many
+    /// seams).
+    #[arg(long, value_name = "BYTES", hide = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub chunk_bytes: Option<u64>,
+}
+
+impl JobsArgs {
+    /// `--jobs`, or the available cores.
+    pub fn jobs(&self) -> usize {
+        self.jobs.map_or_else(
+            || std::thread::available_parallelism().map_or(1, usize::from),
+            usize::from,
+        )
+    }
+
+    /// A parallel decode on `threads` threads, with `--chunk-bytes`.
+    pub fn parallel_options(&self, threads: usize) -> ParallelOptions {
+        let parallel = ParallelOptions::default().with_jobs(threads);
+        match self.chunk_bytes {
+            Some(bytes) => parallel.with_chunk_bytes(usize::try_from(bytes).unwrap_or(usize::MAX)),
+            None => parallel,
+        }
+    }
+}
+
+/// The decoders profiles read from: the serial decoder, or the elements of a parallel
+/// decode pulled in order.
+pub enum TraceSource<'d, 'a> {
+    Serial(Box<FlowDecoder<'a>>),
+    Parallel(&'d mut PulledElements),
+}
+
+impl ElementSource for TraceSource<'_, '_> {
+    type Error = FlowError;
+
+    #[inline]
+    fn next_element(&mut self) -> Result<Option<TraceElement>, FlowError> {
+        match self {
+            TraceSource::Serial(decoder) => decoder.next_element(),
+            TraceSource::Parallel(pulled) => pulled.next_element(),
+        }
+    }
+}
+
+impl TraceSource<'_, '_> {
+    fn last_recovered_error(&self) -> Option<&FlowError> {
+        match self {
+            TraceSource::Serial(decoder) => decoder.last_recovered_error(),
+            TraceSource::Parallel(pulled) => pulled.last_recovered_error(),
+        }
+    }
+}
+
+/// Decodes `path` (mapped as `trace`) into `consume`, through a [`GapReportingSource`]:
+/// on `jobs` threads when more than one ([`ParallelDecoder::pull`]), else serially.
+/// Pages of the trace the decode has passed are given back as it goes. Fails, after
+/// `consume`, when nothing could be decoded; warns about what was lost.
+pub fn decode_trace<R>(
+    arguments: &TraceArgs,
+    jobs: &JobsArgs,
+    code: &TraceCode,
+    trace: &TraceFile,
+    path: &Path,
+    consume: impl FnOnce(&mut GapReportingSource<TraceSource<'_, '_>>) -> Result<R>,
+) -> Result<R> {
+    let options = arguments.decoder_options(code);
+    let threads = jobs.jobs();
+    if threads <= 1 {
+        let decoder = FlowDecoder::new(
+            trace.bytes(),
+            code.image(),
+            code.decode_infos().to_vec(),
+            options,
+        );
+        let progress = decoder.progress();
+        let mut source = GapReportingSource::new(TraceSource::Serial(Box::new(decoder)), path);
+        let result = trace.releasing_pages_during(&progress, || consume(&mut source))?;
+        let TraceSource::Serial(decoder) = &source.source else {
+            unreachable!("made serial above");
+        };
+        source
+            .report
+            .finish(&decoder.statistics(), trace.bytes().len())?;
+        return Ok(result);
+    }
+    let decoder = ParallelDecoder::new(
+        trace.bytes(),
+        code.image(),
+        code.decode_infos().to_vec(),
+        options,
+        jobs.parallel_options(threads),
+    );
+    let progress = decoder.progress();
+    let pulled = trace.releasing_pages_during(&progress, || {
+        decoder.pull(|pulled| {
+            let mut source = GapReportingSource::new(TraceSource::Parallel(pulled), path);
+            let result = consume(&mut source);
+            (result, source.report)
+        })
+    });
+    let ((result, report), summary) = match pulled {
+        Ok(pulled) => pulled,
+        Err(ParallelError::ThreadPool(error)) => {
+            bail!("cannot start the decoding threads: {error}")
+        }
+        Err(error) => bail!("parallel decode failed: {error:?}"),
+    };
+    let result = result?;
+    let Some(summary) = summary else {
+        bail!("{}: the parallel decode stopped early", path.display());
+    };
+    report.finish(&summary.statistics, trace.bytes().len())?;
+    Ok(result)
+}
+
 /// A decoder for profile building: reads around corrupt or truncated trace (each
 /// gap is warned about, up to a few, with its byte offset) and counts what it lost.
-pub struct GapReportingSource<'a> {
-    decoder: FlowDecoder<'a>,
+pub struct GapReportingSource<S> {
+    source: S,
+    report: GapReport,
+}
+
+/// What a [`GapReportingSource`] saw go missing.
+struct GapReport {
     trace_name: String,
+    /// Whether a hart was synchronised yet (a gap before is a wrapped buffer's start).
+    synchronised: bool,
     decode_gaps: u64,
     gaps_before_sync: u64,
     encoder_gaps: u64,
 }
 
-impl<'a> GapReportingSource<'a> {
-    pub fn new(decoder: FlowDecoder<'a>, trace_name: &Path) -> Self {
+impl<S> GapReportingSource<S> {
+    pub fn new(source: S, trace_name: &Path) -> Self {
         Self {
-            decoder,
-            trace_name: trace_name.display().to_string(),
-            decode_gaps: 0,
-            gaps_before_sync: 0,
-            encoder_gaps: 0,
+            source,
+            report: GapReport {
+                trace_name: trace_name.display().to_string(),
+                synchronised: false,
+                decode_gaps: 0,
+                gaps_before_sync: 0,
+                encoder_gaps: 0,
+            },
         }
     }
 
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+}
+
+impl GapReportingSource<TraceSource<'_, '_>> {
+    /// For a serial decode read to its end: warns about what was lost, fails when
+    /// nothing could be decoded (before a command commits its output). A parallel
+    /// decode is checked by [`decode_trace`] once it has ended.
+    pub fn finish(&self, trace_bytes: usize) -> Result<()> {
+        match &self.source {
+            TraceSource::Serial(decoder) => self.report.finish(&decoder.statistics(), trace_bytes),
+            TraceSource::Parallel(_) => Ok(()),
+        }
+    }
+}
+
+impl GapReport {
     /// Warns once more about what was lost, in total; fails when nothing could be
     /// decoded at all.
-    pub fn decoder(&self) -> &FlowDecoder<'a> {
-        &self.decoder
-    }
-
-    pub fn finish(&self, trace_bytes: usize) -> Result<()> {
-        let statistics = self.decoder.statistics();
+    fn finish(&self, statistics: &FlowStatistics, trace_bytes: usize) -> Result<()> {
         if statistics.sync_messages == 0 {
             bail!(
                 "{}: no synchronisation message in {trace_bytes} bytes: nothing can be decoded",
@@ -201,46 +351,54 @@ impl<'a> GapReportingSource<'a> {
     }
 }
 
-impl ElementSource for GapReportingSource<'_> {
+impl ElementSource for GapReportingSource<TraceSource<'_, '_>> {
     type Error = FlowError;
 
     fn next_element(&mut self) -> Result<Option<TraceElement>, FlowError> {
-        let element = self.decoder.next_element()?;
-        if let Some(TraceElement {
-            kind: ElementKind::Gap { reason },
-            offset,
-            ..
-        }) = element
-        {
-            match reason {
+        let element = self.source.next_element()?;
+        let report = &mut self.report;
+        match element {
+            Some(TraceElement {
+                kind: ElementKind::TraceOn { .. },
+                ..
+            }) => report.synchronised = true,
+            Some(TraceElement {
+                kind: ElementKind::Gap { reason },
+                offset,
+                ..
+            }) => match reason {
                 // Bytes before the first synchronisation (a wrapped buffer starts inside
                 // a message) are said once, at the end.
-                GapReason::DecodeError { .. } if self.decoder.statistics().sync_messages == 0 => {
-                    self.gaps_before_sync += 1;
+                GapReason::DecodeError { .. } if !report.synchronised => {
+                    report.gaps_before_sync += 1;
                 }
                 GapReason::DecodeError { .. } => {
-                    self.decode_gaps += 1;
-                    if self.decode_gaps <= GAPS_SHOWN {
-                        let cause = self.decoder.last_recovered_error().map_or_else(
+                    report.decode_gaps += 1;
+                    if report.decode_gaps <= GAPS_SHOWN {
+                        let cause = self.source.last_recovered_error().map_or_else(
                             || format!("undecodable trace at byte offset {offset:#x}"),
                             ToString::to_string,
                         );
                         eprintln!(
                             "rvperf: warning: {}: gap: {cause}; decoding resumes at the next synchronisation",
-                            self.trace_name
+                            report.trace_name
                         );
                     }
                 }
-                GapReason::EncoderOverflow { .. } => self.encoder_gaps += 1,
-            }
+                GapReason::EncoderOverflow { .. } => report.encoder_gaps += 1,
+            },
+            _ => {}
         }
         Ok(element)
     }
 }
 
 /// The address of instruction `index` of the range from `start` the decoder returned
-/// last.
-pub fn instruction_address(decoder: &FlowDecoder<'_>, start: u64, index: u32) -> Option<u64> {
+/// last (known to the serial decoder only).
+pub fn instruction_address(source: &TraceSource<'_, '_>, start: u64, index: u32) -> Option<u64> {
+    let TraceSource::Serial(decoder) = source else {
+        return None;
+    };
     let mut address = None;
     let count = index.checked_add(1)?;
     decoder
