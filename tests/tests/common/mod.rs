@@ -225,9 +225,15 @@ pub fn rvperf_binary() -> PathBuf {
             let binary = profile_directory.join("rvperf");
             {
                 let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+                // The binary of the profile the tests were built with (a `--release`
+                // test run would otherwise use a stale release binary).
+                let profile = profile_directory
+                    .file_name()
+                    .and_then(|name| name.to_str())
+                    .map_or("dev", |name| if name == "debug" { "dev" } else { name });
                 let status = Command::new(cargo)
                     .current_dir(repository())
-                    .args(["build", "--locked", "-p", "rvperf", "--bin", "rvperf"])
+                    .args(["build", "--locked", "--profile", profile, "-p", "rvperf", "--bin", "rvperf"])
                     .status()
                     .expect("run cargo build -p rvperf");
                 assert!(status.success(), "cargo build -p rvperf failed");
