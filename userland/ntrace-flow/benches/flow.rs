@@ -5,7 +5,10 @@ use std::path::Path;
 
 use code_image::{load_elf, CodeImage};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use ntrace_flow::{DecoderOptions, EncoderOptions, FileDecodeInfo, FlowDecoder, TraceEncoder};
+use ntrace_flow::{
+    DecoderOptions, EncoderOptions, FileDecodeInfo, FlowDecoder, ParallelDecoder, ParallelOptions,
+    TraceEncoder,
+};
 use trace_elements::ElementKind;
 
 fn fixture() -> (CodeImage, Vec<FileDecodeInfo>, Vec<u8>) {
@@ -49,6 +52,21 @@ fn benchmarks(criterion: &mut Criterion) {
     });
     group.bench_function("decode every pc", |bench| {
         bench.iter(|| decode_all(&image, &files, &trace, true))
+    });
+    // The fixture has one synchronisation message: its chunks start at seams. Small
+    // chunks, as the fixture is small (the scans, replays and joins of each show).
+    group.bench_function("parallel decode, 2 jobs, 4 KiB chunks (summary)", |bench| {
+        bench.iter(|| {
+            let options = DecoderOptions::default().with_instruction_ranges(false);
+            let parallel = ParallelOptions::default()
+                .with_jobs(2)
+                .with_chunk_bytes(4 << 10);
+            ParallelDecoder::new(&trace, &image, files.clone(), options, parallel)
+                .run(|_| Ok::<(), ()>(()))
+                .unwrap()
+                .statistics
+                .instructions
+        })
     });
 
     // The encoder model, fed the decoded PCs back.
