@@ -21,36 +21,54 @@ const MAX_VAR_FIELDS: usize = 4;
 /// Bit 0 of every byte of a little-endian word: the low MSEO bits of 8 message bytes.
 const LOW_BITS: u64 = 0x0101_0101_0101_0101;
 
-/// Where the variable-length fields of a message of at most 8 bytes end, looked up by its
-/// field-end bytes.
+/// Where the variable-length fields of a message of at most 8 bytes lie in its MDO bit
+/// stream (6 bits per byte), looked up by its field-end bytes. Field `k` is cut out with two
+/// shifts, `stream << left[k] >> right[k]`, which drop the bits after and before it.
 #[derive(Clone, Copy, Debug)]
-struct FieldEnds {
-    /// End of each of the first [`MAX_VAR_FIELDS`] fields, in MDO bits from the message
-    /// start (6 per byte). Slots past `count` repeat the last end, so that their junk
-    /// values come from in-range shifts. All 0 when there are more fields than slots.
-    ends: [u8; MAX_VAR_FIELDS],
+struct FieldShifts {
+    /// End of the first field, in bits; 0 when there are more fields than slots, so that the
+    /// parser's check that the first field ends past the header rejects the message.
+    first_end: u8,
+    /// 64 minus the end of each field.
+    left: [u8; MAX_VAR_FIELDS],
+    /// `left` plus the start of each field, the first excepted: it starts after the header,
+    /// whose width the parser adds. Slots past `count` start and end where the last field
+    /// ends: a right shift of 64, which wraps to a harmless 0 for their junk values.
+    right: [u8; MAX_VAR_FIELDS],
     /// Number of fields.
     count: u8,
 }
 
-/// [`FieldEnds`] indexed by the bit mask of the bytes with MSEO 01 or 11 (bit k for byte k).
-static FIELD_ENDS: [FieldEnds; 256] = {
-    let mut table = [FieldEnds {
-        ends: [0; MAX_VAR_FIELDS],
+/// [`FieldShifts`] indexed by the bit mask of the bytes with MSEO 01 or 11 (bit k for byte k).
+static FIELD_SHIFTS: [FieldShifts; 256] = {
+    let mut table = [FieldShifts {
+        first_end: 0,
+        left: [0; MAX_VAR_FIELDS],
+        right: [0; MAX_VAR_FIELDS],
         count: 0,
     }; 256];
     let mut markers = 0;
     while markers < 256 {
-        let mut ends = [0u8; MAX_VAR_FIELDS];
+        let mut entry = FieldShifts {
+            first_end: 0,
+            left: [0; MAX_VAR_FIELDS],
+            right: [0; MAX_VAR_FIELDS],
+            count: 0,
+        };
         let mut count = 0;
-        let mut last = 0;
+        let mut begin = 0;
         let mut byte = 0;
         while byte < 8 {
             if markers & (1 << byte) != 0 {
-                last = 6 * (byte as u8 + 1);
+                let end = 6 * (byte as u8 + 1);
                 if count < MAX_VAR_FIELDS {
-                    ends[count] = last;
+                    entry.left[count] = 64 - end;
+                    entry.right[count] = 64 - end + begin;
                 }
+                if count == 0 {
+                    entry.first_end = end;
+                }
+                begin = end;
                 count += 1;
             }
             byte += 1;
@@ -58,13 +76,12 @@ static FIELD_ENDS: [FieldEnds; 256] = {
         if count <= MAX_VAR_FIELDS {
             let mut slot = count;
             while slot < MAX_VAR_FIELDS {
-                ends[slot] = last;
+                entry.left[slot] = 64 - begin;
+                entry.right[slot] = 64;
                 slot += 1;
             }
-            table[markers] = FieldEnds {
-                ends,
-                count: count as u8,
-            };
+            entry.count = count as u8;
+            table[markers] = entry;
         }
         markers += 1;
     }
@@ -87,14 +104,85 @@ struct HeaderShape {
 /// A failed parse: the error, and where decoding resumes.
 type Failure = (MessageError, usize);
 
-/// The variable-length fields of one message, as the framing found them.
+/// The variable-length fields of one message, as a parser found them. Generic so that the
+/// short path computes only the fields the message kind reads, from its bit stream.
+trait Fields {
+    /// Fields in the message, which may exceed [`MAX_VAR_FIELDS`].
+    fn count(&self) -> usize;
+    /// Value of field `k` (< [`MAX_VAR_FIELDS`]); junk when `k` >= `count`.
+    fn value(&self, k: usize) -> u64;
+    /// Width in bits of field `k` (for the address MSB extension); junk like the value.
+    fn length(&self, k: usize) -> u32;
+}
+
+/// Fields gathered into arrays, by the byte path and [`MessageDecoder::parse_16`].
 struct VarFields {
     /// Field values; slots at `count` and above may hold junk.
     values: [u64; MAX_VAR_FIELDS],
-    /// Field widths in bits (for the address MSB extension).
+    /// Field widths in bits.
     lengths: [u32; MAX_VAR_FIELDS],
-    /// Fields in the message, which may exceed `MAX_VAR_FIELDS`.
+    /// Fields in the message.
     count: usize,
+}
+
+impl Fields for VarFields {
+    #[inline(always)]
+    fn count(&self) -> usize {
+        self.count
+    }
+
+    #[inline(always)]
+    fn value(&self, k: usize) -> u64 {
+        self.values.get(k).copied().unwrap_or(0)
+    }
+
+    #[inline(always)]
+    fn length(&self, k: usize) -> u32 {
+        self.lengths.get(k).copied().unwrap_or(0)
+    }
+}
+
+/// Fields of a message of at most 8 bytes, cut out of its MDO bit stream on demand.
+struct ShortFields {
+    /// The message's MDO bits, first byte lowest (48 bits).
+    stream: u64,
+    /// Where its fields lie.
+    shifts: FieldShifts,
+    /// TCODE + SRC + fixed-length fields, where field 0 begins.
+    header_bits: u32,
+}
+
+impl ShortFields {
+    /// Right shift that brings field `k` down to bit 0 after the left shift.
+    #[inline(always)]
+    fn right(&self, k: usize) -> u32 {
+        let right = u32::from(self.shifts.right.get(k).copied().unwrap_or(0));
+        if k == 0 {
+            right + self.header_bits
+        } else {
+            right
+        }
+    }
+}
+
+impl Fields for ShortFields {
+    #[inline(always)]
+    fn count(&self) -> usize {
+        usize::from(self.shifts.count)
+    }
+
+    #[inline(always)]
+    fn value(&self, k: usize) -> u64 {
+        let left = u32::from(self.shifts.left.get(k).copied().unwrap_or(0));
+        // `left` < 64, and `right` <= 64 with 64 (wrapping to 0) only in junk slots.
+        self.stream.wrapping_shl(left).wrapping_shr(self.right(k))
+    }
+
+    #[inline(always)]
+    fn length(&self, k: usize) -> u32 {
+        // The field runs from `right - left` to `64 - left`.
+        64u32.wrapping_sub(self.right(k))
+    }
 }
 
 /// Why a message's variable-length fields do not fit its layout. The byte path reports it
@@ -114,21 +202,18 @@ enum FieldFault {
 /// is read: slots at `count` and above may hold junk.
 #[inline(always)]
 fn timestamp(
-    fields: &VarFields,
+    fields: &impl Fields,
     required: usize,
     defined: usize,
 ) -> Result<Option<u64>, FieldFault> {
-    if fields.count < required {
+    let count = fields.count();
+    if count < required {
         return Err(FieldFault::Missing);
     }
-    if fields.count > defined + 1 {
+    if count > defined + 1 {
         return Err(FieldFault::Extra);
     }
-    Ok(if fields.count == defined + 1 {
-        fields.values.get(defined).copied()
-    } else {
-        None
-    })
+    Ok((count == defined + 1).then(|| fields.value(defined)))
 }
 
 /// Decodes N-Trace messages from a byte slice, one at a time, without allocating.
@@ -354,7 +439,7 @@ impl<'a> MessageDecoder<'a> {
     }
 
     /// Fast path for well-formed messages of at most 8 bytes: the MSEO bits of one 8-byte
-    /// word locate the message end and, through [`FIELD_ENDS`], every field end at once, and
+    /// word locate the message end and, through [`FIELD_SHIFTS`], every field end at once, and
     /// the MDO bits are compacted into one contiguous bit stream, so fields are cut out with
     /// shifts instead of a data-dependent branch per byte. Returns `None` for anything else
     /// (idle, errors, longer messages), which [`Self::parse_16`] and the byte-wise
@@ -378,36 +463,22 @@ impl<'a> MessageDecoder<'a> {
         let tcode = (word as u8) >> 2;
         let shape = self.headers[usize::from(tcode & 0x3f)];
         // Bit 0 of the MSEO marks both 01 and 11 once 10 is excluded.
-        let ends = FIELD_ENDS[gather_lsb(low & (u64::MAX >> (63 - stop))) as usize & 0xff];
+        let shifts = FIELD_SHIFTS[gather_lsb(low & (u64::MAX >> (63 - stop))) as usize & 0xff];
         // One test for three fallbacks: a first field end inside the bytes that hold only
         // header bits, more fields than slots (their table entries end the first field at
         // 0) and unknown layouts (whose shapes make every end fail).
-        if ends.ends[0] <= shape.header_only_bits {
+        if shifts.first_end <= shape.header_only_bits {
             return None;
         }
         let stream = compact_mdo(word);
         let header_bits = u32::from(shape.bits);
         let header = (stream as u32) & ((1u32 << header_bits) - 1);
-
-        // A fixed trip count (every slot filled, junk past `count`) costs less than the
-        // mispredicted loop exit that a per-field loop pays whenever the message kind changes.
-        // Fields here are at most 48 bits, so no width check is needed.
-        let mut values = [0u64; MAX_VAR_FIELDS];
-        let mut lengths = [0u32; MAX_VAR_FIELDS];
-        let mut begin = header_bits;
-        for ((value, length), &end) in values.iter_mut().zip(lengths.iter_mut()).zip(&ends.ends) {
-            // `begin` <= `end` <= 48 (the first end lies past the header, checked above), so
-            // every shift is < 64.
-            let end = u32::from(end);
-            let bits = end.wrapping_sub(begin);
-            *value = stream.wrapping_shr(begin) & 1u64.wrapping_shl(bits).wrapping_sub(1);
-            *length = bits;
-            begin = end;
-        }
-        let fields = VarFields {
-            values,
-            lengths,
-            count: usize::from(ends.count),
+        // Fields here are at most 48 bits, so no width check is needed; each message kind
+        // cuts out only the fields it reads.
+        let fields = ShortFields {
+            stream,
+            shifts,
+            header_bits,
         };
         let end = start + stop as usize / 8 + 1;
         self.build_short(shape.kind, tcode, header, &fields, start, end)
@@ -653,7 +724,7 @@ impl<'a> MessageDecoder<'a> {
         match self.interpret(kind, tcode, fixed, fields) {
             Ok((body, timestamp)) => Ok((self.message(header, start, end, body, timestamp), end)),
             Err(fault) => {
-                Err(self.field_failure(fault, kind, tcode, fixed, fields.count, start, end))
+                Err(self.field_failure(fault, kind, tcode, fixed, fields.count(), start, end))
             }
         }
     }
@@ -665,7 +736,7 @@ impl<'a> MessageDecoder<'a> {
         kind: Kind,
         tcode: u8,
         header: u32,
-        fields: &VarFields,
+        fields: &impl Fields,
         start: usize,
         end: usize,
     ) -> Option<(Message, usize)> {
@@ -733,9 +804,9 @@ impl<'a> MessageDecoder<'a> {
         kind: Kind,
         tcode: u8,
         fixed: u32,
-        fields: &VarFields,
+        fields: &impl Fields,
     ) -> Result<(Body, Option<u64>), FieldFault> {
-        let field = |k: usize| fields.values.get(k).copied().unwrap_or(0);
+        let field = |k: usize| fields.value(k);
         let sync = SyncReason((fixed & 0xf) as u8);
         // One dispatch on the kind for both the count check and the body: with a mixed
         // message stream every extra indirect jump is another likely misprediction.
@@ -822,7 +893,7 @@ impl<'a> MessageDecoder<'a> {
                 rcode => {
                     // Reserved and vendor RCODEs: one or two RDATA fields, layout unknown.
                     let timestamp = timestamp(fields, 1, 2)?;
-                    let present = fields.count.min(2);
+                    let present = fields.count().min(2);
                     let resource = ResourceFull::Other {
                         rcode: rcode as u8,
                         rdata: [field(0), if present > 1 { field(1) } else { 0 }],
@@ -866,7 +937,7 @@ impl<'a> MessageDecoder<'a> {
                     evcode: CorrelationEvent((fixed & 0xf) as u8),
                     cdf,
                     icnt: field(0),
-                    hist: (fields.count.min(defined) > 1).then(|| field(1)),
+                    hist: (fields.count().min(defined) > 1).then(|| field(1)),
                 };
                 (body, timestamp)
             }
@@ -879,13 +950,11 @@ impl<'a> MessageDecoder<'a> {
     #[inline(always)]
     fn address_field(
         &self,
-        fields: &VarFields,
+        fields: &impl Fields,
         k: usize,
         name: &'static str,
     ) -> Result<u64, FieldFault> {
-        let value = fields.values.get(k).copied().unwrap_or(0);
-        let length = fields.lengths.get(k).copied().unwrap_or(0);
-        self.address(value, length)
+        self.address(fields.value(k), fields.length(k))
             .ok_or(FieldFault::AddressTooWide(name))
     }
 
@@ -894,6 +963,11 @@ impl<'a> MessageDecoder<'a> {
     /// has bit 63 set, which would be address bit 64.
     #[inline(always)]
     fn address(&self, field: u64, length: u32) -> Option<u64> {
+        // The option never changes, so this branch is always predicted; without it, the
+        // extension's dozen instructions were paid on every address.
+        if !self.options.address_msb_extension {
+            return (field >> 63 == 0).then_some(field << 1);
+        }
         // Branch-free: whether the extension applies depends on trace data.
         let msb = field.checked_shr(length.wrapping_sub(1)).unwrap_or(0) & 1;
         let applies =
