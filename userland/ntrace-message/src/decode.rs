@@ -745,6 +745,7 @@ impl<'a> MessageDecoder<'a> {
         Some((self.message(header, start, end, body, timestamp), end))
     }
 
+    /// The message that spans `start..end`, with SRC taken from `header`.
     #[inline(always)]
     fn message(
         &self,
