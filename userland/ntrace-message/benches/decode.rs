@@ -1,5 +1,8 @@
 //! Decoding throughput on a synthetic HTM-style stream: mostly IndirectBranchHist with
 //! ResourceFull (HIST and I-CNT overflows) and a periodic ProgTraceSync/Ownership pair.
+//!
+//! `RVPERF_BENCH_TRACE=FILE[:FILE...]` also measures each recorded trace file (raw N-Trace
+//! bytes, default options: no SRC, no timestamps, RV64), per message.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use ntrace_message::{
@@ -134,5 +137,30 @@ fn bench_decode(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_decode);
+/// Whole recorded traces named by `RVPERF_BENCH_TRACE`; nothing when it is unset.
+fn bench_trace_files(c: &mut Criterion) {
+    let Some(paths) = std::env::var_os("RVPERF_BENCH_TRACE") else {
+        return;
+    };
+    let options = MessageOptions::default();
+    for path in std::env::split_paths(&paths) {
+        let stream = std::fs::read(&path)
+            .unwrap_or_else(|error| panic!("RVPERF_BENCH_TRACE {}: {error}", path.display()));
+        let messages = MessageDecoder::new(&stream, options)
+            .filter(Result::is_ok)
+            .count() as u64;
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |name| name.to_string_lossy().into_owned(),
+        );
+        let mut group = c.benchmark_group(format!("decode/trace/{name}"));
+        group.throughput(Throughput::Elements(messages));
+        group.bench_function("messages", |b| {
+            b.iter(|| decode_all(black_box(&stream), options))
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench_decode, bench_trace_files);
 criterion_main!(benches);

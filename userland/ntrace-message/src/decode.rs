@@ -18,6 +18,76 @@ const MAX_DECODE_SRC_BITS: u8 = 16;
 /// IndirectBranchHistSync) define three, plus TSTAMP. Further fields are only counted.
 const MAX_VAR_FIELDS: usize = 4;
 
+/// Bit 0 of every byte of a little-endian word: the low MSEO bits of 8 message bytes.
+const LOW_BITS: u64 = 0x0101_0101_0101_0101;
+
+/// Where the variable-length fields of a message of at most 8 bytes lie in its MDO bit
+/// stream (6 bits per byte), looked up by its field-end bytes. Field `k` is cut out with two
+/// shifts, `stream << left[k] >> right[k]`, which drop the bits after and before it.
+#[derive(Clone, Copy, Debug)]
+struct FieldShifts {
+    /// End of the first field, in bits; 0 when there are more fields than slots, so that the
+    /// parser's check that the first field ends past the header rejects the message.
+    first_end: u8,
+    /// 64 minus the end of each field.
+    left: [u8; MAX_VAR_FIELDS],
+    /// `left` plus the start of each field, the first excepted: it starts after the header,
+    /// whose width the parser adds. Slots past `count` start and end where the last field
+    /// ends: a right shift of 64, which wraps to a harmless 0 for their junk values.
+    right: [u8; MAX_VAR_FIELDS],
+    /// Number of fields.
+    count: u8,
+}
+
+/// [`FieldShifts`] indexed by the bit mask of the bytes with MSEO 01 or 11 (bit k for byte k).
+static FIELD_SHIFTS: [FieldShifts; 256] = {
+    let mut table = [FieldShifts {
+        first_end: 0,
+        left: [0; MAX_VAR_FIELDS],
+        right: [0; MAX_VAR_FIELDS],
+        count: 0,
+    }; 256];
+    let mut markers = 0;
+    while markers < 256 {
+        let mut entry = FieldShifts {
+            first_end: 0,
+            left: [0; MAX_VAR_FIELDS],
+            right: [0; MAX_VAR_FIELDS],
+            count: 0,
+        };
+        let mut count = 0;
+        let mut begin = 0;
+        let mut byte = 0;
+        while byte < 8 {
+            if markers & (1 << byte) != 0 {
+                let end = 6 * (byte as u8 + 1);
+                if count < MAX_VAR_FIELDS {
+                    entry.left[count] = 64 - end;
+                    entry.right[count] = 64 - end + begin;
+                }
+                if count == 0 {
+                    entry.first_end = end;
+                }
+                begin = end;
+                count += 1;
+            }
+            byte += 1;
+        }
+        if count <= MAX_VAR_FIELDS {
+            let mut slot = count;
+            while slot < MAX_VAR_FIELDS {
+                entry.left[slot] = 64 - begin;
+                entry.right[slot] = 64;
+                slot += 1;
+            }
+            entry.count = count as u8;
+            table[markers] = entry;
+        }
+        markers += 1;
+    }
+    table
+};
+
 /// Per-TCODE header shape for the configured SRC width, looked up once per message.
 #[derive(Clone, Copy, Debug)]
 struct HeaderShape {
@@ -26,10 +96,125 @@ struct HeaderShape {
     bits: u8,
     /// Bytes holding nothing but header bits.
     full_bytes: u8,
+    /// MDO bits in those bytes (6 per byte); [`u8::MAX`] for layouts the fast path leaves
+    /// to the byte path, so that no field end lies past them.
+    header_only_bits: u8,
 }
 
 /// A failed parse: the error, and where decoding resumes.
 type Failure = (MessageError, usize);
+
+/// The variable-length fields of one message, as a parser found them. Generic so that the
+/// short path computes only the fields the message kind reads, from its bit stream.
+trait Fields {
+    /// Fields in the message, which may exceed [`MAX_VAR_FIELDS`].
+    fn count(&self) -> usize;
+    /// Value of field `k` (< [`MAX_VAR_FIELDS`]); junk when `k` >= `count`.
+    fn value(&self, k: usize) -> u64;
+    /// Width in bits of field `k` (for the address MSB extension); junk like the value.
+    fn length(&self, k: usize) -> u32;
+}
+
+/// Fields gathered into arrays, by the byte path and [`MessageDecoder::parse_16`].
+struct VarFields {
+    /// Field values; slots at `count` and above may hold junk.
+    values: [u64; MAX_VAR_FIELDS],
+    /// Field widths in bits.
+    lengths: [u32; MAX_VAR_FIELDS],
+    /// Fields in the message.
+    count: usize,
+}
+
+impl Fields for VarFields {
+    #[inline(always)]
+    fn count(&self) -> usize {
+        self.count
+    }
+
+    #[inline(always)]
+    fn value(&self, k: usize) -> u64 {
+        self.values.get(k).copied().unwrap_or(0)
+    }
+
+    #[inline(always)]
+    fn length(&self, k: usize) -> u32 {
+        self.lengths.get(k).copied().unwrap_or(0)
+    }
+}
+
+/// Fields of a message of at most 8 bytes, cut out of its MDO bit stream on demand.
+struct ShortFields {
+    /// The message's MDO bits, first byte lowest (48 bits).
+    stream: u64,
+    /// Where its fields lie.
+    shifts: FieldShifts,
+    /// TCODE + SRC + fixed-length fields, where field 0 begins.
+    header_bits: u32,
+}
+
+impl ShortFields {
+    /// Right shift that brings field `k` down to bit 0 after the left shift.
+    #[inline(always)]
+    fn right(&self, k: usize) -> u32 {
+        let right = u32::from(self.shifts.right.get(k).copied().unwrap_or(0));
+        if k == 0 {
+            right + self.header_bits
+        } else {
+            right
+        }
+    }
+}
+
+impl Fields for ShortFields {
+    #[inline(always)]
+    fn count(&self) -> usize {
+        usize::from(self.shifts.count)
+    }
+
+    #[inline(always)]
+    fn value(&self, k: usize) -> u64 {
+        let left = u32::from(self.shifts.left.get(k).copied().unwrap_or(0));
+        // `left` < 64, and `right` <= 64 with 64 (wrapping to 0) only in junk slots.
+        self.stream.wrapping_shl(left).wrapping_shr(self.right(k))
+    }
+
+    #[inline(always)]
+    fn length(&self, k: usize) -> u32 {
+        // The field runs from `right - left` to `64 - left`.
+        64u32.wrapping_sub(self.right(k))
+    }
+}
+
+/// Why a message's variable-length fields do not fit its layout. The byte path reports it
+/// as a [`MessageError`]; the fast paths leave such messages to the byte path.
+#[derive(Clone, Copy, Debug)]
+enum FieldFault {
+    /// Fewer fields than the layout requires.
+    Missing,
+    /// More fields than the layout defines, plus a TSTAMP.
+    Extra,
+    /// The named address field has bit 63 set, which would be address bit 64.
+    AddressTooWide(&'static str),
+}
+
+/// Checks the field count against the `required` and `defined` fields of a layout and
+/// returns the TSTAMP (one field after the defined ones), if present. Runs before any field
+/// is read: slots at `count` and above may hold junk.
+#[inline(always)]
+fn timestamp(
+    fields: &impl Fields,
+    required: usize,
+    defined: usize,
+) -> Result<Option<u64>, FieldFault> {
+    let count = fields.count();
+    if count < required {
+        return Err(FieldFault::Missing);
+    }
+    if count > defined + 1 {
+        return Err(FieldFault::Extra);
+    }
+    Ok((count == defined + 1).then(|| fields.value(defined)))
+}
 
 /// Decodes N-Trace messages from a byte slice, one at a time, without allocating.
 ///
@@ -72,6 +257,7 @@ impl<'a> MessageDecoder<'a> {
             kind: Kind::Other,
             bits: 0,
             full_bytes: 0,
+            header_only_bits: u8::MAX,
         }; 64];
         for (tcode, shape) in (0u8..).zip(headers.iter_mut()) {
             let layout = layout::layout(tcode);
@@ -81,6 +267,11 @@ impl<'a> MessageDecoder<'a> {
                 kind: layout.kind,
                 bits,
                 full_bytes: bits / 6,
+                header_only_bits: if layout.kind == Kind::Other {
+                    u8::MAX
+                } else {
+                    bits / 6 * 6
+                },
             };
         }
         MessageDecoder {
@@ -182,6 +373,21 @@ impl<'a> MessageDecoder<'a> {
     /// the next byte with MSEO=11), so calling again resynchronises.
     #[inline]
     pub fn next_message(&mut self) -> Result<Option<Message>, MessageError> {
+        // The common case, a well-formed message of at most 8 bytes right here, is kept small
+        // enough to inline into the caller; everything else is out of line.
+        if !self.byte_path_only {
+            if let Some((message, end)) = self.parse_short(self.pos) {
+                self.pos = end;
+                return Ok(Some(message));
+            }
+        }
+        self.next_message_general()
+    }
+
+    /// [`Self::next_message`] for everything but a short message at the current position:
+    /// idle bytes, longer messages, the end of the input and errors.
+    #[inline(never)]
+    fn next_message_general(&mut self) -> Result<Option<Message>, MessageError> {
         let data = self.data;
         let mut pos = self.pos;
         while let Some(&b) = data.get(pos) {
@@ -222,92 +428,73 @@ impl<'a> MessageDecoder<'a> {
 
     /// Parses the message whose first byte is at `start` (known to exist and not to be idle).
     /// Returns the message and the index just after it.
-    #[inline(always)]
     fn parse(&self, start: usize) -> Result<(Message, usize), Failure> {
         if self.byte_path_only {
             return self.parse_bytes(start);
         }
-        match self.parse_short(start) {
+        match self.parse_short(start).or_else(|| self.parse_16(start)) {
             Some(parsed) => Ok(parsed),
             None => self.parse_bytes(start),
         }
     }
 
-    /// Fast path for well-formed messages of at most 16 bytes: the MSEO bits of whole 8-byte
-    /// words locate every field end at once, and the MDO bits are compacted into one
-    /// contiguous bit stream, so fields are cut out with shifts instead of a data-dependent
-    /// branch per byte. Returns `None` for anything unusual (errors included), which the
-    /// byte-wise [`Self::parse_bytes`] then handles, so both paths give identical results.
+    /// Fast path for well-formed messages of at most 8 bytes: the MSEO bits of one 8-byte
+    /// word locate the message end and, through [`FIELD_SHIFTS`], every field end at once, and
+    /// the MDO bits are compacted into one contiguous bit stream, so fields are cut out with
+    /// shifts instead of a data-dependent branch per byte. Returns `None` for anything else
+    /// (idle, errors, longer messages), which [`Self::parse_16`] and the byte-wise
+    /// [`Self::parse_bytes`] then handle, so all paths give identical results.
     #[inline(always)]
     fn parse_short(&self, start: usize) -> Option<(Message, usize)> {
-        const LOW_BITS: u64 = 0x0101_0101_0101_0101;
         let rest = self.data.get(start..)?;
         let word = u64::from_le_bytes(*rest.first_chunk::<8>()?);
         let low = word & LOW_BITS;
         let high = (word >> 1) & LOW_BITS;
-        // Byte 0 with MSEO 01 or 10 is left to the byte path.
+        // Byte 0 with MSEO 01, 10 or 11 (idle) is left to the general path.
         if (low | high) & 1 != 0 {
             return None;
         }
+        // Bit 8k of `high` is set when byte k has MSEO 1x: the first one ends the message,
+        // unless it is the reserved 10. None in the word: a longer message.
         let stop = high.trailing_zeros();
-        if stop == 64 {
-            return self.parse_16(start, rest, word);
-        }
-        // MSEO 10 (reserved) at or before the message end.
-        if (low >> stop) & 1 == 0 {
+        if stop == 64 || (low >> stop) & 1 == 0 {
             return None;
         }
         let tcode = (word as u8) >> 2;
-        let header = self.headers[usize::from(tcode & 0x3f)];
-        if header.kind == Kind::Other {
-            return None;
-        }
+        let shape = self.headers[usize::from(tcode & 0x3f)];
         // Bit 0 of the MSEO marks both 01 and 11 once 10 is excluded.
-        let markers = low & (u64::MAX >> (63 - stop));
+        let shifts = FIELD_SHIFTS[gather_lsb(low & (u64::MAX >> (63 - stop))) as usize & 0xff];
+        // One test for three fallbacks: a first field end inside the bytes that hold only
+        // header bits, more fields than slots (their table entries end the first field at
+        // 0) and unknown layouts (whose shapes make every end fail).
+        if shifts.first_end <= shape.header_only_bits {
+            return None;
+        }
         let stream = compact_mdo(word);
-        let header_bits = u32::from(header.bits);
-        // The first field end must lie past the bytes that hold only header bits.
-        if markers.trailing_zeros() / 8 < u32::from(header.full_bytes) {
-            return None;
-        }
-        let kind = header.kind;
+        let header_bits = u32::from(shape.bits);
         let header = (stream as u32) & ((1u32 << header_bits) - 1);
-
-        // A fixed trip count (every slot filled, junk past `count`) costs less than the
-        // mispredicted loop exit that a per-field loop pays whenever the message kind changes.
-        // Fields here are at most 48 bits, so no width check is needed.
-        let mut fields = [0u64; MAX_VAR_FIELDS];
-        let mut lengths = [0u32; MAX_VAR_FIELDS];
-        let mut count = 0usize;
-        let mut begin = header_bits;
-        let mut remaining = markers;
-        for (field, length) in fields.iter_mut().zip(lengths.iter_mut()) {
-            count += usize::from(remaining != 0);
-            // At most 6 * (64 / 8 + 1) = 54 (no marker left), and `begin` starts at no more
-            // than 28, so `bits` stays within 0..=54 and the shifts below are all < 64.
-            let field_end = 6 * (remaining.trailing_zeros() / 8 + 1);
-            remaining &= remaining.wrapping_sub(1);
-            let bits = field_end.wrapping_sub(begin);
-            let mask = 1u64.wrapping_shl(bits).wrapping_sub(1);
-            *field = stream.wrapping_shr(begin) & mask;
-            *length = bits;
-            begin = field_end;
-        }
-        // More fields than slots (ExtraFields): byte path.
-        if remaining != 0 {
-            return None;
-        }
+        // Fields here are at most 48 bits, so no width check is needed; each message kind
+        // cuts out only the fields it reads.
+        let fields = ShortFields {
+            stream,
+            shifts,
+            header_bits,
+        };
         let end = start + stop as usize / 8 + 1;
-        self.build(kind, tcode, header, &fields, &lengths, count, start, end)
-            .ok()
+        self.build_short(shape.kind, tcode, header, &fields, start, end)
     }
 
-    /// [`Self::parse_short`] for messages of 9 to 16 bytes, whose first 8 bytes (`first`)
-    /// hold no MSEO=1x byte. The MDO stream is kept as two 48-bit halves, and the field ends
-    /// are gathered to one bit per byte.
+    /// Fast path for well-formed messages of 9 to 16 bytes, like [`Self::parse_short`]. The
+    /// MDO stream is kept as two 48-bit halves, and the field ends are gathered to one bit
+    /// per byte.
     #[inline(always)]
-    fn parse_16(&self, start: usize, rest: &[u8], first: u64) -> Option<(Message, usize)> {
-        const LOW_BITS: u64 = 0x0101_0101_0101_0101;
+    fn parse_16(&self, start: usize) -> Option<(Message, usize)> {
+        let rest = self.data.get(start..)?;
+        let first = u64::from_le_bytes(*rest.first_chunk::<8>()?);
+        // The first 8 bytes must hold no MSEO=1x byte, and byte 0 no MSEO=01 either.
+        if (first >> 1) & LOW_BITS != 0 || first & 1 != 0 {
+            return None;
+        }
         let second = u64::from_le_bytes(*rest.get(8..)?.first_chunk::<8>()?);
         let high = (second >> 1) & LOW_BITS;
         let stop = high.trailing_zeros();
@@ -362,8 +549,12 @@ impl<'a> MessageDecoder<'a> {
             return None;
         }
         let end = start + last_byte as usize + 1;
-        self.build(kind, tcode, header, &fields, &lengths, count, start, end)
-            .ok()
+        let fields = VarFields {
+            values: fields,
+            lengths,
+            count,
+        };
+        self.build_short(kind, tcode, header, &fields, start, end)
     }
 
     /// Byte-at-a-time parser: handles every message, and reports every error.
@@ -508,89 +699,139 @@ impl<'a> MessageDecoder<'a> {
             i += 1;
         }
         let end = i + 1;
-        self.build(kind, tcode, header, &fields, &lengths, count, start, end)
+        let fields = VarFields {
+            values: fields,
+            lengths,
+            count,
+        };
+        self.build(kind, tcode, header, &fields, start, end)
     }
 
-    /// Interprets the header and variable-length fields of a message of `kind` that spans
-    /// `start..end`: checks the field count against the layout and builds the message.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the framing loop's registers, passed as they are on the hot path rather \
-                  than gathered into a struct per message"
-    )]
+    /// Builds the message of `kind` that spans `start..end` from its header (TCODE, SRC and
+    /// the fixed-length fields) and its variable-length fields, reporting a mismatch with
+    /// the layout as the error it is.
     #[inline(always)]
     fn build(
         &self,
         kind: Kind,
         tcode: u8,
         header: u32,
-        fields: &[u64; MAX_VAR_FIELDS],
-        lengths: &[u32; MAX_VAR_FIELDS],
-        count: usize,
+        fields: &VarFields,
         start: usize,
         end: usize,
     ) -> Result<(Message, usize), Failure> {
-        let offset = self.offset_of(start);
-        let src = ((header >> 6) & self.src_mask) as u16;
         let fixed = header >> (6 + self.src_bits);
-        let field = |k: usize| fields.get(k).copied().unwrap_or(0);
-        // Checks the field count against the `required` and `defined` fields of the layout
-        // and returns the TSTAMP (one field after the defined ones), if present. Runs before
-        // any field is read: slots at `count` and above may hold junk.
-        let timestamp = |required: usize, defined: usize| -> Result<Option<u64>, Failure> {
-            if count < required {
-                return Err((
-                    MessageError::MissingField {
-                        offset,
-                        tcode,
-                        field: layout::var_field_name(kind, fixed, count),
-                    },
-                    end,
-                ));
+        match self.interpret(kind, tcode, fixed, fields) {
+            Ok((body, timestamp)) => Ok((self.message(header, start, end, body, timestamp), end)),
+            Err(fault) => {
+                Err(self.field_failure(fault, kind, tcode, fixed, fields.count(), start, end))
             }
-            if count > defined + 1 {
-                return Err((MessageError::ExtraFields { offset, tcode }, end));
-            }
-            Ok(if count == defined + 1 {
-                fields.get(defined).copied()
-            } else {
-                None
-            })
+        }
+    }
+
+    /// [`Self::build`] for the fast paths, which leave every mismatch to the byte path.
+    #[inline(always)]
+    fn build_short(
+        &self,
+        kind: Kind,
+        tcode: u8,
+        header: u32,
+        fields: &impl Fields,
+        start: usize,
+        end: usize,
+    ) -> Option<(Message, usize)> {
+        let fixed = header >> (6 + self.src_bits);
+        let (body, timestamp) = self.interpret(kind, tcode, fixed, fields).ok()?;
+        Some((self.message(header, start, end, body, timestamp), end))
+    }
+
+    /// The message that spans `start..end`, with SRC taken from `header`.
+    #[inline(always)]
+    fn message(
+        &self,
+        header: u32,
+        start: usize,
+        end: usize,
+        body: Body,
+        timestamp: Option<u64>,
+    ) -> Message {
+        Message {
+            offset: self.offset_of(start),
+            length: u32::try_from(end - start).unwrap_or(u32::MAX),
+            src: ((header >> 6) & self.src_mask) as u16,
+            timestamp,
+            body,
+        }
+    }
+
+    /// The error for `fault` in the message of `kind` that spans `start..end`.
+    #[cold]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "what the error names, passed as the hot path has it rather than gathered \
+                  into a struct for the rare error"
+    )]
+    fn field_failure(
+        &self,
+        fault: FieldFault,
+        kind: Kind,
+        tcode: u8,
+        fixed: u32,
+        count: usize,
+        start: usize,
+        end: usize,
+    ) -> Failure {
+        let offset = self.offset_of(start);
+        let error = match fault {
+            FieldFault::Missing => MessageError::MissingField {
+                offset,
+                tcode,
+                field: layout::var_field_name(kind, fixed, count),
+            },
+            FieldFault::Extra => MessageError::ExtraFields { offset, tcode },
+            FieldFault::AddressTooWide(field) => MessageError::FieldTooWide { offset, field },
         };
-        let address = |k: usize, name: &'static str| {
-            self.address(field(k), lengths.get(k).copied().unwrap_or(0))
-                .ok_or((
-                    MessageError::FieldTooWide {
-                        offset,
-                        field: name,
-                    },
-                    end,
-                ))
-        };
+        (error, end)
+    }
+
+    /// Interprets the variable-length fields of a message of `kind` whose fixed-length
+    /// fields hold `fixed`: checks the field count against the layout and builds the body
+    /// and TSTAMP. Plain functions rather than closures for the checks, so that the results
+    /// stay in registers: an out-of-line closure returning its `Result` through memory cost
+    /// a store-forwarding stall per message.
+    #[inline(always)]
+    fn interpret(
+        &self,
+        kind: Kind,
+        tcode: u8,
+        fixed: u32,
+        fields: &impl Fields,
+    ) -> Result<(Body, Option<u64>), FieldFault> {
+        let field = |k: usize| fields.value(k);
         let sync = SyncReason((fixed & 0xf) as u8);
         // One dispatch on the kind for both the count check and the body: with a mixed
         // message stream every extra indirect jump is another likely misprediction.
-        let (body, timestamp) = match kind {
+        let parsed = match kind {
             Kind::Ownership => {
-                let timestamp = timestamp(1, 1)?;
+                let timestamp = timestamp(fields, 1, 1)?;
                 let process = Process::from_field(field(0));
                 (Body::Ownership { process }, timestamp)
             }
             Kind::DirectBranch => {
-                let timestamp = timestamp(1, 1)?;
+                let timestamp = timestamp(fields, 1, 1)?;
                 (Body::DirectBranch { icnt: field(0) }, timestamp)
             }
             Kind::IndirectBranch => {
-                let timestamp = timestamp(2, 2)?;
+                let timestamp = timestamp(fields, 2, 2)?;
                 let body = Body::IndirectBranch {
                     btype: BranchType::from_bits(fixed as u8),
                     icnt: field(0),
-                    uaddr: address(1, "U-ADDR")?,
+                    uaddr: self.address_field(fields, 1, "U-ADDR")?,
                 };
                 (body, timestamp)
             }
             Kind::Error => {
-                let timestamp = timestamp(1, 1)?;
+                let timestamp = timestamp(fields, 1, 1)?;
                 let body = Body::Error {
                     etype: (fixed & 0xf) as u8,
                     ecode: field(0),
@@ -598,36 +839,36 @@ impl<'a> MessageDecoder<'a> {
                 (body, timestamp)
             }
             Kind::ProgTraceSync => {
-                let timestamp = timestamp(2, 2)?;
+                let timestamp = timestamp(fields, 2, 2)?;
                 let body = Body::ProgTraceSync {
                     sync,
                     icnt: field(0),
-                    faddr: address(1, "F-ADDR")?,
+                    faddr: self.address_field(fields, 1, "F-ADDR")?,
                 };
                 (body, timestamp)
             }
             Kind::DirectBranchSync => {
-                let timestamp = timestamp(2, 2)?;
+                let timestamp = timestamp(fields, 2, 2)?;
                 let body = Body::DirectBranchSync {
                     sync,
                     icnt: field(0),
-                    faddr: address(1, "F-ADDR")?,
+                    faddr: self.address_field(fields, 1, "F-ADDR")?,
                 };
                 (body, timestamp)
             }
             Kind::IndirectBranchSync => {
-                let timestamp = timestamp(2, 2)?;
+                let timestamp = timestamp(fields, 2, 2)?;
                 let body = Body::IndirectBranchSync {
                     sync,
                     btype: BranchType::from_bits((fixed >> 4) as u8),
                     icnt: field(0),
-                    faddr: address(1, "F-ADDR")?,
+                    faddr: self.address_field(fields, 1, "F-ADDR")?,
                 };
                 (body, timestamp)
             }
             Kind::ResourceFull => match fixed & 0xf {
                 0 => {
-                    let timestamp = timestamp(1, 1)?;
+                    let timestamp = timestamp(fields, 1, 1)?;
                     let icnt = field(0);
                     (
                         Body::ResourceFull(ResourceFull::IcntOverflow { icnt }),
@@ -635,7 +876,7 @@ impl<'a> MessageDecoder<'a> {
                     )
                 }
                 1 => {
-                    let timestamp = timestamp(1, 1)?;
+                    let timestamp = timestamp(fields, 1, 1)?;
                     let hist = field(0);
                     (
                         Body::ResourceFull(ResourceFull::HistOverflow { hist }),
@@ -643,7 +884,7 @@ impl<'a> MessageDecoder<'a> {
                     )
                 }
                 2 => {
-                    let timestamp = timestamp(2, 2)?;
+                    let timestamp = timestamp(fields, 2, 2)?;
                     let resource = ResourceFull::RepeatedHist {
                         hist: field(0),
                         repeat: field(1),
@@ -652,8 +893,8 @@ impl<'a> MessageDecoder<'a> {
                 }
                 rcode => {
                     // Reserved and vendor RCODEs: one or two RDATA fields, layout unknown.
-                    let timestamp = timestamp(1, 2)?;
-                    let present = count.min(2);
+                    let timestamp = timestamp(fields, 1, 2)?;
+                    let present = fields.count().min(2);
                     let resource = ResourceFull::Other {
                         rcode: rcode as u8,
                         rdata: [field(0), if present > 1 { field(1) } else { 0 }],
@@ -663,28 +904,28 @@ impl<'a> MessageDecoder<'a> {
                 }
             },
             Kind::IndirectBranchHist => {
-                let timestamp = timestamp(3, 3)?;
+                let timestamp = timestamp(fields, 3, 3)?;
                 let body = Body::IndirectBranchHist {
                     btype: BranchType::from_bits(fixed as u8),
                     icnt: field(0),
-                    uaddr: address(1, "U-ADDR")?,
+                    uaddr: self.address_field(fields, 1, "U-ADDR")?,
                     hist: field(2),
                 };
                 (body, timestamp)
             }
             Kind::IndirectBranchHistSync => {
-                let timestamp = timestamp(3, 3)?;
+                let timestamp = timestamp(fields, 3, 3)?;
                 let body = Body::IndirectBranchHistSync {
                     sync,
                     btype: BranchType::from_bits((fixed >> 4) as u8),
                     icnt: field(0),
-                    faddr: address(1, "F-ADDR")?,
+                    faddr: self.address_field(fields, 1, "F-ADDR")?,
                     hist: field(2),
                 };
                 (body, timestamp)
             }
             Kind::RepeatBranch => {
-                let timestamp = timestamp(1, 1)?;
+                let timestamp = timestamp(fields, 1, 1)?;
                 (Body::RepeatBranch { bcnt: field(0) }, timestamp)
             }
             Kind::ProgTraceCorrelation => {
@@ -692,27 +933,30 @@ impl<'a> MessageDecoder<'a> {
                 // Reserved CDF 2 and 3: HIST when a second field is there.
                 let defined = if cdf == 0 { 1 } else { 2 };
                 let required = if cdf == 1 { 2 } else { 1 };
-                let timestamp = timestamp(required, defined)?;
+                let timestamp = timestamp(fields, required, defined)?;
                 let body = Body::ProgTraceCorrelation {
                     evcode: CorrelationEvent((fixed & 0xf) as u8),
                     cdf,
                     icnt: field(0),
-                    hist: (count.min(defined) > 1).then(|| field(1)),
+                    hist: (fields.count().min(defined) > 1).then(|| field(1)),
                 };
                 (body, timestamp)
             }
             Kind::Other => (Body::Other { tcode }, None),
         };
-        Ok((
-            Message {
-                offset,
-                length: u32::try_from(end - start).unwrap_or(u32::MAX),
-                src,
-                timestamp,
-                body,
-            },
-            end,
-        ))
+        Ok(parsed)
+    }
+
+    /// Address field number `k` of `fields`, see [`Self::address`].
+    #[inline(always)]
+    fn address_field(
+        &self,
+        fields: &impl Fields,
+        k: usize,
+        name: &'static str,
+    ) -> Result<u64, FieldFault> {
+        self.address(fields.value(k), fields.length(k))
+            .ok_or(FieldFault::AddressTooWide(name))
     }
 
     /// Turns an F-ADDR/U-ADDR field of `length` bits into an address: MSB extension (spec
@@ -720,6 +964,11 @@ impl<'a> MessageDecoder<'a> {
     /// has bit 63 set, which would be address bit 64.
     #[inline(always)]
     fn address(&self, field: u64, length: u32) -> Option<u64> {
+        // The option never changes, so this branch is always predicted; without it, the
+        // extension's dozen instructions were paid on every address.
+        if !self.options.address_msb_extension {
+            return (field >> 63 == 0).then_some(field << 1);
+        }
         // Branch-free: whether the extension applies depends on trace data.
         let msb = field.checked_shr(length.wrapping_sub(1)).unwrap_or(0) & 1;
         let applies =

@@ -160,10 +160,34 @@ proptest! {
         }
         let at = noise_at.index(stream.len() + 1);
         stream.splice(at..at, noise);
-        let fast: Vec<_> = MessageDecoder::new(&stream, options).collect();
+        let mut fast_decoder = MessageDecoder::new(&stream, options);
+        let fast: Vec<_> = fast_decoder.by_ref().collect();
         let mut slow_decoder = MessageDecoder::new(&stream, options).byte_path_only();
         let slow: Vec<_> = slow_decoder.by_ref().collect();
         prop_assert_eq!(fast, slow);
+        prop_assert_eq!(fast_decoder.idle_bytes(), slow_decoder.idle_bytes());
+        prop_assert_eq!(fast_decoder.skipped_bytes(), slow_decoder.skipped_bytes());
+    }
+
+    /// The same on garbage alone, with any SRC width the decoder honours.
+    #[test]
+    fn fast_path_matches_byte_path_on_garbage(
+        bytes in prop::collection::vec(any::<u16>(), 0..256).prop_map(biased_bytes),
+        src_bits in 0u8..=16,
+        ext in any::<bool>(),
+        x32 in any::<bool>(),
+    ) {
+        let options = MessageOptions::default()
+            .with_src_bits(src_bits)
+            .with_address_msb_extension(ext)
+            .with_address_width(if x32 { AddressWidth::Bits32 } else { AddressWidth::Bits64 });
+        let mut fast_decoder = MessageDecoder::new(&bytes, options);
+        let fast: Vec<_> = fast_decoder.by_ref().collect();
+        let mut slow_decoder = MessageDecoder::new(&bytes, options).byte_path_only();
+        let slow: Vec<_> = slow_decoder.by_ref().collect();
+        prop_assert_eq!(fast, slow);
+        prop_assert_eq!(fast_decoder.idle_bytes(), slow_decoder.idle_bytes());
+        prop_assert_eq!(fast_decoder.skipped_bytes(), slow_decoder.skipped_bytes());
     }
 
     #[test]
