@@ -152,7 +152,7 @@ pub(crate) enum ChunkEnd {
 #[derive(Debug)]
 pub(crate) struct Replay {
     /// Runs of consecutive messages, each following the one before in the trace.
-    parts: Vec<Arc<[Message]>>,
+    parts: Vec<Arc<Vec<Message>>>,
     part: usize,
     index: usize,
     /// Where the last message replayed ends (its last byte's offset + 1).
@@ -163,7 +163,7 @@ pub(crate) struct Replay {
 
 impl Replay {
     /// Replays `parts` from the first message at or after `start`.
-    pub(crate) fn new(parts: Vec<Arc<[Message]>>, start: u64) -> Self {
+    pub(crate) fn new(parts: Vec<Arc<Vec<Message>>>, start: u64) -> Self {
         let index = parts.first().map_or(0, |first| {
             first.partition_point(|message| message.offset < start)
         });
@@ -513,14 +513,16 @@ impl<'a> FlowDecoder<'a> {
         self.replay = Some(replay);
     }
 
-    /// Drops what is left to replay (the messages are shared with other chunks).
-    pub(crate) fn release_replay(&mut self) {
-        if let Some(replay) = self.replay.take() {
-            self.idle_before += replay.idle_bytes + self.messages.idle_bytes();
-            self.skipped_before += self.messages.skipped_bytes();
-            self.messages =
-                MessageDecoder::new(&[], self.options.message).with_base_offset(replay.end);
-        }
+    /// Drops what is left to replay, handing back the messages (shared with another
+    /// chunk's decoder).
+    pub(crate) fn release_replay(&mut self) -> Vec<Arc<Vec<Message>>> {
+        let Some(replay) = self.replay.take() else {
+            return Vec::new();
+        };
+        self.idle_before += replay.idle_bytes + self.messages.idle_bytes();
+        self.skipped_before += self.messages.skipped_bytes();
+        self.messages = MessageDecoder::new(&[], self.options.message).with_base_offset(replay.end);
+        replay.parts
     }
 
     fn count_returned_error(&mut self) {
@@ -687,14 +689,25 @@ impl<'a> FlowDecoder<'a> {
         for hart in &end.harts {
             let src = hart.events.src;
             let mine = self.harts.iter().position(|own| own.events.src == src);
-            let known_at_match = matched
+            let at_match = matched
                 .harts
                 .iter()
                 .find(|other| other.events.src == src)
-                .map_or(0, |other| other.events.stack().entries().len());
+                .map(|other| other.events.stack());
+            let known_at_match = at_match.map_or(0, |stack| stack.entries().len());
+            // Entries from before the match the chunk dropped (explicit returns).
+            let discarded = hart
+                .events
+                .stack()
+                .base_discards
+                .saturating_sub(at_match.map_or(0, |stack| stack.base_discards));
             let below: Vec<u64> = mine.map_or_else(Vec::new, |index| {
                 let stack = self.harts[index].events.stack();
-                let keep = stack.entries().len().saturating_sub(known_at_match);
+                let keep = stack
+                    .entries()
+                    .len()
+                    .saturating_sub(known_at_match)
+                    .saturating_sub(usize::try_from(discarded).unwrap_or(usize::MAX));
                 stack.entries().take(keep).collect()
             });
             let mut adopted = hart.clone();

@@ -736,11 +736,9 @@ impl HartEvents {
     /// docs/ntrace-errata.md), so the decoder does the same.
     fn reported_jump(&mut self, jump: IndirectJump) {
         match jump.kind {
-            IndirectKind::Return => {
-                self.stack.pop();
-            }
+            IndirectKind::Return => self.stack.discard(),
             IndirectKind::CoroutineSwap => {
-                self.stack.pop();
+                self.stack.discard();
                 self.stack.push(jump.return_address);
             }
             IndirectKind::Call => self.stack.push(jump.return_address),

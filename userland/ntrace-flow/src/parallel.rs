@@ -31,7 +31,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use code_image::CodeImage;
 use ntrace_message::Message;
@@ -87,12 +87,20 @@ impl ParallelOptions {
         self
     }
 
-    /// The chunk size for a trace of `length` bytes.
-    fn chunk_bytes_for(&self, length: usize) -> usize {
-        match self.chunk_bytes {
-            0 => (length / (self.jobs * 4)).clamp(MIN_AUTOMATIC_CHUNK_BYTES, DEFAULT_CHUNK_BYTES),
-            bytes => bytes,
+    /// The chunk size for `trace`: a quarter of it per thread, at most what holds about
+    /// as many messages as a scan keeps (judged from the density of message ends in
+    /// its first bytes: the reference encoder's BTM traces hold a message every 1.6
+    /// bytes, rvperf's HTM traces one every 6).
+    fn chunk_bytes_for(&self, trace: &[u8]) -> usize {
+        if self.chunk_bytes != 0 {
+            return self.chunk_bytes;
         }
+        let sample = &trace[..trace.len().min(DEFAULT_CHUNK_BYTES)];
+        let message_ends = sample.iter().filter(|&&byte| byte & 3 == 3).count().max(1);
+        let bytes_per_message = sample.len().div_ceil(message_ends);
+        let largest = (seam::MAX_RECORDED_MESSAGES * bytes_per_message)
+            .clamp(MIN_AUTOMATIC_CHUNK_BYTES, DEFAULT_CHUNK_BYTES);
+        (trace.len() / (self.jobs * 4)).clamp(MIN_AUTOMATIC_CHUNK_BYTES, largest)
     }
 }
 
@@ -206,6 +214,9 @@ pub struct ParallelDecoder<'a> {
     options: DecoderOptions,
     parallel: ParallelOptions,
     progress: Arc<AtomicU64>,
+    /// Message buffers of scans whose replays are done, for later scans: fresh buffers
+    /// of a few MB each cost page faults every time.
+    buffers: Mutex<Vec<Vec<Message>>>,
 }
 
 /// An item a chunk's decoder produced.
@@ -267,7 +278,7 @@ impl<'a> ParallelDecoder<'a> {
                 let parallel = parallel.with_jobs(parallel.jobs);
                 match options.return_stack_model {
                     ReturnStackModel::DropOldest => {
-                        parallel.with_chunk_bytes(parallel.chunk_bytes_for(trace.len()).max(1))
+                        parallel.with_chunk_bytes(parallel.chunk_bytes_for(trace).max(1))
                     }
                     // The reference code's stack is more than its entries (where pushes
                     // and pops wrap): a chunk cannot be put on top of another's. One
@@ -276,6 +287,7 @@ impl<'a> ParallelDecoder<'a> {
                 }
             },
             progress: Arc::new(AtomicU64::new(0)),
+            buffers: Mutex::new(Vec::new()),
         }
     }
 
@@ -422,11 +434,18 @@ impl<'a> ParallelDecoder<'a> {
     /// Reads the messages that start in chunk `index`'s share (see `seam::scan`).
     fn scan_chunk(&self, index: usize) -> ChunkScan {
         let begin = index as u64 * self.parallel.chunk_bytes as u64;
+        let buffer = self
+            .buffers
+            .lock()
+            .ok()
+            .and_then(|mut buffers| buffers.pop())
+            .unwrap_or_default();
         seam::scan(
             self.trace,
             self.options.message,
             begin,
             self.chunk_end(index),
+            buffer,
         )
     }
 
@@ -436,7 +455,7 @@ impl<'a> ParallelDecoder<'a> {
         index: usize,
         start: Option<ChunkStart>,
         end: ChunkEnd,
-        replay: Vec<Arc<[Message]>>,
+        replay: Vec<Arc<Vec<Message>>>,
     ) -> ChunkOutput<'a> {
         let Some(start) = start else {
             return ChunkOutput {
@@ -464,7 +483,15 @@ impl<'a> ParallelDecoder<'a> {
             }
         }
         let snapshots = decoder.finish_speculation();
-        decoder.release_replay();
+        for messages in decoder.release_replay() {
+            // The last of the two decodes replaying a scan's messages gives the buffer back.
+            if let Some(mut buffer) = Arc::into_inner(messages) {
+                buffer.clear();
+                if let Ok(mut buffers) = self.buffers.lock() {
+                    buffers.push(buffer);
+                }
+            }
+        }
         ChunkOutput {
             index,
             started_at_seam: start.seam.is_some(),
@@ -559,7 +586,7 @@ struct Plan {
     starts: Vec<Option<ChunkStart>>,
     /// Each chunk's messages as its scan read them, and whether they are all of them,
     /// until the decodes that replay them are started.
-    messages: Vec<Option<(Arc<[Message]>, bool)>>,
+    messages: Vec<Option<(Arc<Vec<Message>>, bool)>>,
     /// The message-level state before the next chunk to plan (`None`: unknowable).
     state: Option<HartState>,
     chunks: usize,
@@ -616,7 +643,7 @@ impl Plan {
             scan.effect.apply(self.state)
         };
         self.messages
-            .push(Some((scan.messages.into(), scan.messages_complete)));
+            .push(Some((Arc::new(scan.messages), scan.messages_complete)));
     }
 
     /// Chunk `index`'s start and end (`share_end`: where its share of the trace ends):
@@ -629,7 +656,7 @@ impl Plan {
         &mut self,
         index: usize,
         share_end: u64,
-    ) -> (Option<ChunkStart>, ChunkEnd, Vec<Arc<[Message]>>) {
+    ) -> (Option<ChunkStart>, ChunkEnd, Vec<Arc<Vec<Message>>>) {
         let start = self.starts.get(index).copied().flatten();
         let next = self
             .starts

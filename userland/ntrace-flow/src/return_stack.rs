@@ -36,6 +36,10 @@ pub(crate) struct ReturnStack {
     /// Pops that found no entry while the base was unknown: each one needed an entry
     /// pushed before the chunk, so the speculative decode may differ from the true.
     pub(crate) base_pops: u64,
+    /// Entries from before the chunk dropped without their value being needed (an
+    /// explicitly reported return pops the encoder's stack too): the true stack has
+    /// that many fewer below, which the join accounts for.
+    pub(crate) base_discards: u64,
 }
 
 /// What lies below a return stack's known entries.
@@ -66,6 +70,7 @@ impl ReturnStack {
             push_slots,
             base: StackBase::Empty,
             base_pops: 0,
+            base_discards: 0,
         }
     }
 
@@ -152,6 +157,18 @@ impl ReturnStack {
             self.top - 1
         };
         Some(address)
+    }
+
+    /// Drops the newest entry, whose value is not needed.
+    #[inline]
+    pub(crate) fn discard(&mut self) {
+        if self.count == 0 {
+            if self.base == StackBase::Unknown {
+                self.base_discards += 1;
+            }
+            return;
+        }
+        self.pop();
     }
 
     /// Approximate heap bytes held.

@@ -211,7 +211,7 @@ pub(crate) struct Seam {
 
 /// Messages a scan keeps at most (4 MiB): past them (a chunk of very dense trace) the
 /// chunk's decoder reads the bytes itself.
-const MAX_RECORDED_MESSAGES: usize = 1 << 16;
+pub(crate) const MAX_RECORDED_MESSAGES: usize = 1 << 16;
 
 /// What [`scan`] found in the messages starting in one chunk's byte range.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -233,16 +233,18 @@ pub(crate) struct ChunkScan {
 }
 
 /// Reads the messages that start in `begin..end` of `trace` (from the first message
-/// boundary at or after `begin`; from the start when `begin` is 0).
-pub(crate) fn scan(trace: &[u8], options: MessageOptions, begin: u64, end: u64) -> ChunkScan {
+/// boundary at or after `begin`; from the start when `begin` is 0), keeping them in
+/// `buffer` (emptied first; its capacity is reused).
+pub(crate) fn scan(
+    trace: &[u8],
+    options: MessageOptions,
+    begin: u64,
+    end: u64,
+    mut buffer: Vec<Message>,
+) -> ChunkScan {
+    buffer.clear();
     let mut found = ChunkScan {
-        // About 6 trace bytes per message in traces of real programs.
-        messages: Vec::with_capacity(
-            usize::try_from(end.saturating_sub(begin) / 6)
-                .unwrap_or(0)
-                .min(MAX_RECORDED_MESSAGES)
-                .min(trace.len() / 6 + 1),
-        ),
+        messages: buffer,
         ..ChunkScan::default()
     };
     let mut messages = match begin.checked_sub(1) {
@@ -262,7 +264,7 @@ pub(crate) fn scan(trace: &[u8], options: MessageOptions, begin: u64, end: u64) 
         }
     };
     let mut src = None;
-    let mut readable = true;
+    let mut readable = std::env::var_os("RVPERF_NO_REPLAY").is_none();
     // The hart whose message the next message would follow at a seam.
     let mut seam_after: Option<u16> = None;
     loop {
