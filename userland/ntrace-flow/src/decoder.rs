@@ -128,7 +128,7 @@ struct Speculation {
 /// after each synchronisation and each seam it resumes at: after a pop of a stack entry
 /// from before the chunk, the join decodes from the snapshot before it, so the spacing
 /// bounds that serial work, while each snapshot copies the block profile.
-const SNAPSHOT_MESSAGES: u64 = 512;
+const SNAPSHOT_MESSAGES: u64 = 4096;
 
 /// A speculative decoder whose walks keep getting lost (each return leaving a function
 /// entered before its chunk pops an entry it cannot know, as in a recursive sort whose
@@ -145,51 +145,6 @@ pub(crate) enum ChunkEnd {
     SyncAtOrAfter(u64),
     /// Before the first message at or after the offset (where the next chunk starts).
     Before(u64),
-}
-
-/// Messages another thread already read from the trace (the scans of a parallel
-/// decode's chunks), replayed instead of reading the bytes again.
-#[derive(Debug)]
-pub(crate) struct Replay {
-    /// Runs of consecutive messages, each following the one before in the trace.
-    parts: Vec<Arc<Vec<Message>>>,
-    part: usize,
-    index: usize,
-    /// Where the last message replayed ends (its last byte's offset + 1).
-    end: u64,
-    /// Idle bytes between the messages replayed.
-    idle_bytes: u64,
-}
-
-impl Replay {
-    /// Replays `parts` from the first message at or after `start`.
-    pub(crate) fn new(parts: Vec<Arc<Vec<Message>>>, start: u64) -> Self {
-        let index = parts.first().map_or(0, |first| {
-            first.partition_point(|message| message.offset < start)
-        });
-        Self {
-            parts,
-            part: 0,
-            index,
-            end: start,
-            idle_bytes: 0,
-        }
-    }
-
-    #[inline]
-    fn next(&mut self) -> Option<Message> {
-        loop {
-            let part = self.parts.get(self.part)?;
-            if let Some(&message) = part.get(self.index) {
-                self.index += 1;
-                self.idle_bytes += message.offset.saturating_sub(self.end);
-                self.end = message.offset + u64::from(message.length);
-                return Some(message);
-            }
-            self.part += 1;
-            self.index = 0;
-        }
-    }
 }
 
 /// How a chunk's hart starts at a seam (see `seam`).
@@ -215,8 +170,6 @@ enum Lost {
 pub struct FlowDecoder<'a> {
     trace: &'a [u8],
     messages: MessageDecoder<'a>,
-    /// Messages read already, taken before `messages` (which then goes on after them).
-    replay: Option<Replay>,
     /// Idle and skipped bytes counted by message decoders that `seek` replaced.
     idle_before: u64,
     skipped_before: u64,
@@ -274,7 +227,6 @@ impl<'a> FlowDecoder<'a> {
         Self {
             trace,
             messages: MessageDecoder::new(trace, options.message),
-            replay: None,
             idle_before: 0,
             skipped_before: 0,
             stop: Stop {
@@ -346,15 +298,11 @@ impl<'a> FlowDecoder<'a> {
 
     /// Trace bytes consumed so far.
     pub fn position(&self) -> u64 {
-        match &self.replay {
-            Some(replay) => replay.end,
-            None => self.messages.position(),
-        }
+        self.messages.position()
     }
 
     pub fn idle_bytes(&self) -> u64 {
-        let replayed = self.replay.as_ref().map_or(0, |replay| replay.idle_bytes);
-        self.idle_before + replayed + self.messages.idle_bytes()
+        self.idle_before + self.messages.idle_bytes()
     }
 
     /// Trace bytes thrown away: unreadable messages and the bytes up to the next message
@@ -424,7 +372,7 @@ impl<'a> FlowDecoder<'a> {
             }
             let next = match self.held.take() {
                 Some(message) => Ok(Some(message)),
-                None => self.next_message(),
+                None => self.messages.next_message(),
             };
             match next {
                 Ok(Some(message)) => {
@@ -474,55 +422,6 @@ impl<'a> FlowDecoder<'a> {
                 None => Ok(None),
             },
         }
-    }
-
-    /// The next message: replayed while there are, then read from the trace.
-    #[inline]
-    fn next_message(&mut self) -> Result<Option<Message>, ntrace_message::MessageError> {
-        if let Some(replay) = &mut self.replay {
-            if let Some(message) = replay.next() {
-                return Ok(Some(message));
-            }
-            self.end_replay();
-        }
-        self.messages.next_message()
-    }
-
-    /// Goes on reading the trace where the replayed messages end.
-    #[cold]
-    fn end_replay(&mut self) {
-        if let Some(replay) = self.replay.take() {
-            self.read_from(replay.end);
-            self.idle_before += replay.idle_bytes;
-        }
-    }
-
-    /// Reads messages from byte `offset` on (a message start).
-    fn read_from(&mut self, offset: u64) {
-        self.idle_before += self.messages.idle_bytes();
-        self.skipped_before += self.messages.skipped_bytes();
-        let start = usize::try_from(offset)
-            .unwrap_or(usize::MAX)
-            .min(self.trace.len());
-        self.messages = MessageDecoder::new(&self.trace[start..], self.options.message)
-            .with_base_offset(start as u64);
-    }
-
-    /// Replays `replay` (messages from the current position on) before reading on.
-    pub(crate) fn replay(&mut self, replay: Replay) {
-        self.replay = Some(replay);
-    }
-
-    /// Drops what is left to replay, handing back the messages (shared with another
-    /// chunk's decoder).
-    pub(crate) fn release_replay(&mut self) -> Vec<Arc<Vec<Message>>> {
-        let Some(replay) = self.replay.take() else {
-            return Vec::new();
-        };
-        self.idle_before += replay.idle_bytes + self.messages.idle_bytes();
-        self.skipped_before += self.messages.skipped_bytes();
-        self.messages = MessageDecoder::new(&[], self.options.message).with_base_offset(replay.end);
-        replay.parts
     }
 
     fn count_returned_error(&mut self) {
@@ -585,10 +484,13 @@ impl<'a> FlowDecoder<'a> {
 
     /// Continues reading at byte `offset` (a message start), with the harts as they are.
     pub(crate) fn seek(&mut self, offset: u64) {
-        if let Some(replay) = self.replay.take() {
-            self.idle_before += replay.idle_bytes;
-        }
-        self.read_from(offset);
+        self.idle_before += self.messages.idle_bytes();
+        self.skipped_before += self.messages.skipped_bytes();
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(self.trace.len());
+        self.messages = MessageDecoder::new(&self.trace[start..], self.options.message)
+            .with_base_offset(start as u64);
         self.held = None;
         self.active = None;
         self.finished = false;

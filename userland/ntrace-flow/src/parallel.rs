@@ -1,8 +1,9 @@
 //! Parallel decode: the trace cut into chunks, each decoded on its own core, joined in
 //! order into exactly the serial decoder's output.
 //!
-//! Each chunk's messages are first read (`seam::scan`, on any core; the decode then
-//! replays them rather than reading the bytes again). A chunk starts at its first
+//! Each chunk's messages are first read (`seam::scan`, on any core; reading them again
+//! in the decode costs less than keeping them: a message model is some 10 to 40 times
+//! the trace bytes it came from). A chunk starts at its first
 //! synchronisation message or, earlier, at its first *seam*: the message after one
 //! whose walk ends at the address it gives (an indirect branch, a trap), where the
 //! scans of the chunks before it, applied in order, give the U-ADDR reference address
@@ -31,24 +32,21 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use code_image::CodeImage;
-use ntrace_message::Message;
 use trace_elements::{ElementKind, ElementSource, GapReason, RangeEnd, TraceElement};
 
 use crate::block::{visit_range, Block, FileDecodeInfo, NO_BLOCK};
-use crate::decoder::{ChunkEnd, Replay, SeamStart, Snapshot};
+use crate::decoder::{ChunkEnd, SeamStart, Snapshot};
 use crate::return_stack::ReturnStackModel;
 use crate::seam::{self, ChunkScan, HartState};
 use crate::walk::BlockWalk;
 use crate::{BlockExecutions, DecoderOptions, FlowDecoder, FlowError, FlowStatistics};
 
-/// Largest automatic chunk: the messages a chunk's scan read are kept until its decode
-/// replays them (about 64 bytes each, some 10 to 40 times the trace bytes they came from),
-/// and a few chunks are in flight; smaller chunks cost a cold block cache and a seam
-/// check each.
-pub const DEFAULT_CHUNK_BYTES: usize = 256 << 10;
+/// Largest automatic chunk: a few MB of trace per chunk keeps the cost of each chunk's
+/// cold block cache small, and the elements of a few chunks in flight fit in memory.
+pub const DEFAULT_CHUNK_BYTES: usize = 2 << 20;
 
 /// Smallest automatic chunk: below it the cold block cache and the join's share of
 /// each chunk start to show.
@@ -87,20 +85,12 @@ impl ParallelOptions {
         self
     }
 
-    /// The chunk size for `trace`: a quarter of it per thread, at most what holds about
-    /// as many messages as a scan keeps (judged from the density of message ends in
-    /// its first bytes: the reference encoder's BTM traces hold a message every 1.6
-    /// bytes, rvperf's HTM traces one every 6).
-    fn chunk_bytes_for(&self, trace: &[u8]) -> usize {
-        if self.chunk_bytes != 0 {
-            return self.chunk_bytes;
+    /// The chunk size for a trace of `length` bytes.
+    fn chunk_bytes_for(&self, length: usize) -> usize {
+        match self.chunk_bytes {
+            0 => (length / (self.jobs * 4)).clamp(MIN_AUTOMATIC_CHUNK_BYTES, DEFAULT_CHUNK_BYTES),
+            bytes => bytes,
         }
-        let sample = &trace[..trace.len().min(DEFAULT_CHUNK_BYTES)];
-        let message_ends = sample.iter().filter(|&&byte| byte & 3 == 3).count().max(1);
-        let bytes_per_message = sample.len().div_ceil(message_ends);
-        let largest = (seam::MAX_RECORDED_MESSAGES * bytes_per_message)
-            .clamp(MIN_AUTOMATIC_CHUNK_BYTES, DEFAULT_CHUNK_BYTES);
-        (trace.len() / (self.jobs * 4)).clamp(MIN_AUTOMATIC_CHUNK_BYTES, largest)
     }
 }
 
@@ -214,9 +204,6 @@ pub struct ParallelDecoder<'a> {
     options: DecoderOptions,
     parallel: ParallelOptions,
     progress: Arc<AtomicU64>,
-    /// Message buffers of scans whose replays are done, for later scans: fresh buffers
-    /// of a few MB each cost page faults every time.
-    buffers: Mutex<Vec<Vec<Message>>>,
 }
 
 /// An item a chunk's decoder produced.
@@ -278,7 +265,7 @@ impl<'a> ParallelDecoder<'a> {
                 let parallel = parallel.with_jobs(parallel.jobs);
                 match options.return_stack_model {
                     ReturnStackModel::DropOldest => {
-                        parallel.with_chunk_bytes(parallel.chunk_bytes_for(trace).max(1))
+                        parallel.with_chunk_bytes(parallel.chunk_bytes_for(trace.len()).max(1))
                     }
                     // The reference code's stack is more than its entries (where pushes
                     // and pops wrap): a chunk cannot be put on top of another's. One
@@ -287,7 +274,6 @@ impl<'a> ParallelDecoder<'a> {
                 }
             },
             progress: Arc::new(AtomicU64::new(0)),
-            buffers: Mutex::new(Vec::new()),
         }
     }
 
@@ -397,12 +383,12 @@ impl<'a> ParallelDecoder<'a> {
                         };
                         plan.add(scan);
                     }
-                    let (start, end, replay) = plan.chunk(next, this.chunk_end(next));
+                    let (start, end) = plan.chunk(next, this.chunk_end(next));
                     let (sender, receiver) = mpsc::sync_channel(1);
                     let chunk = next;
                     scope.spawn(move |_| {
                         // The receiver is gone only when the join stopped early.
-                        let _ = sender.send(this.decode_chunk(chunk, start, end, replay));
+                        let _ = sender.send(this.decode_chunk(chunk, start, end));
                     });
                     receivers.push_back(receiver);
                     next += 1;
@@ -434,18 +420,11 @@ impl<'a> ParallelDecoder<'a> {
     /// Reads the messages that start in chunk `index`'s share (see `seam::scan`).
     fn scan_chunk(&self, index: usize) -> ChunkScan {
         let begin = index as u64 * self.parallel.chunk_bytes as u64;
-        let buffer = self
-            .buffers
-            .lock()
-            .ok()
-            .and_then(|mut buffers| buffers.pop())
-            .unwrap_or_default();
         seam::scan(
             self.trace,
             self.options.message,
             begin,
             self.chunk_end(index),
-            buffer,
         )
     }
 
@@ -455,7 +434,6 @@ impl<'a> ParallelDecoder<'a> {
         index: usize,
         start: Option<ChunkStart>,
         end: ChunkEnd,
-        replay: Vec<Arc<Vec<Message>>>,
     ) -> ChunkOutput<'a> {
         let Some(start) = start else {
             return ChunkOutput {
@@ -473,7 +451,6 @@ impl<'a> ParallelDecoder<'a> {
             self.files.clone(),
             self.options,
         );
-        decoder.replay(Replay::new(replay, start.offset));
         let mut items = Vec::new();
         loop {
             match decoder.next_element() {
@@ -483,15 +460,6 @@ impl<'a> ParallelDecoder<'a> {
             }
         }
         let snapshots = decoder.finish_speculation();
-        for messages in decoder.release_replay() {
-            // The last of the two decodes replaying a scan's messages gives the buffer back.
-            if let Some(mut buffer) = Arc::into_inner(messages) {
-                buffer.clear();
-                if let Ok(mut buffers) = self.buffers.lock() {
-                    buffers.push(buffer);
-                }
-            }
-        }
         ChunkOutput {
             index,
             started_at_seam: start.seam.is_some(),
@@ -584,9 +552,6 @@ struct ChunkStart {
 #[derive(Debug)]
 struct Plan {
     starts: Vec<Option<ChunkStart>>,
-    /// Each chunk's messages as its scan read them, and whether they are all of them,
-    /// until the decodes that replay them are started.
-    messages: Vec<Option<(Arc<Vec<Message>>, bool)>>,
     /// The message-level state before the next chunk to plan (`None`: unknowable).
     state: Option<HartState>,
     chunks: usize,
@@ -596,7 +561,6 @@ impl Plan {
     fn new(chunks: usize) -> Self {
         Self {
             starts: Vec::with_capacity(chunks),
-            messages: Vec::with_capacity(chunks),
             state: Some(HartState::START),
             chunks,
         }
@@ -642,48 +606,20 @@ impl Plan {
         } else {
             scan.effect.apply(self.state)
         };
-        self.messages
-            .push(Some((Arc::new(scan.messages), scan.messages_complete)));
     }
 
     /// Chunk `index`'s start and end (`share_end`: where its share of the trace ends):
     /// it ends where the next chunk with a start starts, or, when none is planned yet,
     /// at the first synchronisation message from its share's end.
-    /// With the messages its decoder replays: those the scans read from its start up to
-    /// the next start (or the first unreadable one). The messages of the chunks before it
-    /// are not needed any more.
-    fn chunk(
-        &mut self,
-        index: usize,
-        share_end: u64,
-    ) -> (Option<ChunkStart>, ChunkEnd, Vec<Arc<Vec<Message>>>) {
+    fn chunk(&self, index: usize, share_end: u64) -> (Option<ChunkStart>, ChunkEnd) {
         let start = self.starts.get(index).copied().flatten();
-        let next = self
-            .starts
-            .iter()
-            .enumerate()
-            .skip(index + 1)
-            .find_map(|(next, start)| start.map(|start| (next, start)));
-        let end = match next {
-            Some((_, next)) => ChunkEnd::Before(next.offset),
+        let next_start = self.starts.iter().skip(index + 1).find_map(|start| *start);
+        let end = match next_start {
+            Some(next) => ChunkEnd::Before(next.offset),
             None if self.starts.len() >= self.chunks => ChunkEnd::Before(u64::MAX),
             None => ChunkEnd::SyncAtOrAfter(share_end),
         };
-        let last = next.map_or(self.messages.len(), |(next, _)| next + 1);
-        let mut replay = Vec::new();
-        for messages in self.messages.iter().take(last).skip(index) {
-            let Some((messages, complete)) = messages else {
-                break;
-            };
-            replay.push(Arc::clone(messages));
-            if !complete {
-                break;
-            }
-        }
-        for released in self.messages.iter_mut().take(index + 1) {
-            *released = None;
-        }
-        (start, end, replay)
+        (start, end)
     }
 }
 

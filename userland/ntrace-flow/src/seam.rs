@@ -209,19 +209,9 @@ pub(crate) struct Seam {
     pub(crate) before: Effect,
 }
 
-/// Messages a scan keeps at most (4 MiB): past them (a chunk of very dense trace) the
-/// chunk's decoder reads the bytes itself.
-pub(crate) const MAX_RECORDED_MESSAGES: usize = 1 << 16;
-
 /// What [`scan`] found in the messages starting in one chunk's byte range.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ChunkScan {
-    /// The messages read, in order, up to the first unreadable one: the chunks' decoders
-    /// replay them instead of reading the bytes again.
-    pub(crate) messages: Vec<Message>,
-    /// Whether `messages` holds every message of the range (none unreadable, not too
-    /// many to keep).
-    pub(crate) messages_complete: bool,
     /// The first synchronisation message.
     pub(crate) first_sync: Option<u64>,
     /// The first seam, when the trace has one hart.
@@ -233,20 +223,9 @@ pub(crate) struct ChunkScan {
 }
 
 /// Reads the messages that start in `begin..end` of `trace` (from the first message
-/// boundary at or after `begin`; from the start when `begin` is 0), keeping them in
-/// `buffer` (emptied first; its capacity is reused).
-pub(crate) fn scan(
-    trace: &[u8],
-    options: MessageOptions,
-    begin: u64,
-    end: u64,
-    mut buffer: Vec<Message>,
-) -> ChunkScan {
-    buffer.clear();
-    let mut found = ChunkScan {
-        messages: buffer,
-        ..ChunkScan::default()
-    };
+/// boundary at or after `begin`; from the start when `begin` is 0).
+pub(crate) fn scan(trace: &[u8], options: MessageOptions, begin: u64, end: u64) -> ChunkScan {
+    let mut found = ChunkScan::default();
     let mut messages = match begin.checked_sub(1) {
         None => MessageDecoder::new(trace, options),
         Some(from) => {
@@ -264,7 +243,6 @@ pub(crate) fn scan(
         }
     };
     let mut src = None;
-    let mut readable = std::env::var_os("RVPERF_NO_REPLAY").is_none();
     // The hart whose message the next message would follow at a seam.
     let mut seam_after: Option<u16> = None;
     loop {
@@ -290,11 +268,6 @@ pub(crate) fn scan(
                     }
                 }
                 found.effect.follow(&message);
-                if readable && found.messages.len() < MAX_RECORDED_MESSAGES {
-                    found.messages.push(message);
-                } else {
-                    readable = false;
-                }
                 if ends_at_message_address(&message.body) {
                     seam_after = Some(message.src);
                 }
@@ -302,14 +275,12 @@ pub(crate) fn scan(
             Ok(None) => break,
             // The decoder loses every hart at an unreadable message.
             Err(_) => {
-                readable = false;
                 found.effect.from_synced.synced = false;
                 found.effect.from_unsynced.synced = false;
                 seam_after = None;
             }
         }
     }
-    found.messages_complete = readable;
     if found.several_harts || options.src_bits > 0 {
         found.seam = None;
     }
