@@ -286,6 +286,7 @@ fn decode_flow(
                 .collect(),
         }
     };
+    printer.finish(out)?;
     let elapsed = started.elapsed();
     let statistics = totals.statistics;
     if statistics.sync_messages == 0 {
@@ -318,6 +319,10 @@ fn decode_flow(
     Ok(())
 }
 
+/// PCs gathered before they are formatted (`pcs` output): a range holds a few
+/// instructions, and a loop over a few thousand runs without a mispredicted exit per range.
+const PCS_BATCH: usize = 4096;
+
 /// Prints elements as `mode` wants, from either decoder, and collects the gaps that
 /// decode errors left for the warnings.
 struct Printer<'c> {
@@ -341,7 +346,7 @@ impl<'c> Printer<'c> {
             mode,
             multi_hart,
             trace_name,
-            pcs: Vec::with_capacity(64),
+            pcs: Vec::with_capacity(PCS_BATCH + 64),
             line: String::new(),
             first_error: None,
             gap_warnings: Vec::new(),
@@ -405,16 +410,23 @@ impl<'c> Printer<'c> {
                 ..
             } => match self.mode {
                 Output::Summary | Output::Messages => {}
-                Output::Pcs => {
+                Output::Pcs if self.multi_hart => {
                     let pcs = &mut self.pcs;
                     pcs.clear();
                     instructions(start, count, pcs);
+                    let hart = format!("{} ", element.hart);
                     for &pc in pcs.iter() {
-                        if self.multi_hart {
-                            out.text(&element.hart.to_string());
-                            out.text(" ");
-                        }
+                        out.text(&hart);
                         out.hex_line(pc)?;
+                    }
+                }
+                Output::Pcs => {
+                    // The PCs of many ranges are formatted in one loop (see `PCS_BATCH`);
+                    // nothing else is printed in between, `finish` prints the rest.
+                    instructions(start, count, &mut self.pcs);
+                    if self.pcs.len() >= PCS_BATCH {
+                        out.hex_lines(&self.pcs)?;
+                        self.pcs.clear();
                     }
                 }
                 Output::Blocks => {
@@ -466,6 +478,13 @@ impl<'c> Printer<'c> {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Prints what is still held back; after the last element.
+    fn finish(&mut self, out: &mut LineWriter<impl Write>) -> Result<()> {
+        out.hex_lines(&self.pcs)?;
+        self.pcs.clear();
         Ok(())
     }
 
