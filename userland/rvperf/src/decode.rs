@@ -509,6 +509,8 @@ struct Printer<'c> {
     mode: Output,
     multi_hart: bool,
     trace_name: &'c str,
+    /// `pcs` output: the PCs of the ranges not yet formatted. `insns` and `pcs` with
+    /// harts: the PCs of the range being printed.
     pcs: Vec<u64>,
     /// With [`Formatting::OwnThread`]: the ranges of `pcs` output gathered, and where
     /// each full batch goes.
@@ -678,8 +680,10 @@ impl<'c> Printer<'c> {
     /// Prints what is still held back (or hands it to the formatting thread); after
     /// the last element.
     fn finish(&mut self, out: &mut LineWriter<impl Write>) -> Result<()> {
-        out.hex_lines(&self.pcs)?;
-        self.pcs.clear();
+        if self.mode == Output::Pcs && !self.multi_hart {
+            out.hex_lines(&self.pcs)?;
+            self.pcs.clear();
+        }
         if !self.ranges.is_empty() {
             self.send_ranges()?;
         }
