@@ -856,3 +856,56 @@ fn write_hottest_functions(
         out.text(&format!("  {share:6.2}%  {count:>12}  {name}\n"));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two adjacent segments of halfwords, as `as` would lay out the code.
+    fn image(first: &[u16], second: &[u16]) -> CodeImage {
+        let mut image = CodeImage::new();
+        let file = image.add_file("test");
+        let bytes = |halves: &[u16]| halves.iter().flat_map(|half| half.to_le_bytes()).collect();
+        image.add_segment(0x1000, bytes(first), true, file).unwrap();
+        let second_start = 0x1000 + 2 * first.len() as u64;
+        image
+            .add_segment(second_start, bytes(second), true, file)
+            .unwrap();
+        image
+    }
+
+    fn addresses(image: &CodeImage, start: u64, instructions: u32) -> Option<Vec<u64>> {
+        let mut pcs = vec![0xdead];
+        push_instruction_addresses(
+            image,
+            RangeToPrint {
+                start,
+                instructions,
+            },
+            &mut pcs,
+        )
+        .then(|| pcs.split_off(1))
+    }
+
+    #[test]
+    fn lists_a_range_by_the_lengths_of_its_instructions() {
+        // c.nop; addi a0,a0,1; a 48-bit encoding (low bits 011111); c.nop | c.nop
+        let image = image(&[0x0001, 0x0513, 0x0015, 0x001f, 0, 0, 0x0001], &[0x0001]);
+        assert_eq!(
+            addresses(&image, 0x1000, 4),
+            Some(vec![0x1000, 0x1002, 0x1006, 0x100c])
+        );
+        // On into the next segment.
+        assert_eq!(
+            addresses(&image, 0x1002, 4),
+            Some(vec![0x1002, 0x1006, 0x100c, 0x100e])
+        );
+        assert_eq!(addresses(&image, 0x1000, 0), Some(vec![]));
+        // Past the end, and outside the image.
+        assert_eq!(addresses(&image, 0x1002, 5), None);
+        assert_eq!(addresses(&image, 0x2000, 1), None);
+        // A reserved length (low bits 1111111).
+        let reserved = self::image(&[0x007f, 0, 0, 0, 0, 0], &[0x0001]);
+        assert_eq!(addresses(&reserved, 0x1000, 1), None);
+    }
+}
