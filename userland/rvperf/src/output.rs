@@ -362,7 +362,9 @@ mod tests {
         ]);
         values.push(u64::MAX);
         // In and out of one 64 KiB piece of code, whose high digits are kept.
-        values.extend([0xfffe, 0x1_0000, 0xffff, 0x1_fffe, 0x2_0000, 0x1_fffe, 0x1_0002]);
+        values.extend([
+            0xfffe, 0x1_0000, 0xffff, 0x1_fffe, 0x2_0000, 0x1_fffe, 0x1_0002,
+        ]);
         // Every digit count, with a leading digit of 1 and of f.
         for shift in (0..64).step_by(4) {
             values.push(1 << shift);
