@@ -167,7 +167,7 @@ static DIGIT_PAIRS: [[u8; 2]; 256] = {
 };
 
 /// Stores the hex line of `value` at `buffer[at..]`, which must have room for
-/// [`MAX_HEX_LINE`] bytes (whatever the value: the digits are stored 16 at a time);
+/// [`MAX_HEX_LINE`] bytes (whatever the value: the digits are stored 8 or 16 at a time);
 /// returns the line's length.
 #[inline]
 fn store_hex_line(buffer: &mut [u8], at: usize, value: u64) -> usize {
