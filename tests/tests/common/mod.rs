@@ -233,7 +233,16 @@ pub fn rvperf_binary() -> PathBuf {
                     .map_or("dev", |name| if name == "debug" { "dev" } else { name });
                 let status = Command::new(cargo)
                     .current_dir(repository())
-                    .args(["build", "--locked", "--profile", profile, "-p", "rvperf", "--bin", "rvperf"])
+                    .args([
+                        "build",
+                        "--locked",
+                        "--profile",
+                        profile,
+                        "-p",
+                        "rvperf",
+                        "--bin",
+                        "rvperf",
+                    ])
                     .status()
                     .expect("run cargo build -p rvperf");
                 assert!(status.success(), "cargo build -p rvperf failed");

@@ -1,10 +1,12 @@
 //! `rvperf decode`: N-Trace stream + ELF files -> PCs, blocks, instructions, messages or a summary.
 
 use std::io::Write;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
+use code_image::CodeImage;
 use ntrace_flow::{
     Decoded, DecoderOptions, FlowDecoder, FlowError, FlowStatistics, ParallelDecoder,
     ParallelError, ParallelOptions, Recovery,
@@ -87,15 +89,28 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
                 Output::Summary => jobs,
                 _ => jobs.saturating_sub(1).max(1),
             };
+            let multi_hart = arguments.input.src_bits > 0;
+            let formatting = if mode == Output::Pcs && !multi_hart && jobs > 1 {
+                Formatting::OwnThread
+            } else {
+                Formatting::DecodingThread
+            };
             let parallel = arguments.jobs.parallel_options(decoding);
+            let parallel = match formatting {
+                Formatting::DecodingThread => (jobs > 1).then_some(parallel),
+                // The serial decoder on the second thread: a parallel decoder with one
+                // worker would add a third busy thread (its join) and copy every element.
+                Formatting::OwnThread => (decoding > 1).then_some(parallel),
+            };
             decode_flow(
                 &trace,
                 &code,
                 options,
-                (jobs > 1).then_some(parallel),
+                parallel,
                 mode,
-                arguments.input.src_bits > 0,
+                multi_hart,
                 arguments.parallel_work,
+                formatting,
                 &mut out,
                 &trace_name,
             )?;
@@ -204,6 +219,17 @@ fn event_text(element: &TraceElement) -> Option<String> {
     Some(format!("# {} {text} @{:#x}", element.hart, element.offset))
 }
 
+/// Where the `pcs` output's lines are formatted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Formatting {
+    /// By the thread that decodes (the serial decoder) or joins (the parallel one).
+    DecodingThread,
+    /// On this thread, while the decode (serial or parallel) runs on another and hands
+    /// over the instruction ranges in batches: listing a range's instructions and
+    /// formatting them cost about as much as decoding.
+    OwnThread,
+}
+
 /// What a whole decode found, from the serial or the parallel decoder.
 struct DecodeTotals {
     statistics: FlowStatistics,
@@ -234,6 +260,7 @@ fn decode_flow(
     mode: Output,
     multi_hart: bool,
     show_parallel_work: bool,
+    formatting: Formatting,
     out: &mut LineWriter<impl Write>,
     trace_name: &str,
 ) -> Result<()> {
@@ -241,7 +268,67 @@ fn decode_flow(
     // The decoder resynchronises after an error and reports it as a gap: the printer
     // prints it where it happened and warns about it.
     let options = options.with_recovery(Recovery::Resync);
-    let mut printer = Printer::new(code, mode, multi_hart, trace_name);
+    let printer = Printer::new(code, mode, multi_hart, trace_name);
+    let (printer, totals) = match formatting {
+        Formatting::DecodingThread => {
+            let mut printer = printer;
+            let totals = decode_elements(trace, code, options, parallel, &mut printer, out)?;
+            printer.finish(out)?;
+            (printer, totals)
+        }
+        Formatting::OwnThread => {
+            decode_beside_formatting(trace, code, options, parallel, printer, out)?
+        }
+    };
+    let elapsed = started.elapsed();
+    let statistics = totals.statistics;
+    if statistics.sync_messages == 0 {
+        match &printer.first_error {
+            Some(error) => bail!(
+                "{trace_name}: no synchronisation message in {} bytes: nothing can be decoded (first error: {error})",
+                trace.bytes().len()
+            ),
+            None => bail!(
+                "{trace_name}: no synchronisation message in {} bytes: nothing can be decoded",
+                trace.bytes().len()
+            ),
+        }
+    }
+    if statistics.instructions == 0 {
+        if let Some(error) = &printer.first_error {
+            bail!("{trace_name}: {error}");
+        }
+    }
+    printer.warn_gaps();
+    if statistics.unresolved_units_at_end > 0 {
+        eprintln!(
+            "rvperf: warning: {trace_name}: the trace ends with {} I-CNT units (16-bit instruction units) not followed by a message that places them; those instructions are not shown",
+            statistics.unresolved_units_at_end
+        );
+    }
+    if mode == Output::Summary {
+        write_summary(
+            &totals,
+            show_parallel_work,
+            code,
+            trace,
+            trace_name,
+            elapsed,
+            out,
+        );
+    }
+    Ok(())
+}
+
+/// Runs the decode (serial or parallel) through `printer`.
+fn decode_elements(
+    trace: &TraceFile,
+    code: &TraceCode,
+    options: DecoderOptions,
+    parallel: Option<ParallelOptions>,
+    printer: &mut Printer<'_>,
+    out: &mut LineWriter<impl Write>,
+) -> Result<DecodeTotals> {
     let totals = if let Some(parallel) = parallel {
         let decoder = ParallelDecoder::new(
             trace.bytes(),
@@ -297,44 +384,141 @@ fn decode_flow(
             parallel: None,
         }
     };
-    let elapsed = started.elapsed();
-    let statistics = totals.statistics;
-    if statistics.sync_messages == 0 {
-        match &printer.first_error {
-            Some(error) => bail!(
-                "{trace_name}: no synchronisation message in {} bytes: nothing can be decoded (first error: {error})",
-                trace.bytes().len()
-            ),
-            None => bail!(
-                "{trace_name}: no synchronisation message in {} bytes: nothing can be decoded",
-                trace.bytes().len()
-            ),
+    Ok(totals)
+}
+
+/// [`decode_elements`] on a second thread that hands the `pcs` output's instruction
+/// ranges over in batches, listed, formatted and written here
+/// ([`Formatting::OwnThread`]).
+fn decode_beside_formatting<'c>(
+    trace: &TraceFile,
+    code: &'c TraceCode,
+    options: DecoderOptions,
+    parallel: Option<ParallelOptions>,
+    mut printer: Printer<'c>,
+    out: &mut LineWriter<impl Write>,
+) -> Result<(Printer<'c>, DecodeTotals)> {
+    let (full_sender, full) = mpsc::sync_channel(RANGE_BATCHES_IN_FLIGHT);
+    let (empty_sender, empty) = mpsc::channel();
+    std::thread::scope(|scope| {
+        // The printer moves to the decoding thread and back: if that thread panics, the
+        // batch sender dropped with it ends the formatting loop.
+        let decoding = scope.spawn(move || {
+            printer.batches = Some(RangeBatches {
+                full: full_sender,
+                empty,
+            });
+            // Nothing is written to it: every line of `pcs` output goes through the batches.
+            let mut unused = LineWriter::new(std::io::sink());
+            let totals = decode_elements(trace, code, options, parallel, &mut printer, &mut unused)
+                .and_then(|totals| printer.finish(&mut unused).map(|()| totals));
+            // Closes the channel: the formatting loop ends.
+            printer.batches = None;
+            totals.map(|totals| (printer, totals))
+        });
+        let formatted = format_ranges(code.image(), &full, &empty_sender, out);
+        // After an error here the decoding thread's next batch finds no receiver and it
+        // stops.
+        drop(full);
+        let decoded = decoding
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        formatted?;
+        decoded
+    })
+}
+
+/// Prints the PCs of the instruction ranges received, until the decoding thread closes
+/// the channel, and sends each batch back for reuse.
+fn format_ranges(
+    image: &CodeImage,
+    full: &mpsc::Receiver<Vec<RangeToPrint>>,
+    empty: &mpsc::Sender<Vec<RangeToPrint>>,
+    out: &mut LineWriter<impl Write>,
+) -> Result<()> {
+    let mut pcs = Vec::with_capacity(PCS_BATCH + 64);
+    for batch in full {
+        for range in &batch {
+            if !push_instruction_addresses(image, *range, &mut pcs) {
+                bail!(
+                    "the instruction range at {:#x} runs out of the code image",
+                    range.start
+                );
+            }
+            if pcs.len() >= PCS_BATCH {
+                out.hex_lines(&pcs)?;
+                pcs.clear();
+            }
         }
+        // The decoding thread may have finished: the batch is not needed.
+        let _ = empty.send(batch);
     }
-    if statistics.instructions == 0 {
-        if let Some(error) = &printer.first_error {
-            bail!("{trace_name}: {error}");
-        }
-    }
-    printer.warn_gaps();
-    if statistics.unresolved_units_at_end > 0 {
-        eprintln!(
-            "rvperf: warning: {trace_name}: the trace ends with {} I-CNT units (16-bit instruction units) not followed by a message that places them; those instructions are not shown",
-            statistics.unresolved_units_at_end
-        );
-    }
-    if mode == Output::Summary {
-        write_summary(
-            &totals,
-            show_parallel_work,
-            code,
-            trace,
-            trace_name,
-            elapsed,
-            out,
-        );
-    }
+    out.hex_lines(&pcs)?;
     Ok(())
+}
+
+/// Appends the addresses of `range`'s instructions to `pcs`, from the code image: the
+/// instructions follow each other, each as long as its first halfword says. The
+/// decoder's blocks hold the same lengths, but they stay on the decoding thread. False
+/// when the range runs out of the image, which the decoder that walked it rules out.
+#[inline]
+fn push_instruction_addresses(image: &CodeImage, range: RangeToPrint, pcs: &mut Vec<u64>) -> bool {
+    let mut address = range.start;
+    let mut left = range.instructions;
+    while left > 0 {
+        // The range may run on into the next segment.
+        let Some(segment) = image
+            .segment_index(address)
+            .and_then(|index| image.segment(index))
+        else {
+            return false;
+        };
+        let Ok(mut offset) = usize::try_from(address - segment.start) else {
+            return false;
+        };
+        let bytes = segment.bytes();
+        while left > 0 {
+            let Some(&[low, high]) = bytes.get(offset..offset + 2) else {
+                break;
+            };
+            let Some(length) =
+                riscv_insn::instruction_length(u16::from_le_bytes([low, high])).bytes()
+            else {
+                return false;
+            };
+            pcs.push(address);
+            address = address.wrapping_add(u64::from(length));
+            offset += usize::from(length);
+            left -= 1;
+        }
+    }
+    true
+}
+
+/// PCs gathered before they are formatted (`pcs` output): a range holds a few
+/// instructions, and a loop over thousands runs without a mispredicted exit per range.
+const PCS_BATCH: usize = 1 << 14;
+
+/// Instruction ranges per batch handed to the formatting thread: a few hundred batches
+/// per second, not millions of ranges one by one.
+const RANGE_BATCH: usize = 1 << 12;
+
+/// Full batches waiting for the formatting thread: enough to smooth out the decode's
+/// pace, few enough to stay in the cache.
+const RANGE_BATCHES_IN_FLIGHT: usize = 4;
+
+/// An instruction range of `pcs` output, handed to the formatting thread.
+#[derive(Clone, Copy, Debug)]
+struct RangeToPrint {
+    start: u64,
+    instructions: u32,
+}
+
+/// The decoding thread's ends of the channels to the formatting thread.
+struct RangeBatches {
+    full: mpsc::SyncSender<Vec<RangeToPrint>>,
+    /// Batches the formatting thread is done with, for reuse.
+    empty: mpsc::Receiver<Vec<RangeToPrint>>,
 }
 
 /// Prints elements as `mode` wants, from either decoder, and collects the gaps that
@@ -344,7 +528,13 @@ struct Printer<'c> {
     mode: Output,
     multi_hart: bool,
     trace_name: &'c str,
+    /// `pcs` output: the PCs of the ranges not yet formatted. `insns` and `pcs` with
+    /// harts: the PCs of the range being printed.
     pcs: Vec<u64>,
+    /// With [`Formatting::OwnThread`]: the ranges of `pcs` output gathered, and where
+    /// each full batch goes.
+    ranges: Vec<RangeToPrint>,
+    batches: Option<RangeBatches>,
     line: String,
     /// The error behind the first gap, for the one-line error when nothing decoded.
     first_error: Option<String>,
@@ -360,7 +550,9 @@ impl<'c> Printer<'c> {
             mode,
             multi_hart,
             trace_name,
-            pcs: Vec::with_capacity(64),
+            pcs: Vec::with_capacity(PCS_BATCH + 64),
+            ranges: Vec::new(),
+            batches: None,
             line: String::new(),
             first_error: None,
             gap_warnings: Vec::new(),
@@ -424,16 +616,32 @@ impl<'c> Printer<'c> {
                 ..
             } => match self.mode {
                 Output::Summary | Output::Messages => {}
-                Output::Pcs => {
+                Output::Pcs if self.multi_hart => {
                     let pcs = &mut self.pcs;
                     pcs.clear();
                     instructions(start, count, pcs);
+                    let hart = format!("{} ", element.hart);
                     for &pc in pcs.iter() {
-                        if self.multi_hart {
-                            out.text(&element.hart.to_string());
-                            out.text(" ");
-                        }
+                        out.text(&hart);
                         out.hex_line(pc)?;
+                    }
+                }
+                Output::Pcs if self.batches.is_some() => {
+                    self.ranges.push(RangeToPrint {
+                        start,
+                        instructions: count,
+                    });
+                    if self.ranges.len() >= RANGE_BATCH {
+                        self.send_ranges()?;
+                    }
+                }
+                Output::Pcs => {
+                    // The PCs of many ranges are formatted in one loop (see `PCS_BATCH`);
+                    // nothing else is printed in between, `finish` prints the rest.
+                    instructions(start, count, &mut self.pcs);
+                    if self.pcs.len() >= PCS_BATCH {
+                        out.hex_lines(&self.pcs)?;
+                        self.pcs.clear();
                     }
                 }
                 Output::Blocks => {
@@ -486,6 +694,37 @@ impl<'c> Printer<'c> {
             }
         }
         Ok(())
+    }
+
+    /// Prints what is still held back (or hands it to the formatting thread); after
+    /// the last element.
+    fn finish(&mut self, out: &mut LineWriter<impl Write>) -> Result<()> {
+        if self.mode == Output::Pcs && !self.multi_hart {
+            out.hex_lines(&self.pcs)?;
+            self.pcs.clear();
+        }
+        if !self.ranges.is_empty() {
+            self.send_ranges()?;
+        }
+        Ok(())
+    }
+
+    /// Hands the ranges gathered to the formatting thread.
+    fn send_ranges(&mut self) -> Result<()> {
+        let Some(batches) = &self.batches else {
+            return Ok(());
+        };
+        let mut next = batches
+            .empty
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(RANGE_BATCH));
+        next.clear();
+        let full = std::mem::replace(&mut self.ranges, next);
+        // Fails only when the formatting thread stopped at an error, which it reports.
+        batches
+            .full
+            .send(full)
+            .map_err(|_| anyhow!("the output was closed"))
     }
 
     /// Notes a gap a decode error left (one per hart that lost its flow).
@@ -644,5 +883,58 @@ fn write_hottest_functions(
             .map_or("[unknown]", |(symbol, _)| symbol.name.as_str());
         let share = 100.0 * count as f64 / instructions.max(1) as f64;
         out.text(&format!("  {share:6.2}%  {count:>12}  {name}\n"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two adjacent segments of halfwords, as `as` would lay out the code.
+    fn image(first: &[u16], second: &[u16]) -> CodeImage {
+        let mut image = CodeImage::new();
+        let file = image.add_file("test");
+        let bytes = |halves: &[u16]| halves.iter().flat_map(|half| half.to_le_bytes()).collect();
+        image.add_segment(0x1000, bytes(first), true, file).unwrap();
+        let second_start = 0x1000 + 2 * first.len() as u64;
+        image
+            .add_segment(second_start, bytes(second), true, file)
+            .unwrap();
+        image
+    }
+
+    fn addresses(image: &CodeImage, start: u64, instructions: u32) -> Option<Vec<u64>> {
+        let mut pcs = vec![0xdead];
+        push_instruction_addresses(
+            image,
+            RangeToPrint {
+                start,
+                instructions,
+            },
+            &mut pcs,
+        )
+        .then(|| pcs.split_off(1))
+    }
+
+    #[test]
+    fn lists_a_range_by_the_lengths_of_its_instructions() {
+        // c.nop; addi a0,a0,1; a 48-bit encoding (low bits 011111); c.nop | c.nop
+        let image = image(&[0x0001, 0x0513, 0x0015, 0x001f, 0, 0, 0x0001], &[0x0001]);
+        assert_eq!(
+            addresses(&image, 0x1000, 4),
+            Some(vec![0x1000, 0x1002, 0x1006, 0x100c])
+        );
+        // On into the next segment.
+        assert_eq!(
+            addresses(&image, 0x1002, 4),
+            Some(vec![0x1002, 0x1006, 0x100c, 0x100e])
+        );
+        assert_eq!(addresses(&image, 0x1000, 0), Some(vec![]));
+        // Past the end, and outside the image.
+        assert_eq!(addresses(&image, 0x1002, 5), None);
+        assert_eq!(addresses(&image, 0x2000, 1), None);
+        // A reserved length (low bits 1111111).
+        let reserved = self::image(&[0x007f, 0, 0, 0, 0, 0], &[0x0001]);
+        assert_eq!(addresses(&reserved, 0x1000, 1), None);
     }
 }
