@@ -512,6 +512,12 @@ impl<'a> FlowDecoder<'a> {
             .map_or_else(|| self.position(), |message| message.offset)
     }
 
+    /// Whether a speculative decoder stopped because its walks kept getting lost.
+    pub(crate) fn gave_up(&self) -> bool {
+        self.walks_lost > GIVE_UP_AFTER_LOSSES
+            && self.walks_lost * GIVE_UP_RATIO > self.applied_messages
+    }
+
     /// Messages this decoder applied itself (without those [`Self::adopt`] took over).
     pub(crate) fn applied_messages(&self) -> u64 {
         self.applied_messages
@@ -689,9 +695,7 @@ impl<'a> FlowDecoder<'a> {
         let keeps_messages = self.speculation.is_some() && matches!(lost, Lost::Hart(_));
         if keeps_messages {
             self.walks_lost += 1;
-            if self.walks_lost > GIVE_UP_AFTER_LOSSES
-                && self.walks_lost * GIVE_UP_RATIO > self.applied_messages
-            {
+            if self.gave_up() {
                 self.finished = true;
             }
         }

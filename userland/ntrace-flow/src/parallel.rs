@@ -60,7 +60,8 @@ pub struct ParallelOptions {
     pub jobs: usize,
     /// Trace bytes per chunk; a chunk ends at the first synchronisation message after
     /// its share. 0 (the default) picks enough chunks to keep every thread busy until
-    /// the end: a quarter of the trace per thread, within 64 KiB..=2 MiB.
+    /// the end: a sixteenth of the trace per thread (the join starts once the first chunks
+    /// are scanned and decoded), within 64 KiB..=2 MiB.
     pub chunk_bytes: usize,
 }
 
@@ -88,7 +89,7 @@ impl ParallelOptions {
     /// The chunk size for a trace of `length` bytes.
     fn chunk_bytes_for(&self, length: usize) -> usize {
         match self.chunk_bytes {
-            0 => (length / (self.jobs * 4)).clamp(MIN_AUTOMATIC_CHUNK_BYTES, DEFAULT_CHUNK_BYTES),
+            0 => (length / (self.jobs * 16)).clamp(MIN_AUTOMATIC_CHUNK_BYTES, DEFAULT_CHUNK_BYTES),
             bytes => bytes,
         }
     }
@@ -193,6 +194,9 @@ pub struct ParallelSummary {
     /// `seam`) rather than a synchronisation message.
     pub chunks: u64,
     pub seam_starts: u64,
+    /// Chunks whose decode stopped early, its walks lost again and again (returns from
+    /// functions entered before it); after two in a row the rest is decoded serially.
+    pub chunks_given_up: u64,
 }
 
 /// Decodes a trace on several threads; delivers exactly what [`FlowDecoder`] would.
@@ -361,8 +365,13 @@ impl<'a> ParallelDecoder<'a> {
             let mut next_scan = 0;
             let mut receivers = VecDeque::new();
             let mut next = 0;
+            // Chunks in a row whose decode gave up: the trace's returns leave functions
+            // entered before each chunk too often (see `decoder::GIVE_UP_AFTER_LOSSES`).
+            // After two, the rest is decoded serially, on a core not shared with
+            // speculation that would be thrown away.
+            let mut given_up = 0;
             for index in 0..chunks {
-                while next < chunks && next < index + window {
+                while next < chunks && next < index + window && given_up < 2 {
                     // A chunk's end is where the next chunk with a start starts: plan
                     // up to a few chunks ahead (scans are cheap and small).
                     let horizon = (next + SCAN_AHEAD).min(chunks - 1);
@@ -399,6 +408,12 @@ impl<'a> ParallelDecoder<'a> {
                 else {
                     break;
                 };
+                let gave_up = output
+                    .decoded
+                    .as_ref()
+                    .is_some_and(|chunk| chunk.decoder.gave_up());
+                given_up = if gave_up { given_up + 1 } else { 0 };
+                join.chunks_given_up += u64::from(gave_up);
                 join.chunk(output, &mut deliver)?;
                 this.progress
                     .store(join.truth.next_offset(), Ordering::Relaxed);
@@ -637,6 +652,7 @@ struct Join<'a> {
     looked_up: HashSet<u64>,
     chunks: u64,
     seam_starts: u64,
+    chunks_given_up: u64,
 }
 
 impl<'a> Join<'a> {
@@ -650,6 +666,7 @@ impl<'a> Join<'a> {
             looked_up: HashSet::new(),
             chunks: 0,
             seam_starts: 0,
+            chunks_given_up: 0,
         }
     }
 
@@ -931,6 +948,7 @@ impl<'a> Join<'a> {
             serial_messages: self.truth.applied_messages(),
             chunks: self.chunks,
             seam_starts: self.seam_starts,
+            chunks_given_up: self.chunks_given_up,
         })
     }
 }

@@ -245,6 +245,7 @@ struct DecodeTotals {
 struct ParallelWork {
     chunks: u64,
     seam_starts: u64,
+    chunks_given_up: u64,
     serial_messages: u64,
 }
 
@@ -361,6 +362,7 @@ fn decode_elements(
             parallel: Some(ParallelWork {
                 chunks: summary.chunks,
                 seam_starts: summary.seam_starts,
+                chunks_given_up: summary.chunks_given_up,
                 serial_messages: summary.serial_messages,
             }),
         }
@@ -853,9 +855,10 @@ fn write_summary(
     ));
     if let Some(work) = totals.parallel.filter(|_| show_parallel_work) {
         out.text(&format!(
-            "parallel decode:     {} chunks ({} started at a seam), {} messages decoded serially at the joins ({:.1}%)\n",
+            "parallel decode:     {} chunks ({} started at a seam, {} given up), {} messages decoded serially at the joins ({:.1}%)\n",
             work.chunks,
             work.seam_starts,
+            work.chunks_given_up,
             work.serial_messages,
             100.0 * work.serial_messages as f64 / statistics.messages.max(1) as f64
         ));
