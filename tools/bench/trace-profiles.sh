@@ -37,9 +37,9 @@ inject="$rvperf inject --itrace=1009 --branches 64 --trace $trace --elf $program
 read -r flame_ours flame_ours_rss < <(measure "$rvperf flamegraph --trace $trace --elf $program -o $work/rvperf.svg")
 read -r flame_theirs flame_theirs_rss < <(measure "$inject && perf script -i $injected 2>/dev/null | $collapse | $draw >$work/inferno.svg")
 read -r afdo_ours afdo_ours_rss < <(measure "$rvperf autofdo --trace $trace --binary $program -o $work/rvperf.afdo")
-# The same on one thread (the above decode on all cores, the default).
-read -r flame_serial flame_serial_rss < <(measure "$rvperf flamegraph --jobs 1 --trace $trace --elf $program -o $work/rvperf-serial.svg")
-read -r afdo_serial afdo_serial_rss < <(measure "$rvperf autofdo --jobs 1 --trace $trace --binary $program -o $work/rvperf-serial.afdo")
+# The same decoded on two threads (the above on one, the default).
+read -r flame_serial flame_serial_rss < <(measure "$rvperf flamegraph --jobs 2 --trace $trace --elf $program -o $work/rvperf-serial.svg")
+read -r afdo_serial afdo_serial_rss < <(measure "$rvperf autofdo --jobs 2 --trace $trace --binary $program -o $work/rvperf-serial.afdo")
 read -r afdo_theirs afdo_theirs_rss < <(measure "$inject && perf script -F ip,brstack -i $injected >$work/script.txt 2>/dev/null && llvm-profgen-19 --binary=$program --perfscript=$work/script.txt --format=text --output=$work/profgen.afdo")
 
 # The same trace four times over (each copy ends with its last message and starts with
@@ -53,8 +53,8 @@ ratio() { awk "BEGIN{printf \"%.1fx\", $1 / $2}"; }
 echo "| from one N-Trace ($instructions instructions, $(($(stat -c %s "$trace") / 1000)) kB) | wall (best of 5) | peak RSS | peak RSS, trace 4x as long |"
 echo "| --- | ---: | ---: | ---: |"
 echo "| \`rvperf flamegraph --trace\` (exact) | ${flame_ours} s | $((flame_ours_rss / 1024)) MiB | $((flame_long_rss / 1024)) MiB |"
-echo "| \`rvperf flamegraph --trace --jobs 1\` | ${flame_serial} s ($(ratio "$flame_theirs" "$flame_serial")) | $((flame_serial_rss / 1024)) MiB | |"
+echo "| \`rvperf flamegraph --trace --jobs 2\` | ${flame_serial} s ($(ratio "$flame_theirs" "$flame_serial")) | $((flame_serial_rss / 1024)) MiB | |"
 echo "| \`rvperf inject --itrace\` + \`perf script \| inferno-collapse-perf \| inferno-flamegraph\` | ${flame_theirs} s ($(ratio "$flame_theirs" "$flame_ours")) | $((flame_theirs_rss / 1024)) MiB | |"
 echo "| \`rvperf autofdo --trace\` (exact) | ${afdo_ours} s | $((afdo_ours_rss / 1024)) MiB | $((afdo_long_rss / 1024)) MiB |"
-echo "| \`rvperf autofdo --trace --jobs 1\` | ${afdo_serial} s ($(ratio "$afdo_theirs" "$afdo_serial")) | $((afdo_serial_rss / 1024)) MiB | |"
+echo "| \`rvperf autofdo --trace --jobs 2\` | ${afdo_serial} s ($(ratio "$afdo_theirs" "$afdo_serial")) | $((afdo_serial_rss / 1024)) MiB | |"
 echo "| \`rvperf inject --itrace\` + \`perf script -F ip,brstack\` + \`llvm-profgen-19\` | ${afdo_theirs} s ($(ratio "$afdo_theirs" "$afdo_ours")) | $((afdo_theirs_rss / 1024)) MiB | |"

@@ -48,6 +48,9 @@ use crate::{BlockExecutions, DecoderOptions, FlowDecoder, FlowError, FlowStatist
 /// cold block cache small, and the elements of a few chunks in flight fit in memory.
 pub const DEFAULT_CHUNK_BYTES: usize = 2 << 20;
 
+/// Largest automatic chunk when instruction ranges are reported.
+const MAX_AUTOMATIC_CHUNK_BYTES_WITH_RANGES: usize = 256 << 10;
+
 /// Smallest automatic chunk: below it the cold block cache and the join's share of
 /// each chunk start to show.
 const MIN_AUTOMATIC_CHUNK_BYTES: usize = 64 << 10;
@@ -269,7 +272,15 @@ impl<'a> ParallelDecoder<'a> {
                 let parallel = parallel.with_jobs(parallel.jobs);
                 match options.return_stack_model {
                     ReturnStackModel::DropOldest => {
-                        parallel.with_chunk_bytes(parallel.chunk_bytes_for(trace.len()).max(1))
+                        let bytes = parallel.chunk_bytes_for(trace.len()).max(1);
+                        // A chunk's instruction ranges wait for the join (tens of bytes
+                        // each, several per trace byte): smaller chunks bound that memory.
+                        let bytes = if options.instruction_ranges && parallel.chunk_bytes == 0 {
+                            bytes.min(MAX_AUTOMATIC_CHUNK_BYTES_WITH_RANGES)
+                        } else {
+                            bytes
+                        };
+                        parallel.with_chunk_bytes(bytes)
                     }
                     // The reference code's stack is more than its entries (where pushes
                     // and pops wrap): a chunk cannot be put on top of another's. One

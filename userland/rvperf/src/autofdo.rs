@@ -61,7 +61,7 @@ pub struct AutofdoArgs {
     /// --elf places it (and the other files the trace ran through).
     #[command(flatten)]
     trace_input: TraceArgs,
-    /// Threads decoding a trace (the exact profile; --sample-period decodes on one).
+    /// Threads decoding a trace (default here: 1; --sample-period decodes on one).
     #[command(flatten)]
     jobs: JobsArgs,
     /// With --trace: the profile an LBR or CTR sampling every N retired instructions

@@ -79,7 +79,7 @@ pub struct FlamegraphArgs {
     /// What a stack's width counts in a flame graph of a trace.
     #[arg(long, value_enum, default_value = "insns", requires = "trace")]
     weight: TraceWeight,
-    /// Threads decoding a trace.
+    /// Threads decoding a trace (default here: 1; see `trace_input::decode_trace`).
     #[command(flatten)]
     jobs: JobsArgs,
 }
