@@ -204,7 +204,7 @@ fn cold_error(error: FlowError) -> FlowError {
 }
 
 /// The F-ADDR of a synchronisation message (where decoding can start).
-fn sync_address(body: &Body) -> Option<u64> {
+pub(crate) fn sync_address(body: &Body) -> Option<u64> {
     match *body {
         Body::ProgTraceSync { faddr, .. }
         | Body::DirectBranchSync { faddr, .. }

@@ -20,6 +20,8 @@
 
 use ntrace_message::{Body, Message, MessageDecoder, MessageOptions};
 
+use crate::event::sync_address;
+
 /// A value of the message-level state after a run of messages, relative to the state
 /// before them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,7 +62,7 @@ impl Outcome {
             Body::Other { .. } => return,
             _ => {}
         }
-        let full_address = full_address(&message.body);
+        let full_address = sync_address(&message.body);
         if !self.synced {
             // `synchronize`: only a synchronisation message starts decoding.
             if let Some(address) = full_address {
@@ -103,17 +105,6 @@ impl Outcome {
                 }
             }
         }
-    }
-}
-
-/// F-ADDR of the synchronisation messages.
-fn full_address(body: &Body) -> Option<u64> {
-    match *body {
-        Body::ProgTraceSync { faddr, .. }
-        | Body::DirectBranchSync { faddr, .. }
-        | Body::IndirectBranchSync { faddr, .. }
-        | Body::IndirectBranchHistSync { faddr, .. } => Some(faddr),
-        _ => None,
     }
 }
 
