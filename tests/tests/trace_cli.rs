@@ -231,59 +231,37 @@ fn profiles_decoded_on_several_threads_equal_the_serial_ones() {
     let directory = work("jobs");
     let trace = fixture().join("trace.nt");
     let binary = fixture().join("autofdo");
-    let parallel = ["--jobs", "2", "--chunk-bytes", "4096"];
-    let serial = ["--jobs", "1"];
-    for weight in ["insns", "time"] {
-        let mut outputs = Vec::new();
-        for jobs in [&serial[..], &parallel[..]] {
-            let folded = directory.join(format!("{weight}-{}.folded", jobs[1]));
-            let mut arguments = vec![
-                "flamegraph",
-                "--trace",
-                text(&trace),
-                "--elf",
-                text(&binary),
-                "--timestamps",
-                "--weight",
-                weight,
-                "--folded",
-                "-o",
-                text(&folded),
-            ];
+    // The bytes `command` (writing to -o OUTPUT) writes on one thread, and on two.
+    let serial_and_parallel = |name: &str, command: &[&str]| -> [Vec<u8>; 2] {
+        let jobs = [
+            &["--jobs", "1"][..],
+            &["--jobs", "2", "--chunk-bytes", "4096"][..],
+        ];
+        jobs.map(|jobs| {
+            let output_path = directory.join(format!("{name}-{}", jobs[1]));
+            let mut arguments = command.to_vec();
+            arguments.extend_from_slice(&["--trace", text(&trace), "--elf", text(&binary)]);
+            arguments.extend_from_slice(&["--timestamps", "-o", text(&output_path)]);
             arguments.extend_from_slice(jobs);
             let output = rvperf(&arguments);
             assert!(output.status.success(), "{output:?}");
-            outputs.push(std::fs::read_to_string(&folded).unwrap());
-        }
-        assert!(!outputs[0].is_empty());
+            let written = std::fs::read(&output_path).unwrap();
+            assert!(!written.is_empty(), "{name}");
+            written
+        })
+    };
+    for weight in ["insns", "time"] {
+        let [serial, parallel] =
+            serial_and_parallel(weight, &["flamegraph", "--weight", weight, "--folded"]);
         assert!(
-            outputs[0] == outputs[1],
+            serial == parallel,
             "--weight {weight}: the parallel decode's stacks differ from the serial decode's"
         );
     }
-    let mut profiles = Vec::new();
-    for jobs in [&serial[..], &parallel[..]] {
-        let profile = directory.join(format!("profile-{}.afdo", jobs[1]));
-        let mut arguments = vec![
-            "autofdo",
-            "--trace",
-            text(&trace),
-            "--elf",
-            text(&binary),
-            "--binary",
-            text(&binary),
-            "--timestamps",
-            "-o",
-            text(&profile),
-        ];
-        arguments.extend_from_slice(jobs);
-        let output = rvperf(&arguments);
-        assert!(output.status.success(), "{output:?}");
-        profiles.push(std::fs::read(&profile).unwrap());
-    }
-    assert!(!profiles[0].is_empty());
+    let [serial, parallel] =
+        serial_and_parallel("autofdo", &["autofdo", "--binary", text(&binary)]);
     assert!(
-        profiles[0] == profiles[1],
+        serial == parallel,
         "the parallel decode's profile differs from the serial decode's"
     );
 }
