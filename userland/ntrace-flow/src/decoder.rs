@@ -467,11 +467,9 @@ impl<'a> FlowDecoder<'a> {
         };
         if let Some(seam) = seam {
             decoder.harts.push(Hart::at_seam(
-                seam.src,
+                seam,
                 options.return_stack_depth,
                 options.return_stack_model,
-                seam.address,
-                seam.time,
             ));
         }
         decoder.speculation = Some(Box::new(Speculation {

@@ -18,6 +18,7 @@ use ntrace_message::{
 use trace_elements::{Context, ElementKind, RangeEnd, TraceOffReason, TraceOnReason, TrapKind};
 
 use crate::block::IndirectKind;
+use crate::decoder::SeamStart;
 use crate::history::HistoryQueue;
 use crate::return_stack::{ReturnStack, ReturnStackModel, StackBase};
 use crate::FlowError;
@@ -237,16 +238,14 @@ impl HartEvents {
     /// U-ADDR reference address and time the messages before it gave, nothing pending,
     /// and the return-stack entries from before unknown.
     pub(crate) fn at_seam(
-        src: u16,
+        seam: SeamStart,
         return_stack_depth: usize,
         model: ReturnStackModel,
-        address: u64,
-        time: u64,
     ) -> Self {
-        let mut hart = Self::new(src, return_stack_depth, model);
+        let mut hart = Self::new(seam.src, return_stack_depth, model);
         hart.sync = SyncState::Synced;
-        hart.last_address = address;
-        hart.time = time;
+        hart.last_address = seam.address;
+        hart.time = seam.time;
         hart.stack.forget_base();
         hart
     }

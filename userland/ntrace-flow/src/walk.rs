@@ -8,6 +8,7 @@ use trace_elements::{ElementKind, RangeEnd, TraceElement};
 use crate::block::{
     visit_range, Block, BlockCache, BlockError, FileDecodeInfo, IndirectKind, Terminator, NO_BLOCK,
 };
+use crate::decoder::SeamStart;
 use crate::event::{HartEvents, IndirectJump, IndirectTarget, Resolution};
 use crate::{FlowError, ReturnStackModel};
 
@@ -75,16 +76,14 @@ impl Hart {
 
     /// A hart a speculative decode starts at a seam, at `address` (see `seam`).
     pub(crate) fn at_seam(
-        src: u16,
+        seam: SeamStart,
         return_stack_depth: usize,
         model: ReturnStackModel,
-        address: u64,
-        time: u64,
     ) -> Self {
         Self {
-            events: HartEvents::at_seam(src, return_stack_depth, model, address, time),
+            events: HartEvents::at_seam(seam, return_stack_depth, model),
             position: Position {
-                pc: Some(address),
+                pc: Some(seam.address),
                 block: NO_BLOCK,
                 link: None,
             },
