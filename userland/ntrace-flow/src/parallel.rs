@@ -15,7 +15,7 @@
 //! pushed before are unknown (popping one is counted, never guessed; the hart then
 //! drops its walk, keeps its message-level state and goes on at the next seam). It
 //! records [`Snapshot`]s of its state at its start, after each synchronisation and
-//! seam it resumed at, and every few hundred messages. The join, sequential and in
+//! seam it resumed at, and every 4096 messages. The join, sequential and in
 //! order, owns the one decoder with the true state (the truth): it decodes the start of
 //! each chunk itself up to the first snapshot whose state the true state continues as
 //! (the same addresses, counts, history, time; the speculative stack a top part of the

@@ -264,6 +264,8 @@ pub(crate) fn scan(trace: &[u8], options: MessageOptions, begin: u64, end: u64) 
                 }
             }
             Ok(None) => break,
+            // An unreadable message of the next chunk's share is that chunk's.
+            Err(error) if error.offset() >= end => break,
             // The decoder loses every hart at an unreadable message.
             Err(_) => {
                 found.effect.from_synced.synced = false;

@@ -232,6 +232,13 @@ fn counts_from_recording(
 }
 
 /// Exact counts from an N-Trace of the binary.
+/// What a sampled profile of a trace was made of, for the command's report.
+fn sampled_summary(instructions: u64, samples: u64, branches: u16, period: u64) -> String {
+    format!(
+        "{instructions} instructions traced, {samples} samples of {branches} branches every {period} instructions, "
+    )
+}
+
 fn counts_from_trace(arguments: &AutofdoArgs, path: &std::path::Path) -> Result<ProfileCounts> {
     let code = if arguments.trace_input.elf.is_empty() {
         TraceCode::load(&[PlacedElf {
@@ -258,17 +265,13 @@ fn counts_from_trace(arguments: &AutofdoArgs, path: &std::path::Path) -> Result<
     let trace = TraceFile::open(path)?;
     // A sampled profile places samples on instructions, which only the serial decoder
     // lists.
-    let serial = JobsArgs {
-        jobs: Some(1),
-        chunk_bytes: None,
-    };
-    let jobs = match arguments.sample_period {
-        None => &arguments.jobs,
-        Some(_) => &serial,
+    let parallel = match arguments.sample_period {
+        None => arguments.jobs.for_profiles(),
+        Some(_) => None,
     };
     let (counts, summary) = decode_trace(
         &arguments.trace_input,
-        jobs,
+        parallel,
         &code,
         &trace,
         path,
@@ -289,15 +292,22 @@ fn counts_from_trace(arguments: &AutofdoArgs, path: &std::path::Path) -> Result<
                 ))?;
                 while let Some(element) = source.next_element()? {
                     sampled.add(&element, |start, index| {
-                        instruction_address(source.source(), start, index)
+                        source
+                            .source()
+                            .serial_decoder()
+                            .and_then(|decoder| instruction_address(decoder, start, index))
                     });
                 }
                 let statistics = sampled.statistics();
-                let summary = format!(
-                        "{} instructions traced, {} samples of {} branches every {period} instructions, ",
-                        statistics.instructions, statistics.samples, arguments.branches
-                    );
-                Ok((sampled.counts, summary))
+                Ok((
+                    sampled.counts,
+                    sampled_summary(
+                        statistics.instructions,
+                        statistics.samples,
+                        arguments.branches,
+                        period,
+                    ),
+                ))
             }
         },
     )?;

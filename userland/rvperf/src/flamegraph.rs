@@ -161,7 +161,7 @@ fn fold_trace(path: &std::path::Path, arguments: &FlamegraphArgs) -> Result<Fold
     let trace = TraceFile::open(path)?;
     let fold = decode_trace(
         &arguments.trace_input,
-        &arguments.jobs,
+        arguments.jobs.for_profiles(),
         &code,
         &trace,
         path,

@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use code_image::Xlen;
-use ntrace_flow::FlowDecoder;
 use perf_data::{Metadata, PerfDataReader};
 use perf_session::inject as synthesize;
 use perf_session::{ElfMapping, TraceInjectOptions, TraceInjector};
@@ -26,7 +25,7 @@ use trace_elements::ElementSource;
 
 use crate::output::write_seekable_atomically;
 use crate::trace_file::TraceFile;
-use crate::trace_input::{instruction_address, GapReportingSource, TraceArgs, TraceSource};
+use crate::trace_input::{decode_trace, instruction_address, TraceArgs};
 
 /// `--itrace` without a period: perf's default instruction period for `--itrace=i`
 /// is 100,000 instructions; this is the nearest prime, so that samples do not lock
@@ -167,15 +166,6 @@ fn inject_trace(arguments: &InjectArgs, period: u64) -> Result<()> {
     };
     let trace = TraceFile::open(trace_path)?;
     let trace_name = trace_path.display().to_string();
-    let decoder = FlowDecoder::new(
-        trace.bytes(),
-        code.image(),
-        code.decode_infos().to_vec(),
-        arguments.trace.decoder_options(&code),
-    );
-    let progress = decoder.progress();
-    // Samples are placed on instructions, which only the serial decoder lists.
-    let mut source = GapReportingSource::new(TraceSource::Serial(Box::new(decoder)), trace_path);
     let output = &arguments.output;
     let inject_options = TraceInjectOptions::new(
         SamplerOptions::new(period, usize::from(arguments.branches)),
@@ -184,39 +174,51 @@ fn inject_trace(arguments: &InjectArgs, period: u64) -> Result<()> {
         mappings,
     );
     let mut injected = None;
-    trace.releasing_pages_during(&progress, || {
-        write_seekable_atomically(output, |file| {
-            let cannot_write = || format!("cannot write {}", output.display());
-            let mut injector = TraceInjector::new(BufWriter::new(file), inject_options)
-                .with_context(cannot_write)?;
-            while let Some(element) = source.next_element()? {
-                injector
-                    .add(&element, |start, index| {
-                        instruction_address(source.source(), start, index)
-                    })
-                    .with_context(cannot_write)?;
-            }
-            source.finish(trace.bytes().len())?;
-            let arch = match code.xlen() {
-                Some(Xlen::Rv32) => "riscv32",
-                _ => "riscv64",
-            };
-            let metadata = Metadata {
-                // Where and on which kernel the trace was captured is not in it.
-                hostname: String::new(),
-                os_release: String::new(),
-                perf_version: format!("rvperf {} (inject --itrace)", env!("CARGO_PKG_VERSION")),
-                arch: arch.to_owned(),
-                cmdline: std::env::args().collect(),
-                ..Metadata::default()
-            };
-            let (out, summary) = injector.finish(metadata).with_context(cannot_write)?;
-            out.into_inner()
-                .map_err(std::io::IntoInnerError::into_error)
-                .with_context(cannot_write)?;
-            injected = Some(summary);
-            Ok(())
-        })
+    write_seekable_atomically(output, |file| {
+        let cannot_write = || format!("cannot write {}", output.display());
+        let mut injector =
+            TraceInjector::new(BufWriter::new(file), inject_options).with_context(cannot_write)?;
+        // Samples are placed on instructions, which only the serial decoder lists. The
+        // decode fails, before anything is committed, when nothing could be decoded.
+        decode_trace(
+            &arguments.trace,
+            None,
+            &code,
+            &trace,
+            trace_path,
+            |source| {
+                while let Some(element) = source.next_element()? {
+                    injector
+                        .add(&element, |start, index| {
+                            source
+                                .source()
+                                .serial_decoder()
+                                .and_then(|decoder| instruction_address(decoder, start, index))
+                        })
+                        .with_context(cannot_write)?;
+                }
+                Ok(())
+            },
+        )?;
+        let arch = match code.xlen() {
+            Some(Xlen::Rv32) => "riscv32",
+            _ => "riscv64",
+        };
+        let metadata = Metadata {
+            // Where and on which kernel the trace was captured is not in it.
+            hostname: String::new(),
+            os_release: String::new(),
+            perf_version: format!("rvperf {} (inject --itrace)", env!("CARGO_PKG_VERSION")),
+            arch: arch.to_owned(),
+            cmdline: std::env::args().collect(),
+            ..Metadata::default()
+        };
+        let (out, summary) = injector.finish(metadata).with_context(cannot_write)?;
+        out.into_inner()
+            .map_err(std::io::IntoInnerError::into_error)
+            .with_context(cannot_write)?;
+        injected = Some(summary);
+        Ok(())
     })?;
     let Some(injected) = injected else {
         bail!("{}: nothing was written", output.display());

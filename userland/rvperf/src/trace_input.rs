@@ -149,9 +149,14 @@ pub struct JobsArgs {
 }
 
 impl JobsArgs {
-    /// `--jobs`, or `default`.
-    pub fn jobs_or(&self, default: usize) -> usize {
-        self.jobs.map_or(default, usize::from)
+    /// How a profile command decodes: `None` (serial) unless `--jobs` asks for more
+    /// than one thread. A profile's own work (call stacks, counts) runs beside the
+    /// decode, and on two cores the parallel decode's join and workers leave it no core
+    /// (measured: the flame graph of the interp trace 0.226 s on two threads, 0.187 s
+    /// on one), so the default is one.
+    pub fn for_profiles(&self) -> Option<ParallelOptions> {
+        let threads = self.jobs.map_or(1, usize::from);
+        (threads > 1).then(|| self.parallel_options(threads))
     }
 
     /// `--jobs`, or the available cores.
@@ -175,7 +180,7 @@ impl JobsArgs {
 /// The decoders profiles read from: the serial decoder, or the elements of a parallel
 /// decode pulled in order.
 pub enum TraceSource<'d, 'a> {
-    Serial(Box<FlowDecoder<'a>>),
+    Serial(&'d mut FlowDecoder<'a>),
     Parallel(&'d mut PulledElements),
 }
 
@@ -191,7 +196,16 @@ impl ElementSource for TraceSource<'_, '_> {
     }
 }
 
-impl TraceSource<'_, '_> {
+impl<'a> TraceSource<'_, 'a> {
+    /// The serial decoder, which alone lists the instructions of the range it returned
+    /// last ([`instruction_address`]).
+    pub fn serial_decoder(&self) -> Option<&FlowDecoder<'a>> {
+        match self {
+            TraceSource::Serial(decoder) => Some(decoder),
+            TraceSource::Parallel(_) => None,
+        }
+    }
+
     fn last_recovered_error(&self) -> Option<&FlowError> {
         match self {
             TraceSource::Serial(decoder) => decoder.last_recovered_error(),
@@ -201,47 +215,42 @@ impl TraceSource<'_, '_> {
 }
 
 /// Decodes `path` (mapped as `trace`) into `consume`, through a [`GapReportingSource`]:
-/// on `jobs` threads when more than one ([`ParallelDecoder::pull`]), else serially.
-/// Pages of the trace the decode has passed are given back as it goes. Fails, after
-/// `consume`, when nothing could be decoded; warns about what was lost.
+/// serially, or with `parallel` on several threads ([`ParallelDecoder::pull`]). Pages
+/// of the trace the decode has passed are given back as it goes. Fails, after
+/// `consume` and before the caller commits any output, when nothing could be decoded;
+/// warns about what was lost.
 pub fn decode_trace<R>(
     arguments: &TraceArgs,
-    jobs: &JobsArgs,
+    parallel: Option<ParallelOptions>,
     code: &TraceCode,
     trace: &TraceFile,
     path: &Path,
     consume: impl FnOnce(&mut GapReportingSource<TraceSource<'_, '_>>) -> Result<R>,
 ) -> Result<R> {
     let options = arguments.decoder_options(code);
-    // A profile's own work (call stacks, counts) runs beside the decode: on a machine of
-    // two cores the parallel decode's join and workers leave it no core (measured: the
-    // flame graph of the interp trace 0.22 s on two threads, 0.20 s on one), so one
-    // thread decodes unless --jobs says otherwise.
-    let threads = jobs.jobs_or(1);
-    if threads <= 1 {
-        let decoder = FlowDecoder::new(
+    let Some(parallel) = parallel else {
+        let mut decoder = FlowDecoder::new(
             trace.bytes(),
             code.image(),
             code.decode_infos().to_vec(),
             options,
         );
         let progress = decoder.progress();
-        let mut source = GapReportingSource::new(TraceSource::Serial(Box::new(decoder)), path);
-        let result = trace.releasing_pages_during(&progress, || consume(&mut source))?;
-        let TraceSource::Serial(decoder) = &source.source else {
-            unreachable!("made serial above");
-        };
-        source
-            .report
-            .finish(&decoder.statistics(), trace.bytes().len())?;
+        let (result, report) = trace.releasing_pages_during(&progress, || {
+            let mut source = GapReportingSource::new(TraceSource::Serial(&mut decoder), path);
+            let result = consume(&mut source);
+            (result, source.report)
+        });
+        let result = result?;
+        report.finish(&decoder.statistics(), trace.bytes().len())?;
         return Ok(result);
-    }
+    };
     let decoder = ParallelDecoder::new(
         trace.bytes(),
         code.image(),
         code.decode_infos().to_vec(),
         options,
-        jobs.parallel_options(threads),
+        parallel,
     );
     let progress = decoder.progress();
     let pulled = trace.releasing_pages_during(&progress, || {
@@ -299,18 +308,6 @@ impl<S> GapReportingSource<S> {
 
     pub fn source(&self) -> &S {
         &self.source
-    }
-}
-
-impl GapReportingSource<TraceSource<'_, '_>> {
-    /// For a serial decode read to its end: warns about what was lost, fails when
-    /// nothing could be decoded (before a command commits its output). A parallel
-    /// decode is checked by [`decode_trace`] once it has ended.
-    pub fn finish(&self, trace_bytes: usize) -> Result<()> {
-        match &self.source {
-            TraceSource::Serial(decoder) => self.report.finish(&decoder.statistics(), trace_bytes),
-            TraceSource::Parallel(_) => Ok(()),
-        }
     }
 }
 
@@ -404,11 +401,8 @@ impl ElementSource for GapReportingSource<TraceSource<'_, '_>> {
 }
 
 /// The address of instruction `index` of the range from `start` the decoder returned
-/// last (known to the serial decoder only).
-pub fn instruction_address(source: &TraceSource<'_, '_>, start: u64, index: u32) -> Option<u64> {
-    let TraceSource::Serial(decoder) = source else {
-        return None;
-    };
+/// last.
+pub fn instruction_address(decoder: &FlowDecoder<'_>, start: u64, index: u32) -> Option<u64> {
     let mut address = None;
     let count = index.checked_add(1)?;
     decoder
