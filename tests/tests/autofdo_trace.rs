@@ -16,7 +16,9 @@
 //! * clang 19 builds of autofdo.c with the trace profile and with the CTR-sampled
 //!   profile: the trace's build retires clearly fewer instructions under QEMU (a
 //!   deterministic count) than one without a profile, and as few as the CTR's (up to
-//!   the layout noise of a switch whose cases are equally likely).
+//!   the layout noise of a switch whose cases are equally likely). The same comparison
+//!   on the trace tests' interpreter, whose profile has no such tie, allows no noise
+//!   (tests/tests/autofdo_interp.rs).
 
 mod common;
 
@@ -27,12 +29,10 @@ use std::sync::{Mutex, OnceLock};
 
 use common::consumers::{
     assert_entry_counts_are_head_counts, assert_gcc_takes_the_head_counts,
-    assert_profgen_agrees_except_where_it_drops, clang_ir_with_profile, parse_text_profile,
-    run_tool,
+    assert_profgen_agrees_except_where_it_drops, clang_ir_with_profile,
+    instructions_of_clang_build, parse_text_profile, run_tool,
 };
-use common::{encode, load_file, repository, retired_pcs_of, rvperf_binary, scratch};
-use ntrace_flow::{BranchMode, EncoderOptions};
-use ntrace_message::{AddressWidth, MessageOptions};
+use common::{repository, rvperf_binary, scratch, write_profiling_trace};
 
 const INSTALL: &str =
     "run tools/install-deps.sh (clang-19, llvm-19, gcc-riscv64-linux-gnu, qemu-user)";
@@ -74,17 +74,8 @@ struct TracedRun {
 fn traced_run() -> &'static TracedRun {
     static RUN: OnceLock<TracedRun> = OnceLock::new();
     RUN.get_or_init(|| {
-        let pcs = retired_pcs_of(&binary(), &[ROUNDS]);
-        let code = load_file(&binary());
-        let mut options = EncoderOptions::default();
-        options.mode = BranchMode::Htm;
-        options.return_stack_depth = 32;
-        options.repeated_history = true;
-        options.message = MessageOptions::default().with_address_width(AddressWidth::Bits64);
-        let (bytes, statistics) = encode(&code, &pcs, options);
-        assert_eq!(statistics.instructions, pcs.len() as u64);
         let trace = work().join("autofdo.nt");
-        std::fs::write(&trace, bytes).unwrap();
+        let pcs = write_profiling_trace(&binary(), &[ROUNDS], &trace);
         let mut counts: HashMap<u64, u64> = HashMap::new();
         for pc in pcs {
             *counts.entry(pc).or_default() += 1;
@@ -196,33 +187,10 @@ fn gcc_12_reads_the_profile_silently_and_agrees_on_entry_counts() {
     assert_gcc_takes_the_head_counts(&source(), &trace_profile("gcc"), &ours, work(), INSTALL);
 }
 
-/// Instructions a clang 19 build of autofdo.c with `profile` (or none) retires on
-/// `autofdo 200` under QEMU.
-fn instructions_with_profile(label: &str, profile: Option<&Path>) -> u64 {
-    let program = work().join(format!("autofdo-clang-{label}"));
-    let mut clang = Command::new("clang-19");
-    clang.args([
-        "--target=riscv64-linux-gnu",
-        "-O2",
-        // Debian bookworm's riscv64 GNU ld crashes on clang's DWARF 5 line tables.
-        "-gdwarf-4",
-        "-static",
-    ]);
-    if let Some(profile) = profile {
-        clang.arg(format!("-fprofile-sample-use={}", text(profile)));
-    }
-    run(clang.args([text(&source()), "-o", text(&program)]));
-    let qemu =
-        trace_gen::qemu::QemuUser::detect().unwrap_or_else(|error| panic!("{error}: {INSTALL}"));
-    rvperf_tests::execution_counts::instruction_counts(&qemu, &program, &["200"])
-        .unwrap_or_else(|error| panic!("{label}: {error}"))
-        .instructions
-}
-
 /// The profiled build may retire this many more instructions per million than the
 /// CTR profile's build: autofdo.c's eight switch cases are equally likely by design, so
 /// which case's block clang lays out as the fall-through (the only code the two builds
-/// differ in, measured: 123 instructions of 1.68 M) depends on sampling luck, not on
+/// differ in, measured: 97 instructions of 1.68 M) depends on sampling luck, not on
 /// how exact the profile is.
 const LAYOUT_NOISE_PER_MILLION: u64 = 100;
 
@@ -238,9 +206,12 @@ fn clang_builds_with_the_trace_profile_run_as_fast_as_with_the_ctr_profile() {
         "-o",
         text(&ctr_profile),
     ]));
-    let with_trace = instructions_with_profile("trace", Some(&trace_profile("llvm-text")));
-    let with_ctr = instructions_with_profile("ctr", Some(&ctr_profile));
-    let without = instructions_with_profile("none", None);
+    let measure = |profile: Option<&Path>| {
+        instructions_of_clang_build(&source(), profile, &["200"], work(), INSTALL)
+    };
+    let with_trace = measure(Some(&trace_profile("llvm-text")));
+    let with_ctr = measure(Some(&ctr_profile));
+    let without = measure(None);
     eprintln!(
         "autofdo 200 retires {with_trace} instructions built with the trace profile, {with_ctr} with the CTR profile, {without} with none"
     );

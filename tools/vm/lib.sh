@@ -510,6 +510,11 @@ build_guest_programs() {
         riscv64-linux-gnu-gcc -O1 -g -static -fno-omit-frame-pointer -fno-inline \
             -o "$GUEST_DIR/bin/$name" "$source" || die "cannot build $source for riscv64"
     done
+    # The interpreter of the trace tests, built as the CTR workloads are: its CTR
+    # recording's AutoFDO profile is compared with the exact one of its N-Trace.
+    riscv64-linux-gnu-gcc -O1 -g -static -fno-omit-frame-pointer -fno-inline \
+        -o "$GUEST_DIR/bin/interp" "$REPO_DIR/tests/programs/interp.c" ||
+        die "cannot build tests/programs/interp.c for riscv64"
 }
 
 # Out-of-tree modules of the project (kmod-shim/*/ with a Kbuild) built

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Output};
+use std::sync::Mutex;
 
 /// Runs `command`, which must succeed; `hint` says how to install it when missing.
 pub fn run_tool(command: &mut Command, hint: &str) -> Output {
@@ -409,4 +410,51 @@ pub fn assert_entry_counts_are_head_counts(ir: &str, ours: &TextProfile, context
         checked += 1;
     }
     checked
+}
+
+/// Instructions a clang 19 build of `source` (riscv64, `-O2`, static) with the sample
+/// profile `profile` (or none) retires on `args` under QEMU, a deterministic count.
+///
+/// Every build runs as `work/measured/PROGRAM`: the C library's start-up reads the
+/// program's path (`_dl_get_origin`, `strchr`) and the initial stack's alignment follows
+/// the strings above it (`memset` of a stack array), so a path one byte longer alone
+/// moves the count by tens of instructions, as much as the profiles differ by.
+pub fn instructions_of_clang_build(
+    source: &Path,
+    profile: Option<&Path>,
+    args: &[&str],
+    work: &Path,
+    hint: &str,
+) -> u64 {
+    static MEASURING: Mutex<()> = Mutex::new(());
+    let stem = source.file_stem().unwrap().to_str().unwrap();
+    let label = match profile {
+        Some(profile) => profile.file_stem().unwrap().to_str().unwrap(),
+        None => "no-profile",
+    };
+    let built = work.join(format!("{stem}-clang-{label}"));
+    let mut clang = Command::new("clang-19");
+    clang.args([
+        "--target=riscv64-linux-gnu",
+        "-O2",
+        // Debian bookworm's riscv64 GNU ld crashes on clang's DWARF 5 line tables.
+        "-gdwarf-4",
+        "-static",
+    ]);
+    if let Some(profile) = profile {
+        clang.arg(format!("-fprofile-sample-use={}", profile.display()));
+    }
+    run_tool(clang.arg(source).arg("-o").arg(&built), hint);
+    let qemu =
+        trace_gen::qemu::QemuUser::detect().unwrap_or_else(|error| panic!("{error}: {hint}"));
+    let _measuring = MEASURING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let measured = work.join("measured");
+    std::fs::create_dir_all(&measured).unwrap();
+    let program = measured.join(stem);
+    std::fs::copy(&built, &program).unwrap();
+    rvperf_tests::execution_counts::instruction_counts(&qemu, &program, args)
+        .unwrap_or_else(|error| panic!("{}: {error}", built.display()))
+        .instructions
 }

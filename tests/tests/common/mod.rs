@@ -20,9 +20,10 @@ use std::sync::{Mutex, OnceLock};
 
 use code_image::{load_elf, CodeImage};
 use ntrace_flow::{
-    DecoderOptions, EncoderOptions, EncoderStatistics, FileDecodeInfo, FlowDecoder, FlowError,
-    TraceEncoder,
+    BranchMode, DecoderOptions, EncoderOptions, EncoderStatistics, FileDecodeInfo, FlowDecoder,
+    FlowError, TraceEncoder,
 };
+use ntrace_message::{AddressWidth, MessageOptions};
 use perf_abi::ctr::CtrBranch;
 use perf_abi::BranchStack;
 use trace_elements::{ElementKind, TraceElement};
@@ -276,4 +277,21 @@ pub fn ctr_branches(stack: &BranchStack<'_>) -> Vec<CtrBranch> {
             flags_word: word(&entry[16..]),
         })
         .collect()
+}
+
+/// Runs `program ARGS` under QEMU and writes its exact retired-PC stream to `trace` as an
+/// encoder set up for profiling sends it (HTM, a 32-entry implicit-return stack,
+/// repeated history, full 64-bit addresses). Returns the stream, the ground truth.
+pub fn write_profiling_trace(program: &Path, args: &[&str], trace: &Path) -> Vec<u64> {
+    let pcs = retired_pcs_of(program, args);
+    let code = load_file(program);
+    let mut options = EncoderOptions::default();
+    options.mode = BranchMode::Htm;
+    options.return_stack_depth = 32;
+    options.repeated_history = true;
+    options.message = MessageOptions::default().with_address_width(AddressWidth::Bits64);
+    let (bytes, statistics) = encode(&code, &pcs, options);
+    assert_eq!(statistics.instructions, pcs.len() as u64);
+    std::fs::write(trace, bytes).unwrap();
+    pcs
 }

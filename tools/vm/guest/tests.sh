@@ -167,7 +167,7 @@ kunit_suite rvperf_ctr_test rvperf_ctr_logic
 
 # Recordings the host checks entry by entry against the ELFs (tools/vm/test).
 mkdir -p "$OUT/symfs/opt/rvperf/bin"
-cp "$BIN/calls" "$BIN/pingpong" "$BIN/autofdo" "$OUT/symfs/opt/rvperf/bin/"
+cp "$BIN/calls" "$BIN/pingpong" "$BIN/autofdo" "$BIN/interp" "$OUT/symfs/opt/rvperf/bin/"
 check "rvperf record -b -c 20000 (user mode) -- calls" \
     rvperf record -e cycles:u -b -c 20000 -o "$OUT/ctr-any.data" -- calls 100
 # The AutoFDO workload (tests/programs/vm/autofdo.c): every taken user branch, for the
@@ -176,6 +176,8 @@ check "rvperf record -j any,u -c 20000 -- autofdo 1500 (AutoFDO workload)" \
     rvperf record -j any,u -c 20000 -o "$OUT/autofdo.data" -- autofdo 1500
 check "rvperf record -j any,u -c 2000 -- autofdo 1500 (dense, for tools/bench/profiles.sh)" \
     rvperf record -j any,u -c 2000 -o "$OUT/autofdo-dense.data" -- autofdo 1500
+check "rvperf record -j any,u -c 20000 -- interp 100 (the trace tests' interpreter)" \
+    rvperf record -j any,u -c 20000 -o "$OUT/interp.data" -- interp 100
 check "rvperf record --keep-aux -b (AUX data kept as PERF_RECORD_AUXTRACE) -- calls" \
     rvperf record --keep-aux -e cycles:u -b -c 20000 -o "$OUT/ctr-keep-aux.data" -- calls 100
 check "rvperf record -j any_call,u -c 20000 -- calls" \
