@@ -237,7 +237,7 @@ impl<'a> FlowDecoder<'a> {
             errors: 0,
             speculation: None,
             snapshot_due: false,
-            walk: BlockWalk::new(image, files, ranges),
+            walk: BlockWalk::new(image, files, ranges, options.walk_replay),
             options,
             harts: Vec::new(),
             active: None,
@@ -269,6 +269,12 @@ impl<'a> FlowDecoder<'a> {
         statistics
     }
 
+    /// Message walks replayed from an identical earlier one instead of walked
+    /// ([`crate::WalkReplay`]): how the decode went, not what the trace holds.
+    pub fn walks_replayed(&self) -> u64 {
+        self.walk.memo.as_ref().map_or(0, |memo| memo.replayed)
+    }
+
     /// With [`Recovery::Resync`]: the error behind the latest `GapReason::DecodeError`
     /// element returned (until the next batch of elements is produced), for callers that
     /// report it in full.
@@ -287,6 +293,7 @@ impl<'a> FlowDecoder<'a> {
     /// image), queued history (bounded by the trace bytes carrying it) and buffers.
     pub fn memory_footprint(&self) -> usize {
         self.walk.cache.footprint()
+            + self.walk.memo.as_ref().map_or(0, |memo| memo.footprint())
             + self.ready.capacity() * std::mem::size_of::<ReadyElement>()
             + self
                 .harts
@@ -807,6 +814,14 @@ impl<'a> FlowDecoder<'a> {
                     return Ok(());
                 }
                 self.active = Some(hart);
+                if let Some(key) = self.walk.replay_key(&self.harts[hart]) {
+                    if self
+                        .walk
+                        .replay(&mut self.harts[hart], key, &mut self.ready)
+                    {
+                        return self.end_walk(hart);
+                    }
+                }
                 return Ok(());
             }
             Event::Nothing => None,
@@ -882,10 +897,20 @@ impl<'a> FlowDecoder<'a> {
     /// Advances the active walk by one block.
     #[inline]
     fn step(&mut self, hart: usize) -> Result<(), FlowError> {
-        match self.walk.step(&mut self.harts[hart], &mut self.ready)? {
-            Stepped::Element => {}
-            Stepped::Pause => self.stop_walk(hart),
-            Stepped::Done => self.end_walk(hart)?,
+        match self.walk.step(&mut self.harts[hart], &mut self.ready) {
+            Ok(Stepped::Element) => {}
+            Ok(Stepped::Pause) => {
+                self.walk.walk_abandoned(&mut self.harts[hart]);
+                self.stop_walk(hart);
+            }
+            Ok(Stepped::Done) => {
+                self.walk.walk_done(&mut self.harts[hart]);
+                self.end_walk(hart)?;
+            }
+            Err(error) => {
+                self.walk.walk_abandoned(&mut self.harts[hart]);
+                return Err(error);
+            }
         }
         Ok(())
     }

@@ -20,6 +20,7 @@ use trace_elements::{Context, ElementKind, RangeEnd, TraceOffReason, TraceOnReas
 use crate::block::IndirectKind;
 use crate::decoder::SeamStart;
 use crate::history::HistoryQueue;
+use crate::memo::ReplayableEnd;
 use crate::return_stack::{ReturnStack, ReturnStackModel, StackBase};
 use crate::FlowError;
 
@@ -158,6 +159,23 @@ pub(crate) enum NextWalk {
     Idle,
 }
 
+/// What a walk did to the return stack without reading it, for replaying the walk
+/// (`memo`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StackOp {
+    Push(u64),
+    Discard,
+}
+
+/// The return-stack operations of the walk being recorded for replay.
+#[derive(Clone, Debug, Default)]
+struct StackLog {
+    recording: bool,
+    ops: Vec<StackOp>,
+    /// The walk popped an entry and went where it said: it cannot be replayed.
+    read: bool,
+}
+
 /// One hart's event state.
 #[derive(Clone, Debug)]
 pub(crate) struct HartEvents {
@@ -182,6 +200,7 @@ pub(crate) struct HartEvents {
     /// The last branch message, for RepeatBranch.
     repeat: Option<RepeatableWalk>,
     repeats_left: u64,
+    stack_log: StackLog,
 }
 
 /// SYNC reasons after which the hart continues as before (markers and periodic
@@ -231,6 +250,7 @@ impl HartEvents {
             last: LastInstruction::default(),
             repeat: None,
             repeats_left: 0,
+            stack_log: StackLog::default(),
         }
     }
 
@@ -659,7 +679,7 @@ impl HartEvents {
     /// A direct call: the encoder pushes its return address (spec 9.2).
     #[inline]
     pub(crate) fn direct_call(&mut self, return_address: u64) {
-        self.stack.push(return_address);
+        self.push_return(return_address);
     }
 
     /// `ecall`/`ebreak` with `remaining` units after it. An encoder that reports it as an
@@ -676,7 +696,7 @@ impl HartEvents {
                 })
             )
         {
-            self.stack.push(return_address);
+            self.push_return(return_address);
         }
     }
 
@@ -706,7 +726,7 @@ impl HartEvents {
         }
         if let Some(target) = jump.inferred_target {
             if jump.links {
-                self.stack.push(jump.return_address);
+                self.push_return(jump.return_address);
             }
             return IndirectTarget::Known(Some(target));
         }
@@ -735,18 +755,20 @@ impl HartEvents {
     /// docs/ntrace-errata.md), so the decoder does the same.
     fn reported_jump(&mut self, jump: IndirectJump) {
         match jump.kind {
-            IndirectKind::Return => self.stack.discard(),
+            IndirectKind::Return => self.discard_return(),
             IndirectKind::CoroutineSwap => {
-                self.stack.discard();
-                self.stack.push(jump.return_address);
+                self.discard_return();
+                self.push_return(jump.return_address);
             }
-            IndirectKind::Call => self.stack.push(jump.return_address),
+            IndirectKind::Call => self.push_return(jump.return_address),
             IndirectKind::Other | IndirectKind::TrapReturn => {}
         }
     }
 
     /// An unreported return (spec 9.2): its target is the top of the return stack.
     fn implicit_return(&mut self, jump: IndirectJump) -> Option<u64> {
+        // Where the walk goes now depends on the stack: not a walk to replay.
+        self.stack_log.read = true;
         match jump.kind {
             IndirectKind::Return => self.stack.pop(),
             IndirectKind::CoroutineSwap => {
@@ -758,6 +780,103 @@ impl HartEvents {
             }
             IndirectKind::Call | IndirectKind::Other | IndirectKind::TrapReturn => None,
         }
+    }
+
+    /// Pushes a return address the walk met (a call).
+    #[inline]
+    fn push_return(&mut self, return_address: u64) {
+        self.stack.push(return_address);
+        if self.stack_log.recording {
+            self.stack_log.ops.push(StackOp::Push(return_address));
+        }
+    }
+
+    /// Drops the newest return address (an explicitly reported return).
+    #[inline]
+    fn discard_return(&mut self) {
+        self.stack.discard();
+        if self.stack_log.recording {
+            self.stack_log.ops.push(StackOp::Discard);
+        }
+    }
+
+    /// What the walk just armed depends on, when replaying a kept walk of the same
+    /// key can stand in for it (see `memo`): the armed walk is a branch message's own,
+    /// with no repeat pending, no I-CNT or HIST bits left from an earlier message, and
+    /// it ends at a taken branch or an indirect jump without synchronising. Returns the
+    /// message's I-CNT, its HIST field (1 without one) and the end.
+    #[inline]
+    pub(crate) fn replay_key(&self) -> Option<(u64, u64, ReplayableEnd)> {
+        if self.repeats_left != 0 {
+            return None;
+        }
+        let end = match self.end? {
+            WalkEnd::TakenBranch {
+                target: None,
+                sync: None,
+            } => ReplayableEnd::TakenBranch,
+            WalkEnd::Address {
+                btype: BranchType::Indirect,
+                sync: None,
+                ..
+            } => ReplayableEnd::IndirectJump,
+            _ => return None,
+        };
+        let armed = self.repeat?;
+        let hist = armed.hist.unwrap_or(1);
+        if self.pending_units != armed.icnt || !self.history.holds_only(hist) {
+            return None;
+        }
+        Some((armed.icnt, hist, end))
+    }
+
+    /// Starts logging the stack operations of the walk being recorded for replay.
+    pub(crate) fn start_stack_log(&mut self) {
+        self.stack_log.recording = true;
+        self.stack_log.read = false;
+        self.stack_log.ops.clear();
+    }
+
+    /// Stops logging; the operations logged when the walk can be replayed (it placed
+    /// every unit and bit it was armed with and read nothing from the stack).
+    pub(crate) fn stop_stack_log(&mut self) -> Option<&[StackOp]> {
+        let log = &mut self.stack_log;
+        let recorded = log.recording;
+        log.recording = false;
+        let complete = self.pending_units == 0 && self.history.is_empty();
+        (recorded && complete && !log.read).then_some(log.ops.as_slice())
+    }
+
+    /// The walk was replayed: its effects on this layer, as walking it had them.
+    #[inline]
+    pub(crate) fn replayed(&mut self, stack_ops: &[StackOp], last: LastInstruction) {
+        for &op in stack_ops {
+            match op {
+                StackOp::Push(return_address) => self.stack.push(return_address),
+                StackOp::Discard => self.stack.discard(),
+            }
+        }
+        self.history.clear();
+        self.pending_units = 0;
+        self.last = last;
+    }
+
+    /// The target of the indirect jump the armed walk ends at, as its message reports it.
+    #[inline]
+    pub(crate) fn reported_target(&self) -> Option<u64> {
+        match self.end {
+            Some(WalkEnd::Address {
+                target,
+                btype: BranchType::Indirect,
+                ..
+            }) => Some(target),
+            _ => None,
+        }
+    }
+
+    /// The last instruction the walk placed.
+    pub(crate) fn last_placed(&self) -> LastInstruction {
+        self.last
     }
 
     /// Called when the armed I-CNT is used up and the walk has an end: checks the walk

@@ -103,6 +103,19 @@ impl HistoryQueue {
         true
     }
 
+    /// Whether the queue holds exactly the branch bits of `hist` (a HIST field with its
+    /// stop bit), unplayed.
+    #[inline]
+    pub(crate) fn holds_only(&self, hist: u64) -> bool {
+        if hist == 0 {
+            return false;
+        }
+        let length = 63 - hist.leading_zeros();
+        self.entries.is_empty()
+            && u32::from(self.remaining) == length
+            && (length == 0 || self.current == hist & ((1u64 << length) - 1))
+    }
+
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.remaining == 0 && self.entries.is_empty()

@@ -26,6 +26,7 @@ mod encoder;
 mod event;
 mod history;
 mod instructions;
+mod memo;
 mod parallel;
 mod return_stack;
 mod seam;
@@ -40,6 +41,7 @@ pub use parallel::{
     PulledElements, DEFAULT_CHUNK_BYTES,
 };
 pub use return_stack::ReturnStackModel;
+pub use walk::WalkReplay;
 
 use ntrace_message::{MessageError, MessageOptions};
 use trace_elements::{DecodeFailure, TraceElement};
@@ -64,6 +66,9 @@ pub struct DecoderOptions {
     pub instruction_ranges: bool,
     /// What the decoder does after an error.
     pub recovery: Recovery,
+    /// Whether a walk that comes again is replayed from the first (the default: the
+    /// same output, faster on code that loops) or walked each time.
+    pub walk_replay: WalkReplay,
 }
 
 /// What [`FlowDecoder`] does when a message is corrupt or the trace disagrees with the
@@ -92,11 +97,17 @@ impl Default for DecoderOptions {
             return_stack_model: ReturnStackModel::DropOldest,
             instruction_ranges: true,
             recovery: Recovery::ReturnError,
+            walk_replay: WalkReplay::Replay,
         }
     }
 }
 
 impl DecoderOptions {
+    pub fn with_walk_replay(mut self, walk_replay: WalkReplay) -> Self {
+        self.walk_replay = walk_replay;
+        self
+    }
+
     pub fn with_message(mut self, message: MessageOptions) -> Self {
         self.message = message;
         self

@@ -200,6 +200,9 @@ pub struct ParallelSummary {
     /// Chunks whose decode stopped early, its walks lost again and again (returns from
     /// functions entered before it); after two in a row the rest is decoded serially.
     pub chunks_given_up: u64,
+    /// Message walks replayed rather than walked, over every decoder of the run (see
+    /// [`FlowDecoder::walks_replayed`]).
+    pub walks_replayed: u64,
 }
 
 /// Decodes a trace on several threads; delivers exactly what [`FlowDecoder`] would.
@@ -425,6 +428,10 @@ impl<'a> ParallelDecoder<'a> {
                     .is_some_and(|chunk| chunk.decoder.gave_up());
                 given_up = if gave_up { given_up + 1 } else { 0 };
                 join.chunks_given_up += u64::from(gave_up);
+                join.walks_replayed += output
+                    .decoded
+                    .as_ref()
+                    .map_or(0, |chunk| chunk.decoder.walks_replayed());
                 join.chunk(output, &mut deliver)?;
                 this.progress
                     .store(join.truth.next_offset(), Ordering::Relaxed);
@@ -664,6 +671,7 @@ struct Join<'a> {
     chunks: u64,
     seam_starts: u64,
     chunks_given_up: u64,
+    walks_replayed: u64,
 }
 
 impl<'a> Join<'a> {
@@ -678,6 +686,7 @@ impl<'a> Join<'a> {
             chunks: 0,
             seam_starts: 0,
             chunks_given_up: 0,
+            walks_replayed: 0,
         }
     }
 
@@ -960,6 +969,7 @@ impl<'a> Join<'a> {
             chunks: self.chunks,
             seam_starts: self.seam_starts,
             chunks_given_up: self.chunks_given_up,
+            walks_replayed: self.walks_replayed + self.truth.walks_replayed(),
         })
     }
 }

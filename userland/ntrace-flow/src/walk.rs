@@ -10,6 +10,7 @@ use crate::block::{
 };
 use crate::decoder::SeamStart;
 use crate::event::{HartEvents, IndirectJump, IndirectTarget, Resolution};
+use crate::memo::{WalkKey, WalkMemo};
 use crate::{FlowError, ReturnStackModel};
 
 /// A produced element with the block its range came from (`NO_BLOCK` otherwise).
@@ -104,6 +105,17 @@ impl Hart {
     }
 }
 
+/// Whether walks are kept and replayed (`memo`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WalkReplay {
+    /// A walk that comes again (same start, same message) is replayed from the first.
+    #[default]
+    Replay,
+    /// Every walk is walked (for comparing, and for measuring what replay saves).
+    Off,
+}
+
 /// Whether the walk reports instruction ranges or only counts them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RangeOutput {
@@ -140,6 +152,8 @@ pub(crate) struct BlockWalk<'a> {
     ranges: RangeOutput,
     /// Instructions walked so far.
     pub(crate) instructions: u64,
+    /// Kept walks, replayed instead of walked (`None`: always walk).
+    pub(crate) memo: Option<WalkMemo>,
 }
 
 impl<'a> BlockWalk<'a> {
@@ -147,6 +161,7 @@ impl<'a> BlockWalk<'a> {
         image: &'a CodeImage,
         files: Vec<FileDecodeInfo>,
         ranges: RangeOutput,
+        replay: WalkReplay,
     ) -> Self {
         Self {
             image,
@@ -154,6 +169,105 @@ impl<'a> BlockWalk<'a> {
             cache: BlockCache::default(),
             ranges,
             instructions: 0,
+            memo: match replay {
+                WalkReplay::Replay => Some(WalkMemo::default()),
+                WalkReplay::Off => None,
+            },
+        }
+    }
+
+    /// The key of the walk `hart` just armed, when a kept walk may stand in for it.
+    #[inline]
+    pub(crate) fn replay_key(&self, hart: &Hart) -> Option<WalkKey> {
+        self.memo.as_ref()?;
+        let pc = hart.position.pc?;
+        let (units, hist, end) = hart.events.replay_key()?;
+        Some(WalkKey {
+            pc,
+            units,
+            hist,
+            end,
+        })
+    }
+
+    /// Replays the kept walk of `key` on `hart`, if there is one: the same ranges,
+    /// counts and state as walking it. Otherwise the walk about to start is recorded.
+    #[inline]
+    pub(crate) fn replay(
+        &mut self,
+        hart: &mut Hart,
+        key: WalkKey,
+        ready: &mut Vec<ReadyElement>,
+    ) -> bool {
+        let Some(memo) = &mut self.memo else {
+            return false;
+        };
+        let Some(kept) = memo.find(key) else {
+            if memo.start(key) {
+                hart.events.start_stack_log();
+            }
+            return false;
+        };
+        hart.events.replayed(&kept.stack_ops, kept.last);
+        let mut position = kept.position;
+        // The block after the walk may have been linked since the walk was kept.
+        if let (NO_BLOCK, Some(link)) = (position.block, position.link) {
+            let linked = self.cache.blocks[link.block as usize].successors[link.successor as usize];
+            if linked != NO_BLOCK {
+                position.block = linked;
+                position.link = None;
+            }
+        }
+        hart.position = position;
+        self.instructions += kept.instructions;
+        for step in &kept.steps {
+            self.cache.executed[step.block as usize] += u64::from(step.range.instructions);
+        }
+        if self.ranges == RangeOutput::Report {
+            let offset = hart.events.walk_offset();
+            let src = hart.events.src;
+            let Some((last, before)) = kept.steps.split_last() else {
+                return true;
+            };
+            for step in before {
+                push_range(ready, src, offset, step.range, step.block);
+            }
+            let mut range = last.range;
+            // A walk that ends at the indirect jump its message reports goes to the
+            // message's target, which is not part of the key.
+            if is_indirect(range.end) {
+                if let Some(target) = hart.events.reported_target() {
+                    range.next = Some(target);
+                }
+            }
+            push_range(ready, src, offset, range, last.block);
+        }
+        true
+    }
+
+    /// The walk ended (`Stepped::Done`): keeps it if it was being recorded and can be
+    /// replayed.
+    pub(crate) fn walk_done(&mut self, hart: &mut Hart) {
+        let Some(memo) = &mut self.memo else {
+            return;
+        };
+        if !memo.is_recording() {
+            return;
+        }
+        let last = hart.events.last_placed();
+        match hart.events.stop_stack_log() {
+            Some(stack_ops) => memo.keep(stack_ops, last, hart.position),
+            None => memo.abandon(),
+        }
+    }
+
+    /// The walk paused or failed: it is not kept.
+    pub(crate) fn walk_abandoned(&mut self, hart: &mut Hart) {
+        if let Some(memo) = &mut self.memo {
+            if memo.is_recording() {
+                memo.abandon();
+                let _ = hart.events.stop_stack_log();
+            }
         }
     }
 
@@ -202,20 +316,20 @@ impl<'a> BlockWalk<'a> {
         hart.events.placed(remaining, block.last, transfer.end);
         self.cache.executed[index as usize] += u64::from(block.instructions);
         self.instructions += u64::from(block.instructions);
+        let range = Range {
+            start: block.start,
+            last: block.last,
+            instructions: block.instructions,
+            end: transfer.end,
+            next: transfer.next,
+        };
         if self.ranges == RangeOutput::Report {
-            push_range(
-                ready,
-                hart.events.src,
-                offset,
-                Range {
-                    start: block.start,
-                    last: block.last,
-                    instructions: block.instructions,
-                    end: transfer.end,
-                    next: transfer.next,
-                },
-                index,
-            );
+            push_range(ready, hart.events.src, offset, range, index);
+        }
+        if let Some(memo) = &mut self.memo {
+            if memo.is_recording() {
+                memo.record(index, range);
+            }
         }
         Ok(Stepped::Element)
     }
@@ -261,20 +375,20 @@ impl<'a> BlockWalk<'a> {
         hart.position.jump_to(Some(next));
         self.cache.executed[index as usize] += u64::from(count);
         self.instructions += u64::from(count);
+        let range = Range {
+            start,
+            last,
+            instructions: count,
+            end: RangeEnd::Sequential,
+            next: Some(next),
+        };
         if self.ranges == RangeOutput::Report {
-            push_range(
-                ready,
-                hart.events.src,
-                offset,
-                Range {
-                    start,
-                    last,
-                    instructions: count,
-                    end: RangeEnd::Sequential,
-                    next: Some(next),
-                },
-                index,
-            );
+            push_range(ready, hart.events.src, offset, range, index);
+        }
+        if let Some(memo) = &mut self.memo {
+            if memo.is_recording() {
+                memo.record(index, range);
+            }
         }
         Ok(Stepped::Element)
     }
@@ -400,6 +514,18 @@ fn leave(events: &mut HartEvents, block: &Block, remaining: u64) -> Exit {
     Exit::Transfer(transfer)
 }
 
+/// Whether a range ends at an indirect jump (the ends of [`indirect_end`]).
+fn is_indirect(end: RangeEnd) -> bool {
+    matches!(
+        end,
+        RangeEnd::IndirectCall
+            | RangeEnd::Return
+            | RangeEnd::CoroutineSwap
+            | RangeEnd::IndirectJump
+            | RangeEnd::TrapReturn
+    )
+}
+
 fn indirect_end(kind: IndirectKind) -> RangeEnd {
     match kind {
         IndirectKind::Call => RangeEnd::IndirectCall,
@@ -415,7 +541,7 @@ fn indirect_end(kind: IndirectKind) -> RangeEnd {
 pub(crate) struct Range {
     start: u64,
     last: u64,
-    instructions: u32,
+    pub(crate) instructions: u32,
     end: RangeEnd,
     next: Option<u64>,
 }

@@ -1,4 +1,5 @@
-//! The parallel decoder gives exactly the serial decoder's output: the same elements
+//! The parallel decoder gives exactly the serial decoder's output, and both give exactly
+//! what walking every message's walk gives (`WalkReplay::Off`): the same elements
 //! (hart, offset, kind, and the instructions of each range), the same errors, statistics,
 //! block profile and skipped bytes, for the bundled fixtures and for traces the encoder
 //! model makes of a real program's run (tests/fixtures/ntrace/interp) with every option
@@ -13,6 +14,7 @@ use code_image::{load_elf, CodeImage};
 use ntrace_flow::{
     BranchMode, Decoded, DecoderOptions, EncoderOptions, FileDecodeInfo, FlowDecoder,
     FlowStatistics, ParallelDecoder, ParallelOptions, ParallelSummary, Recovery, TraceEncoder,
+    WalkReplay,
 };
 use ntrace_message::{MessageDecoder, MessageOptions};
 use proptest::prelude::*;
@@ -166,8 +168,9 @@ fn parallel(
     }
 }
 
-/// Asserts that the parallel decode equals the serial one, pointing at the first
-/// difference.
+/// Decodes `trace` serially walking every walk, serially replaying walks that come
+/// again (the default, `WalkReplay::Replay`), and in parallel (`jobs` threads, chunks of
+/// `chunk_bytes`): all three must give the same output; panics at the first difference.
 fn assert_same(
     trace: &[u8],
     code: &Code,
@@ -175,8 +178,18 @@ fn assert_same(
     jobs: usize,
     chunk_bytes: usize,
 ) {
-    let expected = serial(trace, code, options);
+    let expected = serial(trace, code, options.with_walk_replay(WalkReplay::Off));
+    let replayed = serial(trace, code, options.with_walk_replay(WalkReplay::Replay));
+    assert_equal_outputs(&expected, &replayed, "serial, walks replayed");
     let actual = parallel(trace, code, options, jobs, chunk_bytes);
+    assert_equal_outputs(
+        &expected,
+        &actual,
+        &format!("jobs {jobs}, chunks of {chunk_bytes} bytes"),
+    );
+}
+
+fn assert_equal_outputs(expected: &Output, actual: &Output, context: &str) {
     if let Some(index) = expected
         .items
         .iter()
@@ -184,27 +197,21 @@ fn assert_same(
         .position(|(a, b)| a != b)
     {
         panic!(
-            "jobs {jobs}, chunks of {chunk_bytes} bytes: item {index} differs\n  serial:   {:?}\n  parallel: {:?}",
+            "{context}: item {index} differs\n  serial:   {:?}\n  other:    {:?}",
             expected.items[index], actual.items[index]
         );
     }
     assert_eq!(
         expected.items.len(),
         actual.items.len(),
-        "jobs {jobs}, chunks of {chunk_bytes} bytes: item count"
+        "{context}: item count"
     );
-    assert_eq!(
-        expected.statistics, actual.statistics,
-        "jobs {jobs}, chunks of {chunk_bytes} bytes"
-    );
-    assert_eq!(
-        expected.profile, actual.profile,
-        "jobs {jobs}, chunks of {chunk_bytes} bytes: block profile"
-    );
+    assert_eq!(expected.statistics, actual.statistics, "{context}");
+    assert_eq!(expected.profile, actual.profile, "{context}: block profile");
     assert_eq!(
         (expected.idle_bytes, expected.skipped_bytes),
         (actual.idle_bytes, actual.skipped_bytes),
-        "jobs {jobs}, chunks of {chunk_bytes} bytes: idle and skipped bytes"
+        "{context}: idle and skipped bytes"
     );
 }
 
@@ -518,4 +525,31 @@ fn a_trace_with_one_synchronisation_is_cut_at_seams() {
             summary.statistics.messages
         );
     }
+}
+
+/// The comparisons above are not vacuous: the interpreter's walks come again and again
+/// (its dispatch loop), and most are replayed rather than walked.
+#[test]
+fn most_walks_of_the_interpreter_are_replayed() {
+    let mut decoder = FlowDecoder::new(
+        INTERP_TRACE,
+        &interp().image,
+        interp().files.clone(),
+        DecoderOptions::default().with_instruction_ranges(false),
+    );
+    while decoder.next_element().unwrap().is_some() {}
+    let messages = decoder.statistics().messages;
+    let replayed = decoder.walks_replayed();
+    assert!(
+        replayed * 10 > messages * 9,
+        "{replayed} of {messages} messages' walks replayed"
+    );
+    let mut walked = FlowDecoder::new(
+        INTERP_TRACE,
+        &interp().image,
+        interp().files.clone(),
+        DecoderOptions::default().with_walk_replay(WalkReplay::Off),
+    );
+    while walked.next_element().unwrap().is_some() {}
+    assert_eq!(walked.walks_replayed(), 0);
 }

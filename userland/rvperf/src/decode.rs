@@ -233,6 +233,8 @@ enum Formatting {
 /// What a whole decode found, from the serial or the parallel decoder.
 struct DecodeTotals {
     statistics: FlowStatistics,
+    /// Message walks replayed rather than walked (a measure of the decode, not the trace).
+    walks_replayed: u64,
     idle_bytes: u64,
     skipped_bytes: u64,
     /// (block start, instructions executed from it).
@@ -352,6 +354,7 @@ fn decode_elements(
         };
         DecodeTotals {
             statistics: summary.statistics,
+            walks_replayed: summary.walks_replayed,
             idle_bytes: summary.idle_bytes,
             skipped_bytes: summary.skipped_bytes,
             block_profile: summary
@@ -377,6 +380,7 @@ fn decode_elements(
         trace.releasing_pages_during(&progress, || printer.serial(&mut decoder, out))?;
         DecodeTotals {
             statistics: decoder.statistics(),
+            walks_replayed: decoder.walks_replayed(),
             idle_bytes: decoder.idle_bytes(),
             skipped_bytes: decoder.skipped_bytes(),
             block_profile: decoder
@@ -848,10 +852,11 @@ fn write_summary(
         statistics.blocks_decoded
     ));
     out.text(&format!(
-        "decode time:         {:.3} s ({:.1} M instructions/s, {:.1} MB/s of trace)\n",
+        "decode time:         {:.3} s ({:.1} M instructions/s, {:.1} MB/s of trace; {:.1}% of messages' walks replayed)\n",
         seconds,
         instructions as f64 / seconds / 1e6,
-        bytes / seconds / 1e6
+        bytes / seconds / 1e6,
+        totals.walks_replayed as f64 * 100.0 / statistics.messages.max(1) as f64
     ));
     if let Some(work) = totals.parallel.filter(|_| show_parallel_work) {
         out.text(&format!(

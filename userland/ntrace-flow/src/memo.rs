@@ -1,0 +1,209 @@
+//! Replayed walks: a message's walk, kept and played again when the same walk comes back.
+//!
+//! What a branch message's walk does depends only on where it starts, the message's
+//! I-CNT, its HIST bits and how it ends, as long as the walk reads nothing the trace
+//! state holds besides them: no implicit return (whose target is the return stack's)
+//! and no history bits left from an earlier message. The code does not change. Loops,
+//! interpreters and hot call paths send the same message from the same address again and
+//! again, so the walk's effects are kept under that key: each block's instruction range,
+//! the return addresses it pushed or dropped, the last instruction it placed and where it
+//! stopped. The next time, one lookup replaces a walk of several blocks, each with its
+//! branch and history bookkeeping.
+//!
+//! Replaying gives exactly the elements, counts and state walking would: every decode
+//! goes through it (it is on by default), so every decoder test checks it, and
+//! `tests/memo.rs` compares decodes with it and without on random programs.
+
+use crate::event::{LastInstruction, StackOp};
+use crate::walk::{Position, Range};
+
+/// How a replayable walk ends (the other ends, synchronisation messages among them,
+/// are walked every time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReplayableEnd {
+    /// DirectBranch: a taken conditional branch.
+    TakenBranch,
+    /// IndirectBranch(Hist) with B-TYPE 0: an indirect jump (its target is the
+    /// message's and not part of the walk).
+    IndirectJump,
+}
+
+/// What a walk depends on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WalkKey {
+    pub(crate) pc: u64,
+    /// The message's I-CNT, all of the walk's units.
+    pub(crate) units: u64,
+    /// The message's HIST field with its stop bit (1: no branch bits).
+    pub(crate) hist: u64,
+    pub(crate) end: ReplayableEnd,
+}
+
+impl WalkKey {
+    fn slot(&self) -> usize {
+        let end = match self.end {
+            ReplayableEnd::TakenBranch => 0,
+            ReplayableEnd::IndirectJump => 1,
+        };
+        let mixed = (self.pc ^ self.units.rotate_left(20) ^ self.hist.rotate_left(40) ^ end)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (mixed >> (64 - TABLE_BITS)) as usize
+    }
+}
+
+/// One block of a kept walk: the range it added, from block `block`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WalkStep {
+    pub(crate) block: u32,
+    pub(crate) range: Range,
+}
+
+/// A kept walk: what replaying it does.
+#[derive(Clone, Debug)]
+pub(crate) struct KeptWalk {
+    key: WalkKey,
+    pub(crate) steps: Vec<WalkStep>,
+    pub(crate) stack_ops: Vec<StackOp>,
+    pub(crate) instructions: u64,
+    pub(crate) last: LastInstruction,
+    /// Where the walk stopped.
+    pub(crate) position: Position,
+}
+
+/// Slots of the direct-mapped table: a newer walk replaces an older one in its slot.
+const TABLE_BITS: u32 = 10;
+/// Longer walks are walked every time: they are rare (a walk's length is bounded by its
+/// message's HIST bits and I-CNT), and keeping them would cost memory for little.
+const MAX_STEPS: usize = 32;
+/// Lookups per window of the hit-rate check.
+const WINDOW: u32 = 1 << 14;
+/// A window with fewer hits than 1 in this many stops recording for the next window:
+/// a trace whose walks do not repeat pays for a lookup only, not for recording.
+const MIN_HIT_RATE: u32 = 8;
+
+/// The kept walks of one decoder and the walk being recorded.
+#[derive(Debug, Default)]
+pub(crate) struct WalkMemo {
+    table: Vec<Option<KeptWalk>>,
+    /// The key of the walk being recorded, if any.
+    recording: Option<WalkKey>,
+    steps: Vec<WalkStep>,
+    lookups: u32,
+    hits: u32,
+    /// Recording is paused for this window (too few hits in the last one).
+    paused: bool,
+    /// Walks replayed so far.
+    pub(crate) replayed: u64,
+}
+
+impl WalkMemo {
+    /// The kept walk of `key`, if any; counts the lookup.
+    #[inline]
+    pub(crate) fn find(&mut self, key: WalkKey) -> Option<&KeptWalk> {
+        self.lookups += 1;
+        if self.lookups == WINDOW {
+            self.paused = self.hits < WINDOW / MIN_HIT_RATE;
+            self.lookups = 0;
+            self.hits = 0;
+        }
+        let slot = key.slot();
+        match self.table.get(slot) {
+            Some(Some(kept)) if kept.key == key => {
+                self.hits += 1;
+                self.replayed += 1;
+                self.table[slot].as_ref()
+            }
+            _ => None,
+        }
+    }
+
+    /// Starts recording the walk of `key` (unless recording is paused); returns whether
+    /// it does.
+    pub(crate) fn start(&mut self, key: WalkKey) -> bool {
+        if self.paused {
+            return false;
+        }
+        self.recording = Some(key);
+        self.steps.clear();
+        true
+    }
+
+    #[inline(always)]
+    pub(crate) fn is_recording(&self) -> bool {
+        self.recording.is_some()
+    }
+
+    /// Adds a step to the walk being recorded.
+    #[inline]
+    pub(crate) fn record(&mut self, block: u32, range: Range) {
+        if self.steps.len() < MAX_STEPS {
+            self.steps.push(WalkStep { block, range });
+        } else {
+            self.recording = None;
+        }
+    }
+
+    /// Drops the walk being recorded (it paused, failed, or read the trace state).
+    pub(crate) fn abandon(&mut self) {
+        self.recording = None;
+    }
+
+    /// Keeps the walk recorded, which ended with these effects.
+    pub(crate) fn keep(
+        &mut self,
+        stack_ops: &[StackOp],
+        last: LastInstruction,
+        position: Position,
+    ) {
+        let Some(key) = self.recording.take() else {
+            return;
+        };
+        if self.table.is_empty() {
+            self.table.resize_with(1 << TABLE_BITS, || None);
+        }
+        let instructions = self
+            .steps
+            .iter()
+            .map(|step| u64::from(step.range.instructions))
+            .sum();
+        let slot = &mut self.table[key.slot()];
+        match slot {
+            // Reuse the slot's vectors: no allocation once the table is warm.
+            Some(kept) => {
+                kept.key = key;
+                kept.steps.clone_from(&self.steps);
+                kept.stack_ops.clear();
+                kept.stack_ops.extend_from_slice(stack_ops);
+                kept.instructions = instructions;
+                kept.last = last;
+                kept.position = position;
+            }
+            None => {
+                *slot = Some(KeptWalk {
+                    key,
+                    steps: self.steps.clone(),
+                    stack_ops: stack_ops.to_vec(),
+                    instructions,
+                    last,
+                    position,
+                })
+            }
+        }
+    }
+
+    /// Approximate heap bytes held.
+    pub(crate) fn footprint(&self) -> usize {
+        let kept: usize = self
+            .table
+            .iter()
+            .flatten()
+            .map(|kept| {
+                kept.steps.capacity() * std::mem::size_of::<WalkStep>()
+                    + kept.stack_ops.capacity() * std::mem::size_of::<StackOp>()
+            })
+            .sum();
+        self.table.capacity() * std::mem::size_of::<Option<KeptWalk>>()
+            + self.steps.capacity() * std::mem::size_of::<WalkStep>()
+            + kept
+    }
+}
