@@ -12,13 +12,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use code_image::CodeImage;
-use ntrace_message::{Body, Message, MessageDecoder, ResourceFull};
+use ntrace_message::{Body, BranchType, Message, MessageDecoder, ResourceFull};
 use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement, TraceOnReason};
 
 use crate::block::{FileDecodeInfo, NO_BLOCK};
 use crate::event::{Event, NextWalk, Resume};
+use crate::memo::{MessageKey, MessageMemo, WalkKey};
 use crate::walk::{BlockWalk, Hart, RangeOutput, ReadyElement, Stepped};
-use crate::{DecoderOptions, FlowError, Recovery};
+use crate::{DecoderOptions, FlowError, Recovery, WalkReplay};
 
 /// Counters for `summary` output and for reporting what was skipped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -184,6 +185,10 @@ pub struct FlowDecoder<'a> {
     /// A snapshot is to be taken before the next message.
     snapshot_due: bool,
     walk: BlockWalk<'a>,
+    /// Messages replayed whole (see `memo`), when the trace allows it.
+    message_memo: Option<MessageMemo>,
+    /// The key of the message being applied, when it may be kept for replay.
+    message_candidate: Option<MessageKey>,
     options: DecoderOptions,
     harts: Vec<Hart>,
     active: Option<usize>,
@@ -238,6 +243,14 @@ impl<'a> FlowDecoder<'a> {
             speculation: None,
             snapshot_due: false,
             walk: BlockWalk::new(image, files, ranges, options.walk_replay),
+            // A message's bytes say all it does only with one hart (no SRC field: the
+            // key has one hart's state) and without timestamps (a relative timestamp
+            // adds to the time, which the key does not hold).
+            message_memo: (options.walk_replay == WalkReplay::Replay
+                && options.message.src_bits == 0
+                && !options.message.timestamps)
+                .then(MessageMemo::default),
+            message_candidate: None,
             options,
             harts: Vec::new(),
             active: None,
@@ -272,7 +285,7 @@ impl<'a> FlowDecoder<'a> {
     /// Message walks replayed from an identical earlier one instead of walked
     /// ([`crate::WalkReplay`]): how the decode went, not what the trace holds.
     pub fn walks_replayed(&self) -> u64 {
-        self.walk.memo.as_ref().map_or(0, |memo| memo.replayed)
+        self.walk.walks_replayed
     }
 
     /// With [`Recovery::Resync`]: the error behind the latest `GapReason::DecodeError`
@@ -294,6 +307,7 @@ impl<'a> FlowDecoder<'a> {
     pub fn memory_footprint(&self) -> usize {
         self.walk.cache.footprint()
             + self.walk.memo.as_ref().map_or(0, |memo| memo.footprint())
+            + self.message_memo.as_ref().map_or(0, MessageMemo::footprint)
             + self.ready.capacity() * std::mem::size_of::<ReadyElement>()
             + self
                 .harts
@@ -377,6 +391,9 @@ impl<'a> FlowDecoder<'a> {
             if self.finished {
                 break;
             }
+            if self.held.is_none() && !self.snapshot_due && self.replay_message() {
+                continue;
+            }
             let next = match self.held.take() {
                 Some(message) => Ok(Some(message)),
                 None => self.messages.next_message(),
@@ -403,7 +420,10 @@ impl<'a> FlowDecoder<'a> {
                         self.progress.store(self.position(), Ordering::Relaxed);
                     }
                     let hart = self.hart_index(message.src);
-                    if let Err(error) = self.apply(hart, message) {
+                    self.message_candidate = self.message_key(hart, &message);
+                    let applied = self.apply(hart, message);
+                    self.message_candidate = None;
+                    if let Err(error) = applied {
                         self.recover(error, Lost::Hart(hart));
                         break;
                     }
@@ -819,6 +839,9 @@ impl<'a> FlowDecoder<'a> {
                         .walk
                         .replay(&mut self.harts[hart], key, &mut self.ready)
                     {
+                        if let Some(message) = self.message_candidate.take() {
+                            self.keep_message(hart, message, key);
+                        }
                         return self.end_walk(hart);
                     }
                 }
@@ -867,6 +890,121 @@ impl<'a> FlowDecoder<'a> {
         // Nothing to walk: the message's timestamp applies now.
         self.flush_time(hart, offset);
         Ok(())
+    }
+
+    /// Replays the next message whole when it is short and was kept in the hart's
+    /// present state (see `memo`): the same elements, counts and state as parsing,
+    /// applying and walking it. False, with nothing changed, otherwise.
+    #[inline]
+    fn replay_message(&mut self) -> bool {
+        let Some(memo) = &mut self.message_memo else {
+            return false;
+        };
+        let [hart] = self.harts.as_mut_slice() else {
+            return false;
+        };
+        if !hart.events.between_messages() {
+            return false;
+        }
+        let Some(pc) = hart.position.pc() else {
+            return false;
+        };
+        let Some(short) = self.messages.peek_short() else {
+            return false;
+        };
+        let offset = self.messages.position();
+        if offset >= self.stop.offset {
+            return false;
+        }
+        let key = MessageKey {
+            bytes: short.bytes(),
+            pc,
+            last_address: hart.events.last_address(),
+        };
+        let Some(&message) = memo.get(key) else {
+            return false;
+        };
+        let target = match message.resume {
+            Resume::At(target) => Some(target),
+            Resume::WhereTheWalkStopped | Resume::Nowhere => None,
+        };
+        if !self.walk.replay_kept(
+            hart,
+            message.walk,
+            message.walk_slot,
+            offset,
+            target,
+            &mut self.ready,
+        ) {
+            return false;
+        }
+        memo.replayed += 1;
+        hart.events
+            .message_replayed(offset, message.last_address, message.armed);
+        if let Some(target) = target {
+            hart.position.jump_to(Some(target));
+        }
+        // What reading and applying the message counts.
+        self.messages.skip_short(short);
+        if self.statistics.messages % 4096 == 0 {
+            self.progress.store(self.position(), Ordering::Relaxed);
+        }
+        self.statistics.messages += 1;
+        self.applied_messages += 1;
+        if self.statistics.messages % SNAPSHOT_MESSAGES == 0 {
+            self.snapshot_due = self.speculation.is_some();
+        }
+        true
+    }
+
+    /// The key under which `message`, about to be applied to `hart`, may be kept for
+    /// replay: a short DirectBranch or IndirectBranch(Hist) message of an indirect jump,
+    /// without a timestamp, applied between messages.
+    fn message_key(&self, hart: usize, message: &Message) -> Option<MessageKey> {
+        self.message_memo.as_ref()?;
+        if self.harts.len() != 1 || message.timestamp.is_some() {
+            return None;
+        }
+        match message.body {
+            Body::DirectBranch { .. }
+            | Body::IndirectBranch {
+                btype: BranchType::Indirect,
+                ..
+            }
+            | Body::IndirectBranchHist {
+                btype: BranchType::Indirect,
+                ..
+            } => {}
+            _ => return None,
+        }
+        let hart = &self.harts[hart];
+        if !hart.events.between_messages() {
+            return None;
+        }
+        let pc = hart.position.pc()?;
+        let start = usize::try_from(message.offset).ok()?;
+        let end = usize::try_from(self.messages.position()).ok()?;
+        let bytes = self.trace.get(start..end)?;
+        let mut word = [0u8; 8];
+        word.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        Some(MessageKey {
+            bytes: u64::from_le_bytes(word),
+            pc,
+            last_address: hart.events.last_address(),
+        })
+    }
+
+    /// Keeps what the message of `key` did: its walk (`walk`, just replayed) ends
+    /// plainly, so the rest is the state its event layer is left in.
+    fn keep_message(&mut self, hart: usize, key: MessageKey, walk: WalkKey) {
+        let events = &self.harts[hart].events;
+        if let (Some(memo), Some(resume), Some(armed)) = (
+            &mut self.message_memo,
+            events.plain_end(),
+            events.armed_branch(),
+        ) {
+            memo.keep(key, walk, events.last_address(), armed, resume);
+        }
     }
 
     /// A speculative decode's hart that lost its walk ([`Hart::lose_walk`]) skips the

@@ -21,7 +21,7 @@ use crate::block::IndirectKind;
 use crate::decoder::SeamStart;
 use crate::history::HistoryQueue;
 use crate::memo::ReplayableEnd;
-use crate::return_stack::{ReturnStack, ReturnStackModel, StackBase};
+use crate::return_stack::{ReturnStack, ReturnStackModel, StackBase, StackOp};
 use crate::FlowError;
 
 /// What a message did to its hart, for the layer above.
@@ -71,7 +71,7 @@ pub(crate) enum WalkEnd {
 /// A branch message kept for RepeatBranch (spec 7.11: "repeat handling of previous
 /// branch message B-CNT times").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct RepeatableWalk {
+pub(crate) struct RepeatableWalk {
     icnt: u64,
     hist: Option<u64>,
     end: WalkEnd,
@@ -159,20 +159,12 @@ pub(crate) enum NextWalk {
     Idle,
 }
 
-/// What a walk did to the return stack without reading it, for replaying the walk
-/// (`memo`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum StackOp {
-    Push(u64),
-    Discard,
-}
-
 /// The return-stack operations of the walk being recorded for replay.
 #[derive(Clone, Debug, Default)]
 struct StackLog {
     recording: bool,
     ops: Vec<StackOp>,
-    /// The walk popped an entry and went where it said: it cannot be replayed.
+    /// An implicit return found no entry: the walk cannot be replayed.
     read: bool,
 }
 
@@ -767,9 +759,7 @@ impl HartEvents {
 
     /// An unreported return (spec 9.2): its target is the top of the return stack.
     fn implicit_return(&mut self, jump: IndirectJump) -> Option<u64> {
-        // Where the walk goes now depends on the stack: not a walk to replay.
-        self.stack_log.read = true;
-        match jump.kind {
+        let popped = match jump.kind {
             IndirectKind::Return => self.stack.pop(),
             IndirectKind::CoroutineSwap => {
                 let popped = self.stack.pop();
@@ -779,7 +769,21 @@ impl HartEvents {
                 popped
             }
             IndirectKind::Call | IndirectKind::Other | IndirectKind::TrapReturn => None,
+        };
+        if self.stack_log.recording {
+            // Where the walk goes now is the popped entry: a replay must find the same
+            // one there (`ReturnStack::replay`).
+            match popped {
+                Some(address) => {
+                    self.stack_log.ops.push(StackOp::Pop(address));
+                    if jump.kind == IndirectKind::CoroutineSwap {
+                        self.stack_log.ops.push(StackOp::Push(jump.return_address));
+                    }
+                }
+                None => self.stack_log.read = true,
+            }
         }
+        popped
     }
 
     /// Pushes a return address the walk met (a call).
@@ -847,15 +851,17 @@ impl HartEvents {
         (recorded && complete && !log.read).then_some(log.ops.as_slice())
     }
 
-    /// The walk was replayed: its effects on this layer, as walking it had them.
+    /// Replays a kept walk's stack operations, if the stack holds what its implicit
+    /// returns popped; false, with nothing changed, otherwise (the walk then differs).
     #[inline]
-    pub(crate) fn replayed(&mut self, stack_ops: &[StackOp], last: LastInstruction) {
-        for &op in stack_ops {
-            match op {
-                StackOp::Push(return_address) => self.stack.push(return_address),
-                StackOp::Discard => self.stack.discard(),
-            }
-        }
+    pub(crate) fn replay_stack(&mut self, stack_ops: &[StackOp]) -> bool {
+        self.stack.replay(stack_ops)
+    }
+
+    /// The walk was replayed (its stack operations by [`Self::replay_stack`]): its other
+    /// effects on this layer, as walking it had them.
+    #[inline]
+    pub(crate) fn replayed(&mut self, last: LastInstruction) {
         self.history.clear();
         self.pending_units = 0;
         self.last = last;
@@ -888,36 +894,78 @@ impl HartEvents {
         pc: Option<u64>,
         emit: impl FnMut(ElementKind),
     ) -> Result<WalkEnded, FlowError> {
-        // The common ends (a plain taken branch, an indirect jump, not a synchronisation
-        // message, nothing to repeat) take this path in registers; every other end, and
-        // every error, takes the out-of-line path below.
-        if self.repeats_left == 0 && self.history.is_empty() {
-            match self.end {
-                Some(WalkEnd::TakenBranch {
-                    target: None,
-                    sync: None,
-                }) if self.last.end == Some(RangeEnd::BranchTaken) => {
-                    self.end = None;
-                    return Ok(WalkEnded {
-                        resume: Resume::WhereTheWalkStopped,
-                        next: NextWalk::Idle,
-                    });
-                }
-                Some(WalkEnd::Address {
-                    target,
-                    btype: BranchType::Indirect,
-                    sync: None,
-                }) => {
-                    self.end = None;
-                    return Ok(WalkEnded {
-                        resume: Resume::At(target),
-                        next: NextWalk::Idle,
-                    });
-                }
-                _ => {}
-            }
+        // The common ends take this path in registers; every other end, and every
+        // error, takes the out-of-line path below.
+        if let Some(resume) = self.plain_end() {
+            self.end = None;
+            return Ok(WalkEnded {
+                resume,
+                next: NextWalk::Idle,
+            });
         }
         self.end_walk_rest(pc, emit)
+    }
+
+    /// Where execution resumes when the walk just used up ends plainly: at a taken
+    /// branch or an indirect jump, not a synchronisation message, with nothing to repeat
+    /// or left over. Such an end reports no element and checks nothing else.
+    #[inline(always)]
+    pub(crate) fn plain_end(&self) -> Option<Resume> {
+        if self.repeats_left != 0 || !self.history.is_empty() {
+            return None;
+        }
+        match self.end {
+            Some(WalkEnd::TakenBranch {
+                target: None,
+                sync: None,
+            }) if self.last.end == Some(RangeEnd::BranchTaken) => Some(Resume::WhereTheWalkStopped),
+            Some(WalkEnd::Address {
+                target,
+                btype: BranchType::Indirect,
+                sync: None,
+            }) => Some(Resume::At(target)),
+            _ => None,
+        }
+    }
+
+    /// Whether the hart is where a message's effects can be replayed whole (`memo`):
+    /// synchronised, with no walk armed, no I-CNT, HIST bits or repeats pending and no
+    /// time waiting to be reported.
+    #[inline]
+    pub(crate) fn between_messages(&self) -> bool {
+        self.sync == SyncState::Synced
+            && self.pending_units == 0
+            && self.end.is_none()
+            && self.repeats_left == 0
+            && self.pending_time.is_none()
+            && self.history.is_empty()
+    }
+
+    /// The U-ADDR reference address.
+    #[inline]
+    pub(crate) fn last_address(&self) -> u64 {
+        self.last_address
+    }
+
+    /// The branch message that armed the walk (what a RepeatBranch repeats).
+    pub(crate) fn armed_branch(&self) -> Option<RepeatableWalk> {
+        self.repeat
+    }
+
+    /// A whole message was replayed (`memo`): what applying it and ending its walk
+    /// plainly left besides the walk's own effects ([`Self::replayed`]).
+    #[inline]
+    pub(crate) fn message_replayed(
+        &mut self,
+        offset: u64,
+        last_address: u64,
+        armed: RepeatableWalk,
+    ) {
+        self.last_address = last_address;
+        self.repeat = Some(armed);
+        self.walk_offset = offset;
+        self.end = None;
+        self.pending_time = None;
     }
 
     /// [`end_walk`](Self::end_walk) for the ends that emit elements, repeat, or fail.

@@ -141,7 +141,9 @@ impl HistoryQueue {
 
     pub(crate) fn clear(&mut self) {
         self.remaining = 0;
-        self.entries.clear();
+        if !self.entries.is_empty() {
+            self.entries.clear();
+        }
     }
 }
 

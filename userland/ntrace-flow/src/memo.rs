@@ -2,8 +2,9 @@
 //!
 //! What a branch message's walk does depends only on where it starts, the message's
 //! I-CNT, its HIST bits and how it ends, as long as the walk reads nothing the trace
-//! state holds besides them: no implicit return (whose target is the return stack's)
-//! and no history bits left from an earlier message. The code does not change. Loops,
+//! state holds besides them (no history bits left from an earlier message) but the
+//! entries its implicit returns pop: a replay first checks that the return stack holds
+//! those same entries. The code does not change. Loops,
 //! interpreters and hot call paths send the same message from the same address again and
 //! again, so the walk's effects are kept under that key: each block's instruction range,
 //! the return addresses it pushed or dropped, the last instruction it placed and where it
@@ -14,7 +15,8 @@
 //! goes through it (it is on by default), so every decoder test checks it, and
 //! `tests/memo.rs` compares decodes with it and without on random programs.
 
-use crate::event::{LastInstruction, StackOp};
+use crate::event::{LastInstruction, RepeatableWalk, Resume};
+use crate::return_stack::StackOp;
 use crate::walk::{Position, Range};
 
 /// How a replayable walk ends (the other ends, synchronisation messages among them,
@@ -40,7 +42,8 @@ pub(crate) struct WalkKey {
 }
 
 impl WalkKey {
-    fn slot(&self) -> usize {
+    /// Its slot in the table of kept walks.
+    pub(crate) fn slot(&self) -> usize {
         let end = match self.end {
             ReplayableEnd::TakenBranch => 0,
             ReplayableEnd::IndirectJump => 1,
@@ -71,7 +74,7 @@ pub(crate) struct KeptWalk {
 }
 
 /// Slots of the direct-mapped table: a newer walk replaces an older one in its slot.
-const TABLE_BITS: u32 = 10;
+const TABLE_BITS: u32 = 9;
 /// Longer walks are walked every time: they are rare (a walk's length is bounded by its
 /// message's HIST bits and I-CNT), and keeping them would cost memory for little.
 const MAX_STEPS: usize = 32;
@@ -92,27 +95,34 @@ pub(crate) struct WalkMemo {
     hits: u32,
     /// Recording is paused for this window (too few hits in the last one).
     paused: bool,
-    /// Walks replayed so far.
-    pub(crate) replayed: u64,
 }
 
 impl WalkMemo {
-    /// The kept walk of `key`, if any; counts the lookup.
+    /// Whether a walk of `key` is kept; counts the lookup for the hit rate.
     #[inline]
-    pub(crate) fn find(&mut self, key: WalkKey) -> Option<&KeptWalk> {
+    pub(crate) fn find(&mut self, key: WalkKey) -> bool {
         self.lookups += 1;
         if self.lookups == WINDOW {
             self.paused = self.hits < WINDOW / MIN_HIT_RATE;
             self.lookups = 0;
             self.hits = 0;
         }
-        let slot = key.slot();
+        let found = self.get(key).is_some();
+        self.hits += u32::from(found);
+        found
+    }
+
+    /// The kept walk of `key`, if any.
+    #[inline]
+    pub(crate) fn get(&self, key: WalkKey) -> Option<&KeptWalk> {
+        self.get_at(key.slot(), key)
+    }
+
+    /// The kept walk of `key` when it is in `slot` (`key`'s, computed before).
+    #[inline]
+    pub(crate) fn get_at(&self, slot: usize, key: WalkKey) -> Option<&KeptWalk> {
         match self.table.get(slot) {
-            Some(Some(kept)) if kept.key == key => {
-                self.hits += 1;
-                self.replayed += 1;
-                self.table[slot].as_ref()
-            }
+            Some(Some(kept)) if kept.key == key => Some(kept),
             _ => None,
         }
     }
@@ -205,5 +215,88 @@ impl WalkMemo {
         self.table.capacity() * std::mem::size_of::<Option<KeptWalk>>()
             + self.steps.capacity() * std::mem::size_of::<WalkStep>()
             + kept
+    }
+}
+
+/// What a whole message does depends on its bytes, where the hart is and the U-ADDR
+/// reference address, when the hart is between messages (no walk or bits pending) and
+/// the message is a plain branch message whose walk can be replayed: so a message that
+/// comes again in the same state is replayed whole, without parsing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MessageKey {
+    /// The message's bytes ([`ntrace_message::ShortMessage::bytes`]).
+    pub(crate) bytes: u64,
+    pub(crate) pc: u64,
+    pub(crate) last_address: u64,
+}
+
+impl MessageKey {
+    fn slot(&self) -> usize {
+        let mixed = (self.bytes ^ self.pc.rotate_left(24) ^ self.last_address.rotate_left(44))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (mixed >> (64 - MESSAGE_TABLE_BITS)) as usize
+    }
+}
+
+/// What replaying a message does besides its walk.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReplayedMessage {
+    key: MessageKey,
+    /// The walk it arms, and that walk's slot in the table of kept walks.
+    pub(crate) walk: WalkKey,
+    pub(crate) walk_slot: usize,
+    /// The U-ADDR reference address after it.
+    pub(crate) last_address: u64,
+    /// The branch message RepeatBranch would repeat after it.
+    pub(crate) armed: RepeatableWalk,
+    /// Where execution resumes after its walk.
+    pub(crate) resume: Resume,
+}
+
+const MESSAGE_TABLE_BITS: u32 = 10;
+
+/// Replayable messages of one decoder (single-hart traces without timestamps: with
+/// either, a message's bytes say less than all it does).
+#[derive(Debug, Default)]
+pub(crate) struct MessageMemo {
+    table: Vec<Option<ReplayedMessage>>,
+    /// Messages replayed so far.
+    pub(crate) replayed: u64,
+}
+
+impl MessageMemo {
+    #[inline]
+    pub(crate) fn get(&self, key: MessageKey) -> Option<&ReplayedMessage> {
+        match self.table.get(key.slot()) {
+            Some(Some(message)) if message.key == key => Some(message),
+            _ => None,
+        }
+    }
+
+    /// Keeps what the message of `key` does.
+    pub(crate) fn keep(
+        &mut self,
+        key: MessageKey,
+        walk: WalkKey,
+        last_address: u64,
+        armed: RepeatableWalk,
+        resume: Resume,
+    ) {
+        if self.table.is_empty() {
+            self.table.resize(1 << MESSAGE_TABLE_BITS, None);
+        }
+        self.table[key.slot()] = Some(ReplayedMessage {
+            key,
+            walk,
+            walk_slot: walk.slot(),
+            last_address,
+            armed,
+            resume,
+        });
+    }
+
+    /// Approximate heap bytes held.
+    pub(crate) fn footprint(&self) -> usize {
+        self.table.capacity() * std::mem::size_of::<Option<ReplayedMessage>>()
     }
 }

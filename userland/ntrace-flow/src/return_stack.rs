@@ -17,6 +17,19 @@ pub enum ReturnStackModel {
     ReferenceCode,
 }
 
+/// What a walk did to the return stack, for replaying the walk (`memo`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StackOp {
+    Push(u64),
+    /// An explicitly reported return dropped the newest entry.
+    Discard,
+    /// An implicit return popped this entry and went there.
+    Pop(u64),
+}
+
+/// Entries a replay's check can track above the stack (pushed by the walk itself).
+const REPLAY_PUSHES: usize = 16;
+
 /// A return-address stack of fixed capacity, kept in a ring of slots: pushes and pops
 /// are a store or load and an index update, whatever the model.
 #[derive(Clone, Debug)]
@@ -169,6 +182,69 @@ impl ReturnStack {
             return;
         }
         self.pop();
+    }
+
+    /// The entry `depth` below the newest, if known (under the drop-oldest model).
+    fn peek(&self, depth: usize) -> Option<u64> {
+        if depth >= self.count || self.push_slots != self.capacity {
+            return None;
+        }
+        let slot = (self.top + self.capacity - depth) % self.capacity;
+        Some(self.slots[slot])
+    }
+
+    /// Applies a replayed walk's operations if every [`StackOp::Pop`] would pop the entry
+    /// it names, as walking would have; otherwise changes nothing and returns false.
+    /// Walks that pop are replayed only under [`ReturnStackModel::DropOldest`], whose
+    /// entries [`Self::peek`] can read, and only while the walk's pushes cannot overflow
+    /// the stack (which would drop an entry a later pop reads).
+    pub(crate) fn replay(&mut self, ops: &[StackOp]) -> bool {
+        if ops.iter().any(|op| matches!(op, StackOp::Pop(_))) {
+            // Check first: the walk's own pushes on top, then the entries below.
+            let mut pushed = [0u64; REPLAY_PUSHES];
+            let mut pushed_count = 0;
+            let mut depth = 0;
+            for &op in ops {
+                match op {
+                    StackOp::Push(address) => {
+                        if pushed_count == REPLAY_PUSHES
+                            || self.count - depth.min(self.count) + pushed_count + 1 > self.capacity
+                        {
+                            return false;
+                        }
+                        pushed[pushed_count] = address;
+                        pushed_count += 1;
+                    }
+                    StackOp::Discard | StackOp::Pop(_) => {
+                        let found = if pushed_count > 0 {
+                            pushed_count -= 1;
+                            Some(pushed[pushed_count])
+                        } else {
+                            depth += 1;
+                            self.peek(depth - 1)
+                        };
+                        if let StackOp::Pop(expected) = op {
+                            if found != Some(expected) {
+                                return false;
+                            }
+                        } else if found.is_none() {
+                            // A discard below the known entries counts differently.
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+        for &op in ops {
+            match op {
+                StackOp::Push(address) => self.push(address),
+                StackOp::Discard => self.discard(),
+                StackOp::Pop(_) => {
+                    self.pop();
+                }
+            }
+        }
+        true
     }
 
     /// Approximate heap bytes held.

@@ -18,7 +18,7 @@
 //! the seam). Only a trace with one hart (no SRC field) is cut at seams: the other
 //! harts' pcs are not known at one hart's seam.
 
-use ntrace_message::{Body, Message, MessageDecoder, MessageOptions};
+use ntrace_message::{Body, Message, MessageDecoder, MessageOptions, ShortMessage};
 
 use crate::event::sync_address;
 
@@ -145,6 +145,20 @@ impl Effect {
         self.from_unsynced.follow(message);
     }
 
+    /// Follows a plain branch message ([`PlainMessage`]) of U-ADDR `uaddr` (0 for a
+    /// DirectBranch): what [`Self::follow`] does with it.
+    fn follow_plain(&mut self, uaddr: u64) {
+        for outcome in [&mut self.from_synced, &mut self.from_unsynced] {
+            if outcome.synced {
+                outcome.address = match outcome.address {
+                    Value::Relative(delta) => Value::Relative(delta ^ uaddr),
+                    Value::Absolute(address) => Value::Absolute(address ^ uaddr),
+                    Value::Unknown => Value::Unknown,
+                };
+            }
+        }
+    }
+
     /// The state after the run, from the state before it (`None`: unknowable).
     pub(crate) fn apply(&self, before: Option<HartState>) -> Option<HartState> {
         let before = before?;
@@ -200,6 +214,79 @@ pub(crate) struct Seam {
     pub(crate) before: Effect,
 }
 
+/// A branch message that is not a synchronisation and has no timestamp, by what the scan
+/// needs of it: a trace of one hart is mostly these, and the same few again and again
+/// (a loop's messages), so the scan keeps them by their bytes instead of parsing each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PlainMessage {
+    bytes: u64,
+    /// U-ADDR (0 for a DirectBranch).
+    uaddr: u64,
+    /// The walk ends at the message's address (an indirect branch): a seam follows.
+    ends_at_address: bool,
+}
+
+impl PlainMessage {
+    /// `message` as a plain message, if it is one.
+    fn of(message: &Message, bytes: u64) -> Option<Self> {
+        if message.timestamp.is_some() {
+            return None;
+        }
+        let (uaddr, ends_at_address) = match message.body {
+            Body::DirectBranch { .. } => (0, false),
+            Body::IndirectBranch { uaddr, .. } | Body::IndirectBranchHist { uaddr, .. } => {
+                (uaddr, true)
+            }
+            _ => return None,
+        };
+        Some(Self {
+            bytes,
+            uaddr,
+            ends_at_address,
+        })
+    }
+}
+
+const PLAIN_TABLE_BITS: u32 = 10;
+
+/// Plain messages seen by one scan, by their bytes (direct-mapped).
+struct PlainMessages {
+    table: Vec<Option<PlainMessage>>,
+}
+
+impl PlainMessages {
+    fn new() -> Self {
+        Self {
+            table: vec![None; 1 << PLAIN_TABLE_BITS],
+        }
+    }
+
+    fn slot(bytes: u64) -> usize {
+        (bytes.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - PLAIN_TABLE_BITS)) as usize
+    }
+
+    #[inline]
+    fn get(&self, short: ShortMessage) -> Option<PlainMessage> {
+        let bytes = short.bytes();
+        self.table[Self::slot(bytes)].filter(|plain| plain.bytes == bytes)
+    }
+
+    fn keep(&mut self, plain: PlainMessage) {
+        self.table[Self::slot(plain.bytes)] = Some(plain);
+    }
+}
+
+/// The bytes of `message` (read from `trace`, whose offset 0 is the decoder's base 0) as
+/// [`ShortMessage::bytes`] gives them, when it is at most 8 bytes long.
+fn short_bytes(trace: &[u8], message: &Message) -> Option<u64> {
+    let start = usize::try_from(message.offset).ok()?;
+    let length = usize::try_from(message.length).ok()?;
+    let bytes = trace.get(start..start.checked_add(length)?)?;
+    let mut word = [0u8; 8];
+    word.get_mut(..bytes.len())?.copy_from_slice(bytes);
+    Some(u64::from_le_bytes(word))
+}
+
 /// What [`scan`] found in the messages starting in one chunk's byte range.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ChunkScan {
@@ -236,7 +323,33 @@ pub(crate) fn scan(trace: &[u8], options: MessageOptions, begin: u64, end: u64) 
     let mut src = None;
     // The hart whose message the next message would follow at a seam.
     let mut seam_after: Option<u16> = None;
+    // Plain messages by their bytes: with one hart and no timestamps, a message's bytes
+    // say all the scan needs (with an SRC field, the hart counts too).
+    let mut plain = (options.src_bits == 0 && !options.timestamps).then(PlainMessages::new);
     loop {
+        if let Some(plain) = &plain {
+            if let Some(short) = messages.peek_short() {
+                let offset = messages.position();
+                if let Some(known) = plain.get(short).filter(|_| offset >= begin && offset < end) {
+                    messages.skip_short(short);
+                    src.get_or_insert(0);
+                    if let Some(hart) = seam_after.take() {
+                        if found.seam.is_none() {
+                            found.seam = Some(Seam {
+                                offset,
+                                src: hart,
+                                before: found.effect,
+                            });
+                        }
+                    }
+                    found.effect.follow_plain(known.uaddr);
+                    if known.ends_at_address {
+                        seam_after = Some(0);
+                    }
+                    continue;
+                }
+            }
+        }
         match messages.next_message() {
             Ok(Some(message)) if message.offset >= end => break,
             Ok(Some(message)) if message.offset < begin => {}
@@ -261,6 +374,13 @@ pub(crate) fn scan(trace: &[u8], options: MessageOptions, begin: u64, end: u64) 
                 found.effect.follow(&message);
                 if ends_at_message_address(&message.body) {
                     seam_after = Some(message.src);
+                }
+                if let Some(plain) = &mut plain {
+                    if let Some(known) = short_bytes(trace, &message)
+                        .and_then(|bytes| PlainMessage::of(&message, bytes))
+                    {
+                        plain.keep(known);
+                    }
                 }
             }
             Ok(None) => break,

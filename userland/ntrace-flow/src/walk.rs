@@ -154,6 +154,8 @@ pub(crate) struct BlockWalk<'a> {
     pub(crate) instructions: u64,
     /// Kept walks, replayed instead of walked (`None`: always walk).
     pub(crate) memo: Option<WalkMemo>,
+    /// Walks replayed so far.
+    pub(crate) walks_replayed: u64,
 }
 
 impl<'a> BlockWalk<'a> {
@@ -169,6 +171,7 @@ impl<'a> BlockWalk<'a> {
             cache: BlockCache::default(),
             ranges,
             instructions: 0,
+            walks_replayed: 0,
             memo: match replay {
                 WalkReplay::Replay => Some(WalkMemo::default()),
                 WalkReplay::Off => None,
@@ -202,13 +205,41 @@ impl<'a> BlockWalk<'a> {
         let Some(memo) = &mut self.memo else {
             return false;
         };
-        let Some(kept) = memo.find(key) else {
+        if !memo.find(key) {
             if memo.start(key) {
                 hart.events.start_stack_log();
             }
             return false;
+        }
+        let offset = hart.events.walk_offset();
+        let target = hart.events.reported_target();
+        self.replay_kept(hart, key, key.slot(), offset, target, ready)
+    }
+
+    /// Replays the kept walk of `key` (in table slot `slot`) for the message at
+    /// `offset`, whose indirect jump (if it ends at one) goes to `target`; false, with
+    /// nothing changed, when there is none.
+    #[inline]
+    pub(crate) fn replay_kept(
+        &mut self,
+        hart: &mut Hart,
+        key: WalkKey,
+        slot: usize,
+        offset: u64,
+        target: Option<u64>,
+        ready: &mut Vec<ReadyElement>,
+    ) -> bool {
+        let Some(memo) = &mut self.memo else {
+            return false;
         };
-        hart.events.replayed(&kept.stack_ops, kept.last);
+        let Some(kept) = memo.get_at(slot, key) else {
+            return false;
+        };
+        if !hart.events.replay_stack(&kept.stack_ops) {
+            return false;
+        }
+        self.walks_replayed += 1;
+        hart.events.replayed(kept.last);
         let mut position = kept.position;
         // The block after the walk may have been linked since the walk was kept.
         if let (NO_BLOCK, Some(link)) = (position.block, position.link) {
@@ -224,7 +255,6 @@ impl<'a> BlockWalk<'a> {
             self.cache.executed[step.block as usize] += u64::from(step.range.instructions);
         }
         if self.ranges == RangeOutput::Report {
-            let offset = hart.events.walk_offset();
             let src = hart.events.src;
             let Some((last, before)) = kept.steps.split_last() else {
                 return true;
@@ -236,7 +266,7 @@ impl<'a> BlockWalk<'a> {
             // A walk that ends at the indirect jump its message reports goes to the
             // message's target, which is not part of the key.
             if is_indirect(range.end) {
-                if let Some(target) = hart.events.reported_target() {
+                if let Some(target) = target {
                     range.next = Some(target);
                 }
             }

@@ -220,6 +220,7 @@ fn timestamp(
 ///
 /// The slice must begin at a message boundary (or idle); use
 /// [`MessageDecoder::sync_forward`] for buffers that may begin inside a message.
+#[derive(Clone)]
 pub struct MessageDecoder<'a> {
     data: &'a [u8],
     pos: usize,
@@ -234,6 +235,31 @@ pub struct MessageDecoder<'a> {
     idle_bytes: u64,
     skipped_bytes: u64,
     byte_path_only: bool,
+}
+
+/// A message of at most 8 bytes, as [`MessageDecoder::peek_short`] found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShortMessage {
+    bytes: u64,
+    length: u8,
+}
+
+impl ShortMessage {
+    /// The message's bytes, first byte lowest, zero above its last: equal values are
+    /// equal messages.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Its length in bytes (1 to 8).
+    pub fn len(&self) -> usize {
+        usize::from(self.length)
+    }
+
+    /// Never: a message has at least one byte (for clippy's `len` convention).
+    pub fn is_empty(&self) -> bool {
+        self.length == 0
+    }
 }
 
 impl fmt::Debug for MessageDecoder<'_> {
@@ -335,6 +361,42 @@ impl<'a> MessageDecoder<'a> {
     #[inline]
     fn offset_of(&self, index: usize) -> u64 {
         self.base.wrapping_add(index as u64)
+    }
+
+    /// The raw bytes of the next message when it is short: at most 8 bytes, starting
+    /// right here (not idle) and ending with MSEO=11 within the next 8 bytes of input.
+    /// For callers that cache what a message does by its bytes; [`Self::skip_short`]
+    /// then moves past it without parsing. `None` for anything else.
+    #[inline(always)]
+    pub fn peek_short(&self) -> Option<ShortMessage> {
+        let rest = self.data.get(self.pos..)?;
+        let word = u64::from_le_bytes(*rest.first_chunk::<8>()?);
+        let low = word & LOW_BITS;
+        let high = (word >> 1) & LOW_BITS;
+        if (low | high) & 1 != 0 {
+            return None;
+        }
+        let stop = high.trailing_zeros();
+        if stop == 64 || (low >> stop) & 1 == 0 {
+            return None;
+        }
+        // `stop` is bit 8k of byte k, the message's last: keep bytes 0..=k.
+        let length = stop / 8 + 1;
+        let bytes = if length == 8 {
+            word
+        } else {
+            word & ((1u64 << (8 * length)) - 1)
+        };
+        Some(ShortMessage {
+            bytes,
+            length: length as u8,
+        })
+    }
+
+    /// Moves past the message [`Self::peek_short`] just returned.
+    #[inline(always)]
+    pub fn skip_short(&mut self, message: ShortMessage) {
+        self.pos += usize::from(message.length);
     }
 
     /// Skips to the first message start after the next byte with MSEO=11, for buffers that

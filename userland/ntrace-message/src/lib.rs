@@ -33,7 +33,7 @@ mod layout;
 pub mod tcode;
 mod types;
 
-pub use decode::MessageDecoder;
+pub use decode::{MessageDecoder, ShortMessage};
 pub use dump::{dump_message, dump_stream};
 pub use encode::MessageEncoder;
 pub use error::{EncodeError, MessageError};

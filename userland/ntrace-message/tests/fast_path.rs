@@ -145,3 +145,45 @@ fn fast_and_byte_paths_agree_on_traces_cut_short() {
         }
     }
 }
+
+/// `peek_short` names exactly the next message's bytes when that message is short,
+/// readable and starts right there: the message `next_message` then reads starts at the same offset,
+/// has the same length and those bytes, and `skip_short` lands where `next_message` does.
+#[test]
+fn peek_short_names_the_next_message() {
+    let mut peeked = 0;
+    for path in traces() {
+        let stream = read(&path);
+        for options in option_sets() {
+            let mut decoder = MessageDecoder::new(&stream, options);
+            loop {
+                let offset = decoder.position();
+                let short = decoder.peek_short();
+                let mut skipped = decoder.clone();
+                match decoder.next() {
+                    None => {
+                        assert_eq!(short, None, "{}: peeked past the end", path.display());
+                        break;
+                    }
+                    Some(result) => {
+                        let Some(short) = short else { continue };
+                        peeked += 1;
+                        // Peeking does not parse: under options the trace was not made
+                        // with, the bytes may be no message at all. Callers only match
+                        // the bytes of messages that parsed.
+                        let Ok(message) = result else { continue };
+                        assert_eq!(message.offset, offset, "{}", path.display());
+                        assert_eq!(message.length as usize, short.len(), "{}", path.display());
+                        let mut bytes = [0u8; 8];
+                        bytes[..short.len()]
+                            .copy_from_slice(&stream[offset as usize..][..short.len()]);
+                        assert_eq!(short.bytes(), u64::from_le_bytes(bytes));
+                        skipped.skip_short(short);
+                        assert_eq!(skipped.position(), decoder.position());
+                    }
+                }
+            }
+        }
+    }
+    assert!(peeked > 1000, "only {peeked} short messages peeked");
+}
