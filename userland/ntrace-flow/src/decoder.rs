@@ -367,6 +367,39 @@ impl<'a> FlowDecoder<'a> {
         self.refill()
     }
 
+    /// Calls `visit` with every element to the end of the trace (and the error behind
+    /// each decode-error gap), straight from the batches the decoder produces: what a
+    /// loop over [`Self::next_element`] gives, without moving each element out.
+    /// Returns the first error `next_element` would return (after the elements before
+    /// it); calling again resumes as `next_element` would.
+    pub fn for_each_element(
+        &mut self,
+        mut visit: impl FnMut(&TraceElement, Option<&FlowError>),
+    ) -> Result<(), FlowError> {
+        loop {
+            for (element, block) in &self.ready[self.ready_index..] {
+                // For `for_each_instruction` calls of the consumer after the decode.
+                self.last_block = *block;
+                visit(element, self.cause_of(element));
+            }
+            self.ready_index = self.ready.len();
+            match self.refill()? {
+                Some(element) => visit(&element, self.cause_of(&element)),
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// The error behind `element` when it is a decode-error gap of the current batch.
+    fn cause_of(&self, element: &TraceElement) -> Option<&FlowError> {
+        match element.kind {
+            ElementKind::Gap {
+                reason: GapReason::DecodeError { .. },
+            } => self.recovered_error.as_ref(),
+            _ => None,
+        }
+    }
+
     /// Produces the next batch of elements and returns its first.
     fn refill(&mut self) -> Result<Option<TraceElement>, FlowError> {
         if let Some(speculation) = &mut self.speculation {

@@ -224,4 +224,15 @@ impl trace_elements::ElementSource for FlowDecoder<'_> {
     fn next_element(&mut self) -> Result<Option<TraceElement>, FlowError> {
         FlowDecoder::next_element(self)
     }
+
+    fn gap_cause(&self) -> Option<&FlowError> {
+        self.last_recovered_error()
+    }
+
+    fn for_each_element<F>(&mut self, visit: F) -> Result<(), FlowError>
+    where
+        F: FnMut(&TraceElement, Option<&FlowError>),
+    {
+        FlowDecoder::for_each_element(self, visit)
+    }
 }

@@ -541,6 +541,10 @@ impl PulledElements {
 impl ElementSource for PulledElements {
     type Error = FlowError;
 
+    fn gap_cause(&self) -> Option<&FlowError> {
+        self.last_recovered_error()
+    }
+
     #[inline]
     fn next_element(&mut self) -> Result<Option<TraceElement>, FlowError> {
         let pulled = match self.batch.next() {

@@ -181,6 +181,18 @@ fn assert_same(
     let expected = serial(trace, code, options.with_walk_replay(WalkReplay::Off));
     let replayed = serial(trace, code, options.with_walk_replay(WalkReplay::Replay));
     assert_equal_outputs(&expected, &replayed, "serial, walks replayed");
+    assert_eq!(
+        visited(trace, code, options),
+        expected
+            .items
+            .iter()
+            .map(|item| match item {
+                Item::Element(element, _, cause) => Visited::Element(*element, cause.clone()),
+                Item::Error(error) => Visited::Error(error.clone()),
+            })
+            .collect::<Vec<_>>(),
+        "for_each_element against next_element"
+    );
     let actual = parallel(trace, code, options, jobs, chunk_bytes);
     assert_equal_outputs(
         &expected,
@@ -213,6 +225,30 @@ fn assert_equal_outputs(expected: &Output, actual: &Output, context: &str) {
         (actual.idle_bytes, actual.skipped_bytes),
         "{context}: idle and skipped bytes"
     );
+}
+
+/// What `FlowDecoder::for_each_element` hands over: each element with the error behind
+/// a decode-error gap, and each error it returns.
+#[derive(Debug, PartialEq, Eq)]
+enum Visited {
+    Element(TraceElement, Option<String>),
+    Error(String),
+}
+
+/// Decodes `trace` serially through `for_each_element`, resuming after each error as a
+/// loop over `next_element` does.
+fn visited(trace: &[u8], code: &Code, options: DecoderOptions) -> Vec<Visited> {
+    let mut decoder = FlowDecoder::new(trace, &code.image, code.files.clone(), options);
+    let mut items = Vec::new();
+    loop {
+        let result = decoder.for_each_element(|element, cause| {
+            items.push(Visited::Element(*element, cause.map(ToString::to_string)));
+        });
+        match result {
+            Ok(()) => return items,
+            Err(error) => items.push(Visited::Error(error.to_string())),
+        }
+    }
 }
 
 fn with_ranges(options: DecoderOptions) -> [DecoderOptions; 2] {

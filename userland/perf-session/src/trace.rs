@@ -272,9 +272,7 @@ pub fn fold_trace<S: ElementSource>(
 ) -> Result<TraceFold, S::Error> {
     let mut stacks = CallStacks::new(CallStackOptions::new(options.weight, code.entry_points()));
     let mut function_of = |address: u64| code.functions.function_start(address);
-    while let Some(element) = source.next_element()? {
-        stacks.push(&element, &mut function_of);
-    }
+    source.for_each_element(|element, _| stacks.push(element, &mut function_of))?;
     let mut processes = code.processes(symbols);
     let mut collapser = StackCollapser::new();
     let mut names = SymbolizerStacks {
@@ -293,9 +291,7 @@ pub fn fold_trace<S: ElementSource>(
 /// image addresses ([`TraceCode::counts_of_file`] takes one file's).
 pub fn count_trace<S: ElementSource>(source: &mut S) -> Result<TraceCounts, S::Error> {
     let mut counts = TraceCounts::default();
-    while let Some(element) = source.next_element()? {
-        counts.push(&element);
-    }
+    source.for_each_element(|element, _| counts.push(element))?;
     Ok(counts)
 }
 

@@ -194,6 +194,20 @@ impl ElementSource for TraceSource<'_, '_> {
             TraceSource::Parallel(pulled) => pulled.next_element(),
         }
     }
+
+    fn gap_cause(&self) -> Option<&FlowError> {
+        self.last_recovered_error()
+    }
+
+    fn for_each_element<F>(&mut self, visit: F) -> Result<(), FlowError>
+    where
+        F: FnMut(&TraceElement, Option<&FlowError>),
+    {
+        match self {
+            TraceSource::Serial(decoder) => decoder.for_each_element(visit),
+            TraceSource::Parallel(pulled) => pulled.for_each_element(visit),
+        }
+    }
 }
 
 impl<'a> TraceSource<'_, 'a> {
@@ -361,19 +375,56 @@ impl GapReport {
 impl ElementSource for GapReportingSource<TraceSource<'_, '_>> {
     type Error = FlowError;
 
+    #[inline]
     fn next_element(&mut self) -> Result<Option<TraceElement>, FlowError> {
         let element = self.source.next_element()?;
+        if let Some(element) = &element {
+            if is_noted(element) {
+                self.report
+                    .note(element, self.source.last_recovered_error());
+            }
+        }
+        Ok(element)
+    }
+
+    fn gap_cause(&self) -> Option<&FlowError> {
+        self.source.gap_cause()
+    }
+
+    fn for_each_element<F>(&mut self, mut visit: F) -> Result<(), FlowError>
+    where
+        F: FnMut(&TraceElement, Option<&FlowError>),
+    {
         let report = &mut self.report;
-        match element {
-            Some(TraceElement {
-                kind: ElementKind::TraceOn { .. },
-                ..
-            }) => report.synchronised = true,
-            Some(TraceElement {
-                kind: ElementKind::Gap { reason },
-                offset,
-                ..
-            }) => match reason {
+        self.source.for_each_element(|element, cause| {
+            if is_noted(element) {
+                report.note(element, cause);
+            }
+            visit(element, cause);
+        })
+    }
+}
+
+/// Whether the gap report notes `element`: a synchronisation or a gap.
+#[inline]
+fn is_noted(element: &TraceElement) -> bool {
+    matches!(
+        element.kind,
+        ElementKind::TraceOn { .. } | ElementKind::Gap { .. }
+    )
+}
+
+impl GapReport {
+    /// Notes a synchronisation or a gap (`cause`: the error behind a decode-error gap),
+    /// warning about the first few decode errors.
+    #[cold]
+    #[inline(never)]
+    fn note(&mut self, element: &TraceElement, cause: Option<&FlowError>) {
+        let report = self;
+        let offset = element.offset;
+        match element.kind {
+            ElementKind::TraceOn { .. } => report.synchronised = true,
+            ElementKind::Gap { reason } => match reason {
                 // Bytes before the first synchronisation (a wrapped buffer starts inside
                 // a message) are said once, at the end.
                 GapReason::DecodeError { .. } if !report.synchronised => {
@@ -382,7 +433,7 @@ impl ElementSource for GapReportingSource<TraceSource<'_, '_>> {
                 GapReason::DecodeError { .. } => {
                     report.decode_gaps += 1;
                     if report.decode_gaps <= GAPS_SHOWN {
-                        let cause = self.source.last_recovered_error().map_or_else(
+                        let cause = cause.map_or_else(
                             || format!("undecodable trace at byte offset {offset:#x}"),
                             ToString::to_string,
                         );
@@ -396,7 +447,6 @@ impl ElementSource for GapReportingSource<TraceSource<'_, '_>> {
             },
             _ => {}
         }
-        Ok(element)
     }
 }
 

@@ -181,4 +181,33 @@ pub trait ElementSource {
     type Error: std::error::Error + Send + Sync + 'static;
 
     fn next_element(&mut self) -> Result<Option<TraceElement>, Self::Error>;
+
+    /// The error behind the [`GapReason::DecodeError`] gap [`Self::next_element`]
+    /// returned last, when the source keeps it.
+    fn gap_cause(&self) -> Option<&Self::Error> {
+        None
+    }
+
+    /// Calls `visit` with every element to the end of the trace, in order, and with the
+    /// error behind each decode-error gap ([`Self::gap_cause`]); stops at the first
+    /// error [`Self::next_element`] would return. The same as a loop over
+    /// `next_element`, which is what it does unless the source hands over the elements
+    /// it produced in batches in place (a consumer of every element then pays no copy
+    /// per element through `next_element`'s return value).
+    fn for_each_element<F>(&mut self, mut visit: F) -> Result<(), Self::Error>
+    where
+        Self: Sized,
+        F: FnMut(&TraceElement, Option<&Self::Error>),
+    {
+        while let Some(element) = self.next_element()? {
+            let cause = match element.kind {
+                ElementKind::Gap {
+                    reason: GapReason::DecodeError { .. },
+                } => self.gap_cause(),
+                _ => None,
+            };
+            visit(&element, cause);
+        }
+        Ok(())
+    }
 }
