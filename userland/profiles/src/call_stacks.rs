@@ -182,6 +182,63 @@ struct ThreadKey {
     context: Option<Context>,
 }
 
+/// The threads by key, with the last one looked up at hand: a trace runs one thread
+/// for long stretches, and every range looks its thread up.
+#[derive(Debug, Default)]
+struct Threads {
+    list: Vec<Thread>,
+    index: FxHashMap<ThreadKey, usize>,
+    last: Option<(ThreadKey, usize)>,
+}
+
+impl Threads {
+    fn position(&mut self, key: ThreadKey) -> Option<usize> {
+        if let Some((last, position)) = self.last {
+            if last == key {
+                return Some(position);
+            }
+        }
+        let position = *self.index.get(&key)?;
+        self.last = Some((key, position));
+        Some(position)
+    }
+
+    fn entry(&mut self, key: ThreadKey) -> &mut Thread {
+        let position = match self.position(key) {
+            Some(position) => position,
+            None => {
+                self.list.push(Thread::default());
+                let position = self.list.len() - 1;
+                self.index.insert(key, position);
+                self.last = Some((key, position));
+                position
+            }
+        };
+        &mut self.list[position]
+    }
+
+    fn get_mut(&mut self, key: ThreadKey) -> Option<&mut Thread> {
+        let position = self.position(key)?;
+        self.list.get_mut(position)
+    }
+
+    fn contains_key(&self, key: ThreadKey) -> bool {
+        self.index.contains_key(&key)
+    }
+
+    /// The thread of `from` is `to`'s from now on.
+    fn rekey(&mut self, from: ThreadKey, to: ThreadKey) {
+        if let Some(position) = self.index.remove(&from) {
+            self.index.insert(to, position);
+            self.last = None;
+        }
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut Thread> {
+        self.list.iter_mut()
+    }
+}
+
 /// Call stacks of a trace and the weight each ran with.
 #[derive(Debug)]
 pub struct CallStacks {
@@ -189,9 +246,10 @@ pub struct CallStacks {
     nodes: Vec<Node>,
     children: FxHashMap<(NodeId, u64), NodeId>,
     weights: FxHashMap<Place, u64>,
-    threads: FxHashMap<ThreadKey, Thread>,
-    /// The context each hart runs now.
+    threads: Threads,
+    /// The context each hart runs now, and the last hart's at hand.
     contexts: FxHashMap<u16, Option<Context>>,
+    last_context: Option<(u16, Option<Context>)>,
     statistics: CallStackStatistics,
 }
 
@@ -206,8 +264,9 @@ impl CallStacks {
             nodes: roots.to_vec(),
             children: FxHashMap::default(),
             weights: FxHashMap::default(),
-            threads: FxHashMap::default(),
+            threads: Threads::default(),
             contexts: FxHashMap::default(),
+            last_context: None,
             statistics: CallStackStatistics::default(),
         }
     }
@@ -222,7 +281,7 @@ impl CallStacks {
         let hart = element.hart;
         let key = ThreadKey {
             hart,
-            context: self.contexts.get(&hart).copied().flatten(),
+            context: self.context_of(hart),
         };
         match element.kind {
             ElementKind::InstructionRange {
@@ -232,7 +291,7 @@ impl CallStacks {
                 end,
                 next,
             } => {
-                let thread = self.threads.entry(key).or_default();
+                let thread = self.threads.entry(key);
                 let place = Place {
                     node: thread.node(),
                     leaf: start,
@@ -255,7 +314,7 @@ impl CallStacks {
             }
             ElementKind::Trap { from, .. } => {
                 self.statistics.traps += 1;
-                let thread = self.threads.entry(key).or_default();
+                let thread = self.threads.entry(key);
                 if let Some(site) = from.or(thread.position) {
                     self.push_frame(key, site, FrameKind::Trap);
                 } else {
@@ -264,7 +323,7 @@ impl CallStacks {
             }
             ElementKind::TraceOn { address, .. } => {
                 let known_root = self.options.stack_roots.contains(&address);
-                let thread = self.threads.entry(key).or_default();
+                let thread = self.threads.entry(key);
                 if thread.frames.is_empty() && thread.position.is_none() {
                     thread.root = if known_root { KNOWN_ROOT } else { UNKNOWN_ROOT };
                 }
@@ -272,7 +331,7 @@ impl CallStacks {
             }
             ElementKind::Gap { .. } | ElementKind::TraceOff { .. } => {
                 self.statistics.stack_losses += 1;
-                let thread = self.threads.entry(key).or_default();
+                let thread = self.threads.entry(key);
                 thread.lose_stack();
                 thread.position = None;
                 // The time to the next timestamp includes what the gap lost.
@@ -288,17 +347,29 @@ impl CallStacks {
                         context: Some(context),
                     };
                     // The first context a hart reports is the one it ran so far.
-                    if key.context.is_none() && !self.threads.contains_key(&new_key) {
-                        if let Some(thread) = self.threads.remove(&key) {
-                            self.threads.insert(new_key, thread);
-                        }
+                    if key.context.is_none() && !self.threads.contains_key(new_key) {
+                        self.threads.rekey(key, new_key);
                     }
                     self.contexts.insert(hart, Some(context));
+                    self.last_context = None;
                 }
             }
             ElementKind::Timestamp { time } => self.timestamp(key, time),
             ElementKind::Unhandled { .. } => {}
         }
+    }
+
+    /// The context `hart` runs now.
+    #[inline]
+    fn context_of(&mut self, hart: u16) -> Option<Context> {
+        if let Some((last, context)) = self.last_context {
+            if last == hart {
+                return context;
+            }
+        }
+        let context = self.contexts.get(&hart).copied().flatten();
+        self.last_context = Some((hart, context));
+        context
     }
 
     fn end_range(
@@ -326,7 +397,7 @@ impl CallStacks {
                 // Both a return (to whoever called the other side) and a call.
                 self.statistics.returns += 1;
                 self.statistics.calls += 1;
-                if let Some(thread) = self.threads.get_mut(&key) {
+                if let Some(thread) = self.threads.get_mut(key) {
                     thread.frames.pop();
                 }
                 self.push_frame(key, last, FrameKind::Call);
@@ -341,7 +412,7 @@ impl CallStacks {
     }
 
     fn push_frame(&mut self, key: ThreadKey, site: u64, kind: FrameKind) {
-        let Some(thread) = self.threads.get_mut(&key) else {
+        let Some(thread) = self.threads.get_mut(key) else {
             return;
         };
         let parent = thread.node();
@@ -360,7 +431,7 @@ impl CallStacks {
         kind: FrameKind,
         functions: &mut impl FunctionOf,
     ) {
-        let Some(thread) = self.threads.get_mut(&key) else {
+        let Some(thread) = self.threads.get_mut(key) else {
             return;
         };
         let Some(target) = target else {
@@ -400,7 +471,7 @@ impl CallStacks {
         if self.options.weight != StackWeight::Time {
             return;
         }
-        let thread = self.threads.entry(key).or_default();
+        let thread = self.threads.entry(key);
         let pending: Vec<(Place, u64)> = thread.pending.drain().collect();
         let previous = thread.last_time.replace(time);
         let total: u64 = pending.iter().map(|&(_, count)| count).sum();

@@ -75,14 +75,17 @@ impl TraceFile {
     pub fn releasing_pages_during<T>(&self, progress: &AtomicU64, work: impl FnOnce() -> T) -> T {
         let done = AtomicBool::new(false);
         std::thread::scope(|scope| {
-            scope.spawn(|| {
-                while !done.load(Ordering::Relaxed) {
-                    std::thread::sleep(RELEASE_POLL);
+            let releaser = scope.spawn(|| {
+                while !done.load(Ordering::Acquire) {
+                    // Woken early when the work ends: the scope waits for this thread,
+                    // and a sleep would add up to a poll interval to every decode.
+                    std::thread::park_timeout(RELEASE_POLL);
                     self.release_before(progress.load(Ordering::Relaxed));
                 }
             });
             let result = work();
-            done.store(true, Ordering::Relaxed);
+            done.store(true, Ordering::Release);
+            releaser.thread().unpark();
             result
         })
     }
