@@ -1,7 +1,8 @@
 //! Fuzzes the N-Trace message decoder: any bytes, any options. Checks that decoding never
 //! panics, always makes progress, reports offsets inside the input, accounts for every byte,
-//! agrees with the byte-wise parser, and that every decoded message re-encodes to bytes that
-//! decode to the same message.
+//! agrees with the byte-wise parser, that every decoded message re-encodes to bytes that
+//! decode to the same message, and that `peek_short` names a readable short message's
+//! exact bytes and length.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -30,6 +31,7 @@ fuzz_target!(|input: &[u8]| {
         calls += 1;
         assert!(calls <= len + 1, "decoder made no progress");
         let before = decoder.position();
+        let peeked = decoder.peek_short();
         let result = decoder.next_message();
         assert_eq!(result, byte_path.next_message(), "fast and byte-wise parsers disagree");
         match result {
@@ -38,6 +40,13 @@ fuzz_target!(|input: &[u8]| {
                 assert!(message.offset >= before && message.offset < len);
                 assert_eq!(message.bytes(stream).len() as u64, u64::from(message.length));
                 accounted += u64::from(message.length);
+                if let Some(short) = peeked {
+                    assert_eq!(message.offset, before, "peeked a message that is not next");
+                    assert_eq!(short.len() as u64, u64::from(message.length));
+                    let mut bytes = [0u8; 8];
+                    bytes[..short.len()].copy_from_slice(message.bytes(stream));
+                    assert_eq!(short.bytes(), u64::from_le_bytes(bytes));
+                }
                 line.clear();
                 dump_message(&message, stream, &mut line).expect("formatting into a String");
                 if matches!(message.body, Body::Other { .. }) {
