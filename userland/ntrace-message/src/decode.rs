@@ -237,6 +237,16 @@ pub struct MessageDecoder<'a> {
     byte_path_only: bool,
 }
 
+/// The word of a message of at most 8 bytes ([`MessageDecoder::short_word`]).
+#[derive(Clone, Copy)]
+struct ShortWord {
+    word: u64,
+    /// Bit 8k: byte k's MSEO low bit.
+    low: u64,
+    /// Bit 8k of the message's last byte k.
+    stop: u32,
+}
+
 /// A message of at most 8 bytes, as [`MessageDecoder::peek_short`] found it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShortMessage {
@@ -369,17 +379,7 @@ impl<'a> MessageDecoder<'a> {
     /// then moves past it without parsing. `None` for anything else.
     #[inline(always)]
     pub fn peek_short(&self) -> Option<ShortMessage> {
-        let rest = self.data.get(self.pos..)?;
-        let word = u64::from_le_bytes(*rest.first_chunk::<8>()?);
-        let low = word & LOW_BITS;
-        let high = (word >> 1) & LOW_BITS;
-        if (low | high) & 1 != 0 {
-            return None;
-        }
-        let stop = high.trailing_zeros();
-        if stop == 64 || (low >> stop) & 1 == 0 {
-            return None;
-        }
+        let ShortWord { word, stop, .. } = self.short_word(self.pos)?;
         // `stop` is bit 8k of byte k, the message's last: keep bytes 0..=k.
         let length = stop / 8 + 1;
         let bytes = if length == 8 {
@@ -506,8 +506,10 @@ impl<'a> MessageDecoder<'a> {
     /// shifts instead of a data-dependent branch per byte. Returns `None` for anything else
     /// (idle, errors, longer messages), which [`Self::parse_16`] and the byte-wise
     /// [`Self::parse_bytes`] then handle, so all paths give identical results.
+    /// The 8 bytes at `start` when they hold a whole message that starts there: its
+    /// word, the MSEO low bits of each byte, and the bit (8k) of its last byte k.
     #[inline(always)]
-    fn parse_short(&self, start: usize) -> Option<(Message, usize)> {
+    fn short_word(&self, start: usize) -> Option<ShortWord> {
         let rest = self.data.get(start..)?;
         let word = u64::from_le_bytes(*rest.first_chunk::<8>()?);
         let low = word & LOW_BITS;
@@ -522,6 +524,12 @@ impl<'a> MessageDecoder<'a> {
         if stop == 64 || (low >> stop) & 1 == 0 {
             return None;
         }
+        Some(ShortWord { word, low, stop })
+    }
+
+    #[inline(always)]
+    fn parse_short(&self, start: usize) -> Option<(Message, usize)> {
+        let ShortWord { word, low, stop } = self.short_word(start)?;
         let tcode = (word as u8) >> 2;
         let shape = self.headers[usize::from(tcode & 0x3f)];
         // Bit 0 of the MSEO marks both 01 and 11 once 10 is excluded.
