@@ -63,9 +63,17 @@ done
 # stream four times as long).
 trace=$work/interp-$iterations-htm.nt
 cat "$trace" "$trace" "$trace" "$trace" > "$work/interp-$iterations-htm-x4.nt"
+# The 4x trace also decodes long enough (about 0.1 s) for the speed of one and two jobs
+# to be compared without the fixed costs of a 30 ms decode.
 for jobs in 1 2; do
     read -r _ peak1 < <(measure 1 summary "$trace" "$jobs")
     read -r _ peak4 < <(measure 1 summary "$work/interp-$iterations-htm-x4.nt" "$jobs")
+    best=0
+    for _ in 1 2 3 4 5; do
+        speed=$("$rvperf" decode --elf "$program" --trace "$work/interp-$iterations-htm-x4.nt" --output summary --jobs "$jobs" |
+            sed -n 's/^decode time: *[0-9.]* s (\([0-9.]*\) M instructions\/s.*/\1/p')
+        if awk "BEGIN{exit !($speed > $best)}"; then best=$speed; fi
+    done
     echo
-    echo "Peak RSS, summary mode, $jobs job(s): 1x trace $((peak1 / 1024)) MiB, 4x trace $((peak4 / 1024)) MiB."
+    echo "Summary mode, $jobs job(s): peak RSS 1x trace $((peak1 / 1024)) MiB, 4x trace $((peak4 / 1024)) MiB; 4x trace decoded at $best M instructions/s (best of 5)."
 done

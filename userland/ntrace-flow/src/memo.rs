@@ -17,7 +17,7 @@
 
 use crate::event::{LastInstruction, RepeatableWalk, Resume};
 use crate::return_stack::StackOp;
-use crate::walk::{Position, Range};
+use crate::walk::{merged, Position, Range};
 
 /// How a replayable walk ends (the other ends, synchronisation messages among them,
 /// are walked every time).
@@ -66,6 +66,9 @@ pub(crate) struct WalkStep {
 pub(crate) struct KeptWalk {
     key: WalkKey,
     pub(crate) steps: Vec<WalkStep>,
+    /// The steps' ranges merged as the decoder merges consecutive ranges (each with its
+    /// first block): what a replay reports.
+    pub(crate) ranges: Vec<WalkStep>,
     pub(crate) stack_ops: Vec<StackOp>,
     pub(crate) instructions: u64,
     pub(crate) last: LastInstruction,
@@ -177,28 +180,33 @@ impl WalkMemo {
             .map(|step| u64::from(step.range.instructions))
             .sum();
         let slot = &mut self.table[key.slot()];
-        match slot {
-            // Reuse the slot's vectors: no allocation once the table is warm.
-            Some(kept) => {
-                kept.key = key;
-                kept.steps.clone_from(&self.steps);
-                kept.stack_ops.clear();
-                kept.stack_ops.extend_from_slice(stack_ops);
-                kept.instructions = instructions;
-                kept.last = last;
-                kept.position = position;
-            }
-            None => {
-                *slot = Some(KeptWalk {
-                    key,
-                    steps: self.steps.clone(),
-                    stack_ops: stack_ops.to_vec(),
-                    instructions,
-                    last,
-                    position,
-                })
+        let kept = slot.get_or_insert_with(|| KeptWalk {
+            key,
+            steps: Vec::new(),
+            ranges: Vec::new(),
+            stack_ops: Vec::new(),
+            instructions,
+            last,
+            position,
+        });
+        // The slot's vectors are reused: no allocation once the table is warm.
+        kept.key = key;
+        kept.steps.clone_from(&self.steps);
+        kept.ranges.clear();
+        for &step in &self.steps {
+            match kept.ranges.last_mut() {
+                Some(previous) => match merged(previous.range, step.range) {
+                    Some(range) => previous.range = range,
+                    None => kept.ranges.push(step),
+                },
+                None => kept.ranges.push(step),
             }
         }
+        kept.stack_ops.clear();
+        kept.stack_ops.extend_from_slice(stack_ops);
+        kept.instructions = instructions;
+        kept.last = last;
+        kept.position = position;
     }
 
     /// Approximate heap bytes held.
@@ -208,7 +216,7 @@ impl WalkMemo {
             .iter()
             .flatten()
             .map(|kept| {
-                kept.steps.capacity() * std::mem::size_of::<WalkStep>()
+                (kept.steps.capacity() + kept.ranges.capacity()) * std::mem::size_of::<WalkStep>()
                     + kept.stack_ops.capacity() * std::mem::size_of::<StackOp>()
             })
             .sum();

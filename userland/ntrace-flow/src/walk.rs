@@ -256,21 +256,24 @@ impl<'a> BlockWalk<'a> {
         }
         if self.ranges == RangeOutput::Report {
             let src = hart.events.src;
-            let Some((last, before)) = kept.steps.split_last() else {
-                return true;
-            };
-            for step in before {
-                push_range(ready, src, offset, step.range, step.block);
-            }
-            let mut range = last.range;
-            // A walk that ends at the indirect jump its message reports goes to the
-            // message's target, which is not part of the key.
-            if is_indirect(range.end) {
-                if let Some(target) = target {
-                    range.next = Some(target);
+            // The walk's ranges, merged among themselves when kept: only the first may
+            // still extend the range before the walk.
+            let last_index = kept.ranges.len().saturating_sub(1);
+            for (index, step) in kept.ranges.iter().enumerate() {
+                let mut range = step.range;
+                // A walk that ends at the indirect jump its message reports goes to the
+                // message's target, which is not part of the key.
+                if index == last_index && is_indirect(range.end) {
+                    if let Some(target) = target {
+                        range.next = Some(target);
+                    }
+                }
+                if index == 0 {
+                    push_range(ready, src, offset, range, step.block);
+                } else {
+                    ready.push((range_element(src, offset, range), step.block));
                 }
             }
-            push_range(ready, src, offset, range, last.block);
         }
         true
     }
@@ -602,18 +605,37 @@ fn push_range(ready: &mut Vec<ReadyElement>, hart: u16, offset: u64, range: Rang
             }
         }
     }
-    ready.push((
-        TraceElement {
-            hart,
-            offset,
-            kind: ElementKind::InstructionRange {
-                start: range.start,
-                last: range.last,
-                instructions: range.instructions,
-                end: range.end,
-                next: range.next,
-            },
+    ready.push((range_element(hart, offset, range), block));
+}
+
+/// The element of `range`.
+#[inline(always)]
+fn range_element(hart: u16, offset: u64, range: Range) -> TraceElement {
+    TraceElement {
+        hart,
+        offset,
+        kind: ElementKind::InstructionRange {
+            start: range.start,
+            last: range.last,
+            instructions: range.instructions,
+            end: range.end,
+            next: range.next,
         },
-        block,
-    ));
+    }
+}
+
+/// `range` extended by `after`, when `push_range` would merge them.
+pub(crate) fn merged(range: Range, after: Range) -> Option<Range> {
+    if !matches!(range.end, RangeEnd::BranchNotTaken | RangeEnd::Sequential)
+        || range.next != Some(after.start)
+    {
+        return None;
+    }
+    Some(Range {
+        last: after.last,
+        instructions: range.instructions.checked_add(after.instructions)?,
+        end: after.end,
+        next: after.next,
+        ..range
+    })
 }

@@ -175,6 +175,52 @@ impl Thread {
     }
 }
 
+/// The weight of each place: a map, with a direct-mapped cache of recent places in
+/// front of it (a trace's ranges come back to the same few thousand places again and
+/// again, and one hash-map update per range was most of a trace fold's time).
+#[derive(Debug)]
+struct Weights {
+    totals: FxHashMap<Place, u64>,
+    recent: Box<[Option<(Place, u64)>]>,
+}
+
+/// Slots of [`Weights::recent`].
+const RECENT_PLACES: usize = 1 << 12;
+
+impl Default for Weights {
+    fn default() -> Self {
+        Self {
+            totals: FxHashMap::default(),
+            recent: vec![None; RECENT_PLACES].into_boxed_slice(),
+        }
+    }
+}
+
+impl Weights {
+    #[inline]
+    fn add(&mut self, place: Place, weight: u64) {
+        let hash = (place.leaf ^ u64::from(place.node).rotate_left(40))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let slot = &mut self.recent[(hash >> (64 - RECENT_PLACES.trailing_zeros())) as usize];
+        match slot {
+            Some((cached, total)) if *cached == place => add(total, weight),
+            _ => {
+                if let Some((evicted, total)) = slot.replace((place, weight)) {
+                    add(self.totals.entry(evicted).or_default(), total);
+                }
+            }
+        }
+    }
+
+    /// Every place's total weight.
+    fn into_totals(mut self) -> FxHashMap<Place, u64> {
+        for (place, total) in self.recent.iter().flatten() {
+            add(self.totals.entry(*place).or_default(), *total);
+        }
+        self.totals
+    }
+}
+
 /// Which thread a hart runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct ThreadKey {
@@ -245,7 +291,7 @@ pub struct CallStacks {
     options: CallStackOptions,
     nodes: Vec<Node>,
     children: FxHashMap<(NodeId, u64), NodeId>,
-    weights: FxHashMap<Place, u64>,
+    weights: Weights,
     threads: Threads,
     /// The context each hart runs now, and the last hart's at hand.
     contexts: FxHashMap<u16, Option<Context>>,
@@ -263,7 +309,7 @@ impl CallStacks {
             options,
             nodes: roots.to_vec(),
             children: FxHashMap::default(),
-            weights: FxHashMap::default(),
+            weights: Weights::default(),
             threads: Threads::default(),
             contexts: FxHashMap::default(),
             last_context: None,
@@ -301,7 +347,7 @@ impl CallStacks {
                     self.statistics.instructions.saturating_add(instructions);
                 match self.options.weight {
                     StackWeight::Instructions => {
-                        add(self.weights.entry(place).or_default(), instructions);
+                        self.weights.add(place, instructions);
                         self.statistics.weight =
                             self.statistics.weight.saturating_add(instructions);
                     }
@@ -497,16 +543,13 @@ impl CallStacks {
             let share = u64::try_from(u128::from(elapsed) * u128::from(count) / u128::from(total))
                 .unwrap_or(u64::MAX);
             given = given.saturating_add(share);
-            add(self.weights.entry(place).or_default(), share);
+            self.weights.add(place, share);
             if largest.is_none_or(|(_, most)| count > most) {
                 largest = Some((place, count));
             }
         }
         if let Some((place, _)) = largest {
-            add(
-                self.weights.entry(place).or_default(),
-                elapsed.saturating_sub(given),
-            );
+            self.weights.add(place, elapsed.saturating_sub(given));
         }
         self.statistics.weight = self.statistics.weight.saturating_add(elapsed);
     }
@@ -531,7 +574,7 @@ impl CallStacks {
         pid: u32,
     ) -> CallStackStatistics {
         self.finish_time();
-        let mut weights: Vec<(Place, u64)> = self.weights.into_iter().collect();
+        let mut weights: Vec<(Place, u64)> = self.weights.into_totals().into_iter().collect();
         // Symbol lookups in address order, and the same folded output every run.
         weights.sort_unstable_by_key(|&(place, _)| (place.leaf, place.node));
         for (place, weight) in weights {
