@@ -1,19 +1,24 @@
-//! Replayed walks: a message's walk, kept and played again when the same walk comes back.
+//! Replayed walks and messages: what a message did, kept and played again when the same
+//! message comes back in the same state.
 //!
 //! What a branch message's walk does depends only on where it starts, the message's
-//! I-CNT, its HIST bits and how it ends, as long as the walk reads nothing the trace
-//! state holds besides them (no history bits left from an earlier message) but the
-//! entries its implicit returns pop: a replay first checks that the return stack holds
-//! those same entries. The code does not change. Loops,
-//! interpreters and hot call paths send the same message from the same address again and
-//! again, so the walk's effects are kept under that key: each block's instruction range,
-//! the return addresses it pushed or dropped, the last instruction it placed and where it
-//! stopped. The next time, one lookup replaces a walk of several blocks, each with its
-//! branch and history bookkeeping.
+//! I-CNT, its HIST bits and how it ends, given that no history bits are left from an
+//! earlier message, and on the return-stack entries its implicit returns pop. The code
+//! does not change. Loops, interpreters and hot call paths send the same message from
+//! the same address again and again, so the walk's effects are kept under that key:
+//! each block's instruction range, the return addresses it pushed, dropped or popped,
+//! the last instruction it placed and where it stopped. The next time, one lookup and a
+//! check that the stack holds what the walk popped replace a walk of several blocks,
+//! each with its branch and history bookkeeping ([`WalkMemo`]).
+//!
+//! With one hart and no timestamps, a whole short message that comes when its hart is
+//! between messages does all it does by its bytes, the pc and the U-ADDR reference
+//! address: it is then replayed without being parsed or applied ([`MessageMemo`]).
 //!
 //! Replaying gives exactly the elements, counts and state walking would: every decode
 //! goes through it (it is on by default), so every decoder test checks it, and
-//! `tests/memo.rs` compares decodes with it and without on random programs.
+//! `tests/parallel.rs` compares every decode of its corpus with walks replayed, walked
+//! (`WalkReplay::Off`) and in parallel.
 
 use crate::event::{LastInstruction, RepeatableWalk, Resume};
 use crate::return_stack::StackOp;

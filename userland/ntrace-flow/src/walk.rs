@@ -205,15 +205,21 @@ impl<'a> BlockWalk<'a> {
         let Some(memo) = &mut self.memo else {
             return false;
         };
-        if !memo.find(key) {
+        if memo.find(key) {
+            let offset = hart.events.walk_offset();
+            let target = hart.events.reported_target();
+            if self.replay_kept(hart, key, key.slot(), offset, target, ready) {
+                return true;
+            }
+        }
+        // Not kept, or kept with pops the stack does not hold now (a function returning
+        // to another caller): this walk replaces it.
+        if let Some(memo) = &mut self.memo {
             if memo.start(key) {
                 hart.events.start_stack_log();
             }
-            return false;
         }
-        let offset = hart.events.walk_offset();
-        let target = hart.events.reported_target();
-        self.replay_kept(hart, key, key.slot(), offset, target, ready)
+        false
     }
 
     /// Replays the kept walk of `key` (in table slot `slot`) for the message at
