@@ -378,7 +378,7 @@ impl<'a> FlowDecoder<'a> {
     ) -> Result<(), FlowError> {
         loop {
             for (element, block) in &self.ready[self.ready_index..] {
-                // For `for_each_instruction` calls of the consumer after the decode.
+                // As `next_element` leaves it, for a later `for_each_instruction`.
                 self.last_block = *block;
                 visit(element, self.cause_of(element));
             }

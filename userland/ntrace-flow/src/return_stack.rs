@@ -269,6 +269,43 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_replay_pops_only_what_the_stack_holds() {
+        let mut stack = ReturnStack::new(4);
+        stack.push(0x100);
+        stack.push(0x200);
+        // The walk called (0x300), returned to it, then returned to 0x200.
+        let walk = [
+            StackOp::Push(0x300),
+            StackOp::Pop(0x300),
+            StackOp::Pop(0x200),
+        ];
+        let mut other = stack.clone();
+        assert!(stack.replay(&walk));
+        assert_eq!(stack.entries().collect::<Vec<_>>(), [0x100]);
+        // Another caller's entry on top: the walk would have gone elsewhere.
+        other.pop();
+        other.push(0x250);
+        let before: Vec<u64> = other.entries().collect();
+        assert!(!other.replay(&walk));
+        assert_eq!(
+            other.entries().collect::<Vec<_>>(),
+            before,
+            "changed on refusal"
+        );
+        // Pushes that would overflow the stack before a pop: refused.
+        let mut full = ReturnStack::new(2);
+        full.push(0x10);
+        full.push(0x20);
+        assert!(!full.replay(&[StackOp::Push(0x30), StackOp::Pop(0x30)]));
+        // The reference code's ring is not read ahead: refused.
+        let mut reference = ReturnStack::with_model(4, ReturnStackModel::ReferenceCode);
+        reference.push(0x100);
+        assert!(!reference.replay(&[StackOp::Pop(0x100)]));
+        // Without pops, nothing is checked.
+        assert!(reference.replay(&[StackOp::Push(0x110), StackOp::Discard]));
+    }
+
+    #[test]
     fn drops_the_oldest_entry_when_full() {
         let mut stack = ReturnStack::new(3);
         for address in [0x10, 0x20, 0x30, 0x40] {

@@ -420,30 +420,29 @@ impl GapReport {
     #[cold]
     #[inline(never)]
     fn note(&mut self, element: &TraceElement, cause: Option<&FlowError>) {
-        let report = self;
         let offset = element.offset;
         match element.kind {
-            ElementKind::TraceOn { .. } => report.synchronised = true,
+            ElementKind::TraceOn { .. } => self.synchronised = true,
             ElementKind::Gap { reason } => match reason {
                 // Bytes before the first synchronisation (a wrapped buffer starts inside
                 // a message) are said once, at the end.
-                GapReason::DecodeError { .. } if !report.synchronised => {
-                    report.gaps_before_sync += 1;
+                GapReason::DecodeError { .. } if !self.synchronised => {
+                    self.gaps_before_sync += 1;
                 }
                 GapReason::DecodeError { .. } => {
-                    report.decode_gaps += 1;
-                    if report.decode_gaps <= GAPS_SHOWN {
+                    self.decode_gaps += 1;
+                    if self.decode_gaps <= GAPS_SHOWN {
                         let cause = cause.map_or_else(
                             || format!("undecodable trace at byte offset {offset:#x}"),
                             ToString::to_string,
                         );
                         eprintln!(
                             "rvperf: warning: {}: gap: {cause}; decoding resumes at the next synchronisation",
-                            report.trace_name
+                            self.trace_name
                         );
                     }
                 }
-                GapReason::EncoderOverflow { .. } => report.encoder_gaps += 1,
+                GapReason::EncoderOverflow { .. } => self.encoder_gaps += 1,
             },
             _ => {}
         }
