@@ -288,6 +288,11 @@ impl<'a> FlowDecoder<'a> {
         self.walk.walks_replayed
     }
 
+    /// Of those, the walks of messages replayed whole (without being parsed).
+    pub fn messages_replayed(&self) -> u64 {
+        self.message_memo.as_ref().map_or(0, |memo| memo.replayed)
+    }
+
     /// With [`Recovery::Resync`]: the error behind the latest `GapReason::DecodeError`
     /// element returned (until the next batch of elements is produced), for callers that
     /// report it in full.

@@ -233,8 +233,10 @@ enum Formatting {
 /// What a whole decode found, from the serial or the parallel decoder.
 struct DecodeTotals {
     statistics: FlowStatistics,
-    /// Message walks replayed rather than walked (a measure of the decode, not the trace).
+    /// Message walks replayed rather than walked, and messages replayed whole (a measure
+    /// of the decode, not the trace; serial decodes only count the latter).
     walks_replayed: u64,
+    messages_replayed: Option<u64>,
     idle_bytes: u64,
     skipped_bytes: u64,
     /// (block start, instructions executed from it).
@@ -355,6 +357,7 @@ fn decode_elements(
         DecodeTotals {
             statistics: summary.statistics,
             walks_replayed: summary.walks_replayed,
+            messages_replayed: None,
             idle_bytes: summary.idle_bytes,
             skipped_bytes: summary.skipped_bytes,
             block_profile: summary
@@ -381,6 +384,7 @@ fn decode_elements(
         DecodeTotals {
             statistics: decoder.statistics(),
             walks_replayed: decoder.walks_replayed(),
+            messages_replayed: Some(decoder.messages_replayed()),
             idle_bytes: decoder.idle_bytes(),
             skipped_bytes: decoder.skipped_bytes(),
             block_profile: decoder
@@ -852,11 +856,14 @@ fn write_summary(
         statistics.blocks_decoded
     ));
     out.text(&format!(
-        "decode time:         {:.3} s ({:.1} M instructions/s, {:.1} MB/s of trace; {} walks replayed)\n",
+        "decode time:         {:.3} s ({:.1} M instructions/s, {:.1} MB/s of trace; {} walks replayed{})\n",
         seconds,
         instructions as f64 / seconds / 1e6,
         bytes / seconds / 1e6,
-        totals.walks_replayed
+        totals.walks_replayed,
+        totals
+            .messages_replayed
+            .map_or_else(String::new, |messages| format!(", {messages} of them whole messages"))
     ));
     if let Some(work) = totals.parallel.filter(|_| show_parallel_work) {
         out.text(&format!(
