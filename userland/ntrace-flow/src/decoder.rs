@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use code_image::CodeImage;
-use ntrace_message::{Body, BranchType, Message, MessageDecoder, ResourceFull};
+use ntrace_message::{Body, BranchType, Message, MessageDecoder, ResourceFull, ShortMessage};
 use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement, TraceOnReason};
 
 use crate::block::{FileDecodeInfo, NO_BLOCK};
@@ -1020,13 +1020,9 @@ impl<'a> FlowDecoder<'a> {
             return None;
         }
         let pc = hart.position.pc()?;
-        let start = usize::try_from(message.offset).ok()?;
-        let end = usize::try_from(self.messages.position()).ok()?;
-        let bytes = self.trace.get(start..end)?;
-        let mut word = [0u8; 8];
-        word.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        let short = ShortMessage::of(message, self.trace)?;
         Some(MessageKey {
-            bytes: u64::from_le_bytes(word),
+            bytes: short.bytes(),
             pc,
             last_address: hart.events.last_address(),
         })

@@ -276,17 +276,6 @@ impl PlainMessages {
     }
 }
 
-/// The bytes of `message` (read from `trace`, whose offset 0 is the decoder's base 0) as
-/// [`ShortMessage::bytes`] gives them, when it is at most 8 bytes long.
-fn short_bytes(trace: &[u8], message: &Message) -> Option<u64> {
-    let start = usize::try_from(message.offset).ok()?;
-    let length = usize::try_from(message.length).ok()?;
-    let bytes = trace.get(start..start.checked_add(length)?)?;
-    let mut word = [0u8; 8];
-    word.get_mut(..bytes.len())?.copy_from_slice(bytes);
-    Some(u64::from_le_bytes(word))
-}
-
 /// What [`scan`] found in the messages starting in one chunk's byte range.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ChunkScan {
@@ -376,8 +365,8 @@ pub(crate) fn scan(trace: &[u8], options: MessageOptions, begin: u64, end: u64) 
                     seam_after = Some(message.src);
                 }
                 if let Some(plain) = &mut plain {
-                    if let Some(known) = short_bytes(trace, &message)
-                        .and_then(|bytes| PlainMessage::of(&message, bytes))
+                    if let Some(known) = ShortMessage::of(&message, trace)
+                        .and_then(|short| PlainMessage::of(&message, short.bytes()))
                     {
                         plain.keep(known);
                     }

@@ -255,6 +255,22 @@ pub struct ShortMessage {
 }
 
 impl ShortMessage {
+    /// `message` (read from `stream`, the buffer whose first byte is at offset 0) as
+    /// [`MessageDecoder::peek_short`] would give it: `None` when it is longer than 8
+    /// bytes or `stream` does not hold it.
+    pub fn of(message: &Message, stream: &[u8]) -> Option<Self> {
+        let bytes = message.bytes(stream);
+        if bytes.is_empty() || bytes.len() > 8 {
+            return None;
+        }
+        let mut word = [0u8; 8];
+        word[..bytes.len()].copy_from_slice(bytes);
+        Some(Self {
+            bytes: u64::from_le_bytes(word),
+            length: bytes.len() as u8,
+        })
+    }
+
     /// The message's bytes, first byte lowest, zero above its last: equal values are
     /// equal messages.
     pub fn bytes(&self) -> u64 {

@@ -6,7 +6,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ntrace_message::{AddressWidth, Message, MessageDecoder, MessageError, MessageOptions};
+use ntrace_message::{
+    AddressWidth, Message, MessageDecoder, MessageError, MessageOptions, ShortMessage,
+};
 
 /// What a whole decode produced.
 #[derive(Debug, PartialEq)]
@@ -178,6 +180,7 @@ fn peek_short_names_the_next_message() {
                         bytes[..short.len()]
                             .copy_from_slice(&stream[offset as usize..][..short.len()]);
                         assert_eq!(short.bytes(), u64::from_le_bytes(bytes));
+                        assert_eq!(ShortMessage::of(&message, &stream), Some(short));
                         skipped.skip_short(short);
                         assert_eq!(skipped.position(), decoder.position());
                     }
