@@ -44,6 +44,9 @@ pub struct EncoderOptions {
     pub repeat_branch: bool,
     /// Sequential jump optimisation (trTeInstEnSequentialJump).
     pub sequential_jumps: bool,
+    /// Direct jumps and calls reported as taken branches: a HIST bit (HTM) or a
+    /// DirectBranch message (BTM) each (trTeInstEnAllJumps).
+    pub all_jumps: bool,
     /// HIST register width including the stop bit (2..=32).
     pub hist_bits: u8,
     /// I-CNT counter width in bits (2..=22); the count is reported before it would exceed it.
@@ -67,6 +70,7 @@ impl Default for EncoderOptions {
             repeated_history: true,
             repeat_branch: true,
             sequential_jumps: false,
+            all_jumps: false,
             hist_bits: 32,
             icnt_bits: 22,
             periodic_sync: 0,
@@ -281,6 +285,12 @@ impl<'a> TraceEncoder<'a> {
                 expected = instruction.direct_target(address, xlen);
                 if instruction.links() {
                     self.stack.push(fallthrough);
+                }
+                // trTeInstEnAllJumps: the ingress port reports direct jumps and calls
+                // as taken branches (itype 5), for timing precision. Stack effects first,
+                // as for indirect jumps: a synchronisation in the same message resets it.
+                if let (true, Some(target)) = (self.options.all_jumps, expected) {
+                    self.branch(true, target)?;
                 }
             }
             ControlFlow::JumpRegister { rs1, offset, .. } => {
