@@ -1,11 +1,22 @@
-//! A model of an N-Trace encoder: retired instruction addresses in, N-Trace bytes out.
+//! A model of an N-Trace encoder: retired instructions in, N-Trace bytes out.
 //!
 //! It behaves like the ingress port plus encoder of chapter 10: every retired
 //! instruction adds to I-CNT; branches add HIST bits (HTM) or DirectBranch messages
 //! (BTM); uninferable jumps, traps and trap returns send their target. The target of
-//! instruction N is known when instruction N+1 retires, so [`TraceEncoder::retire`] keeps
-//! one instruction of look-ahead, as hardware does ("an address emitted is known at the
-//! next ingress port cycle").
+//! instruction N is known when instruction N+1 retires, so the encoder keeps one
+//! instruction of look-ahead, as hardware does ("an address emitted is known at the next
+//! ingress port cycle").
+//!
+//! Instructions arrive two ways: by address, decoded from the ELF files of a
+//! [`CodeImage`] ([`TraceEncoder::retire`], for `rvperf-tracegen`'s replay of a QEMU
+//! log), or already decoded, as a hart's ingress port reports them
+//! ([`TraceEncoder::retire_instruction`], and [`TraceEncoder::retire_block`] for a run of
+//! them, the emulated hardware's path). The ingress port also says what only the hart
+//! knows: that a trap was taken and where execution would have resumed
+//! ([`TraceEncoder::trap`]), the privilege and context ([`TraceEncoder::set_context`]),
+//! the time ([`TraceEncoder::set_time`]), that tracing stops and starts
+//! ([`TraceEncoder::stop`], [`TraceEncoder::start`]) and that the sink lost messages
+//! ([`TraceEncoder::messages_lost`]).
 
 use code_image::CodeImage;
 use ntrace_message::{
@@ -51,8 +62,12 @@ pub struct EncoderOptions {
     pub hist_bits: u8,
     /// I-CNT counter width in bits (2..=22); the count is reported before it would exceed it.
     pub icnt_bits: u8,
-    /// Periodic synchronisation every this many messages (0: never).
+    /// Periodic synchronisation every this many messages (0: never; trTeInstSyncMode 1).
     pub periodic_sync: u32,
+    /// Periodic synchronisation every this many instruction half-words (0: never;
+    /// trTeInstSyncMode 3). The synchronisation comes with the next message that can
+    /// carry one (a taken branch in BTM, an address message).
+    pub periodic_sync_units: u64,
     /// When set, Ownership messages (U-mode, this scontext) follow every synchronisation.
     pub context: Option<u64>,
     /// Report `ecall`/`ebreak` as an uninferable call (B-TYPE 0, return address pushed)
@@ -74,6 +89,7 @@ impl Default for EncoderOptions {
             hist_bits: 32,
             icnt_bits: 22,
             periodic_sync: 0,
+            periodic_sync_units: 0,
             context: None,
             environment_call_as_jump: false,
         }
@@ -121,15 +137,119 @@ struct BranchKey {
     target: u64,
 }
 
+/// How the next retired instruction starts the trace (the SYNC of its ProgTraceSync).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    /// Already tracing.
+    Tracing,
+    /// The first instruction traced since the encoder was made (SYNC=3, exit from debug
+    /// mode, as a capture started by a debugger is).
+    First,
+    /// Tracing enabled again after it was stopped (SYNC=5, trace enable).
+    Enabled,
+    /// After messages were lost: an Error message, then SYNC=7 (restart from FIFO
+    /// overrun).
+    AfterLoss,
+}
+
+/// A trap taken after the pending instruction, as the ingress port reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trap {
+    /// A synchronous exception. `resume` is the instruction that raised it (it did not
+    /// retire), or `None` for `ecall`/`ebreak`, which retire and raise it themselves.
+    Exception { resume: Option<u64> },
+    /// An interrupt, taken before the instruction at `resume` (`xepc`).
+    Interrupt { resume: u64 },
+}
+
+/// The privilege level and context the ingress port reports (N-Trace Ownership message).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Context {
+    /// 0 user, 1 supervisor, 3 machine (the ingress port's *priv*).
+    pub privilege: u8,
+    /// Virtualisation mode (V=1).
+    pub virtualized: bool,
+    /// `scontext` (or the process identifier the system uses as context).
+    pub context: u64,
+}
+
+/// The instruction retired last, waiting for the next to tell where it went.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    address: u64,
+    instruction: Instruction,
+    /// Zcmt jump vector table base, when known.
+    jump_table: Option<u64>,
+}
+
+/// A run of instructions a hart executes one after another, the last possibly a control
+/// transfer: what the hardware model's ingress port reports per translation block.
+/// Made once when the block is translated; retired with [`TraceEncoder::retire_block`]
+/// wherever it executes (the same code can run at several addresses).
+#[derive(Clone, Debug)]
+pub struct InstructionRun {
+    /// Each instruction and its offset from the run's first.
+    instructions: Vec<(u32, Instruction)>,
+    /// Half-words (I-CNT units) of the first `n` instructions, for every `n`.
+    units_before: Vec<u64>,
+    /// Whether every instruction before the last is sequential (no control transfer), so
+    /// that a prefix can be counted in one step.
+    sequential_prefix: bool,
+}
+
+impl InstructionRun {
+    pub fn new(instructions: Vec<(u32, Instruction)>) -> Self {
+        let mut units_before = Vec::with_capacity(instructions.len() + 1);
+        let mut units = 0u64;
+        units_before.push(0);
+        for (_, instruction) in &instructions {
+            units += u64::from(instruction.length / 2);
+            units_before.push(units);
+        }
+        let sequential_prefix = instructions
+            .iter()
+            .rev()
+            .skip(1)
+            .all(|(_, instruction)| instruction.control_flow == ControlFlow::Sequential);
+        Self {
+            instructions,
+            units_before,
+            sequential_prefix,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.instructions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.instructions.is_empty()
+    }
+
+    /// Each instruction with its offset from the first.
+    pub fn instructions(&self) -> &[(u32, Instruction)] {
+        &self.instructions
+    }
+}
+
 #[derive(Debug)]
 pub struct TraceEncoder<'a> {
-    image: &'a CodeImage,
+    /// The code the addresses given to [`Self::retire`] are decoded from.
+    image: Option<&'a CodeImage>,
     files: Vec<FileDecodeInfo>,
     options: EncoderOptions,
     writer: MessageEncoder,
     output: Vec<u8>,
-    started: bool,
-    pending: Option<(u64, Instruction, FileDecodeInfo)>,
+    start: Start,
+    /// Stopped by [`Self::stop`]: nothing is reported until [`Self::start`].
+    stopped: bool,
+    pending: Option<Pending>,
+    trap: Option<Trap>,
+    /// Reported (Ownership) and reported next.
+    context: Option<Context>,
+    next_context: Option<Context>,
+    /// The time set by [`Self::set_time`]; otherwise one tick per instruction.
+    external_time: bool,
     icnt: u64,
     icnt_limit: u64,
     hist: u64,
@@ -142,14 +262,31 @@ pub struct TraceEncoder<'a> {
     last_branch: Option<BranchKey>,
     repeats: u64,
     messages_since_sync: u32,
+    /// Half-words retired since the last synchronisation.
+    units_since_sync: u64,
     time: u64,
     last_time: u64,
     statistics: EncoderStatistics,
 }
 
 impl<'a> TraceEncoder<'a> {
+    /// An encoder of the instructions of `image`, given by address ([`Self::retire`]).
     pub fn new(
         image: &'a CodeImage,
+        files: Vec<FileDecodeInfo>,
+        options: EncoderOptions,
+    ) -> Result<Self, EncodeError> {
+        Self::make(Some(image), files, options)
+    }
+
+    /// An encoder fed decoded instructions ([`Self::retire_instruction`],
+    /// [`Self::retire_block`]), as a hart's ingress port feeds one.
+    pub fn for_ingress_port(options: EncoderOptions) -> Result<TraceEncoder<'static>, EncodeError> {
+        TraceEncoder::make(None, Vec::new(), options)
+    }
+
+    fn make(
+        image: Option<&'a CodeImage>,
         files: Vec<FileDecodeInfo>,
         options: EncoderOptions,
     ) -> Result<Self, EncodeError> {
@@ -170,8 +307,17 @@ impl<'a> TraceEncoder<'a> {
             options,
             writer: MessageEncoder::new(options.message),
             output: Vec::new(),
-            started: false,
+            start: Start::First,
+            stopped: false,
             pending: None,
+            trap: None,
+            context: None,
+            next_context: options.context.map(|context| Context {
+                privilege: 0,
+                virtualized: false,
+                context,
+            }),
+            external_time: false,
             icnt: 0,
             icnt_limit: (1u64 << options.icnt_bits) - 1,
             hist: 1,
@@ -183,6 +329,7 @@ impl<'a> TraceEncoder<'a> {
             last_branch: None,
             repeats: 0,
             messages_since_sync: 0,
+            units_since_sync: 0,
             time: 0,
             last_time: 0,
             statistics: EncoderStatistics::default(),
@@ -198,71 +345,372 @@ impl<'a> TraceEncoder<'a> {
         std::mem::take(&mut self.output)
     }
 
-    /// One retired instruction, by address.
+    /// Bytes produced since the last [`Self::clear_output`]: whole messages.
+    pub fn output(&self) -> &[u8] {
+        &self.output
+    }
+
+    /// Forgets the bytes [`Self::output`] gave (they were sent), keeping the buffer.
+    pub fn clear_output(&mut self) {
+        self.output.clear();
+    }
+
+    /// Whether the encoder holds trace it has not sent: the instruction retired last,
+    /// counts and history not yet in a message (`trTeEmpty` is 0 while it does).
+    pub fn holds_trace(&self) -> bool {
+        self.pending.is_some()
+            || self.icnt != 0
+            || self.hist != 1
+            || self.repeats != 0
+            || self.held_hist.is_some()
+    }
+
+    /// One retired instruction, by address, decoded from the code image.
+    ///
+    /// # Panics
+    /// Never; an encoder made by [`Self::for_ingress_port`] has no code image, and
+    /// reports every address as [`EncodeError::Unmapped`].
     pub fn retire(&mut self, address: u64) -> Result<(), EncodeError> {
         let index = self.statistics.instructions;
-        if !self.started {
-            self.started = true;
-            self.emit_sync_start(address)?;
-        }
-        if let Some((previous, instruction, info)) = self.pending.take() {
-            self.process(previous, instruction, info, Some(address))?;
-        }
-        let info = file_info(self.image, &self.files, address)
+        let Some(image) = self.image else {
+            return Err(EncodeError::Unmapped { index, address });
+        };
+        let info = file_info(image, &self.files, address)
             .ok_or(EncodeError::Unmapped { index, address })?;
-        let instruction =
-            decode_at(self.image, info.options, address).map_err(|error| match error {
-                BlockError::Unmapped => EncodeError::Unmapped { index, address },
-                BlockError::Misaligned => EncodeError::Misaligned { index, address },
-                BlockError::Undecodable => EncodeError::Undecodable { index, address },
-            })?;
+        let instruction = decode_at(image, info.options, address).map_err(|error| match error {
+            BlockError::Unmapped => EncodeError::Unmapped { index, address },
+            BlockError::Misaligned => EncodeError::Misaligned { index, address },
+            BlockError::Undecodable => EncodeError::Undecodable { index, address },
+        })?;
+        self.retire_with_table(address, instruction, info.jvt_base)
+    }
+
+    /// One retired instruction, decoded by the caller (the ingress port's *iaddr* and
+    /// instruction).
+    pub fn retire_instruction(
+        &mut self,
+        address: u64,
+        instruction: Instruction,
+    ) -> Result<(), EncodeError> {
+        self.retire_with_table(address, instruction, None)
+    }
+
+    /// The first `retired` instructions of `run`, executed from `start`: a block of
+    /// instructions executed one after another (the rest of the run did not retire: a
+    /// trap was taken before them). One step for all but the last when nothing in them
+    /// needs a message.
+    pub fn retire_block(
+        &mut self,
+        start: u64,
+        run: &InstructionRun,
+        retired: usize,
+    ) -> Result<(), EncodeError> {
+        let retired = retired.min(run.instructions.len());
+        if retired == 0 || self.stopped {
+            return Ok(());
+        }
+        let xlen = run.instructions[0].1.xlen;
+        let address_of = |offset: u32| xlen_mask(xlen, start.wrapping_add(u64::from(offset)));
+        // The first instruction resolves the one pending before it (and starts the trace
+        // when it has to).
+        let (first_offset, first) = run.instructions[0];
+        self.retire_with_table(address_of(first_offset), first, None)?;
+        if retired == 1 {
+            return Ok(());
+        }
+        let sequential_units = run.units_before[retired - 1];
+        let fits = self.icnt.saturating_add(sequential_units) <= self.icnt_limit;
+        let Some(pending) = self
+            .pending
+            .take()
+            .filter(|_| run.sequential_prefix && fits)
+        else {
+            for &(offset, instruction) in &run.instructions[1..retired] {
+                self.retire_with_table(address_of(offset), instruction, None)?;
+            }
+            return Ok(());
+        };
+        // Every instruction before the last is sequential: they only add to I-CNT (and
+        // the one before the last may load a constant for a sequential jump); the last
+        // waits for its successor.
+        debug_assert_eq!(pending.address, address_of(first_offset));
+        self.icnt += sequential_units;
+        self.units_since_sync = self.units_since_sync.saturating_add(sequential_units);
+        let (constant_offset, constant_instruction) = run.instructions[retired - 2];
+        self.constant = constant_instruction.constant_load(address_of(constant_offset), xlen);
+        let (last_offset, last) = run.instructions[retired - 1];
+        self.pending = Some(Pending {
+            address: address_of(last_offset),
+            instruction: last,
+            jump_table: None,
+        });
+        let count = (retired - 1) as u64;
+        self.statistics.instructions += count;
+        if !self.external_time {
+            self.time += count;
+        }
+        Ok(())
+    }
+
+    /// A trap was taken after the instruction retired last: the next instruction retired
+    /// is its handler's first. With two traps in a row (the handler's first instruction
+    /// trapped), the first trap's handler is where the second was raised.
+    pub fn trap(&mut self, trap: Trap) -> Result<(), EncodeError> {
+        if let Some(earlier) = self.trap.take() {
+            let handler = match trap {
+                Trap::Exception { resume } => resume,
+                Trap::Interrupt { resume } => Some(resume),
+            };
+            if let Some(handler) = handler {
+                let pending = self.pending.take();
+                self.process_trap(pending, earlier, handler)?;
+            }
+        }
+        if self.stopped || self.start != Start::Tracing {
+            // Nothing traced to attach it to: the trace starts at the handler.
+            return Ok(());
+        }
+        self.trap = Some(trap);
+        Ok(())
+    }
+
+    /// The privilege level and context from the next instruction on: an Ownership
+    /// message reports a change (with `EncoderOptions::context` set, trTeContext), after
+    /// the message of a trap or trap return that caused it, and after every
+    /// synchronisation.
+    pub fn set_context(&mut self, context: Context) {
+        self.next_context = Some(context);
+    }
+
+    /// The time (the timestamp unit's counter) from now on, for timestamps in messages;
+    /// without it, the encoder counts one tick per instruction.
+    pub fn set_time(&mut self, time: u64) {
+        self.external_time = true;
+        self.time = time;
+    }
+
+    /// Tracing stops after the instruction retired last (trTeInstTracing 1 -> 0, a filter
+    /// that stops matching, trTeEnable 1 -> 0 flushing the encoder): what the encoder
+    /// holds goes out with a ProgTraceCorrelation (EVCODE=4, program trace disabled).
+    /// `resume` is where the hart goes next when known (a pending branch's outcome).
+    pub fn stop(&mut self, resume: Option<u64>) -> Result<(), EncodeError> {
+        if self.stopped || self.start != Start::Tracing {
+            self.stopped = true;
+            return Ok(());
+        }
+        if let Some(pending) = self.pending.take() {
+            match (self.trap.take(), resume) {
+                (Some(trap), Some(handler)) => self.process_trap(Some(pending), trap, handler)?,
+                _ => self.process(pending, resume)?,
+            }
+        }
+        self.trap = None;
+        self.correlation(CorrelationEvent(4))?;
+        self.stopped = true;
+        Ok(())
+    }
+
+    /// Tracing starts (trTeInstTracing 0 -> 1, a filter that matches again): the next
+    /// instruction retired is reported with a ProgTraceSync (SYNC=5, trace enable; SYNC=7
+    /// after lost messages). Without it, the first instruction an encoder sees starts
+    /// the trace with SYNC=3 (exit from debug mode), as a debugger's capture starts.
+    pub fn start(&mut self) {
+        if self.stopped || self.start == Start::First {
+            self.stopped = false;
+            if self.start != Start::AfterLoss {
+                self.start = Start::Enabled;
+            }
+        }
+    }
+
+    /// The output taken since the last call of [`Self::take_output`] was not stored (the
+    /// sink was full or off): the encoder forgets what it holds, and the next instruction
+    /// retired is reported after an Error message (ETYPE 0, program trace messages lost)
+    /// with a ProgTraceSync (SYNC=7, restart from FIFO overrun).
+    pub fn messages_lost(&mut self) {
+        self.output.clear();
+        self.pending = None;
+        self.trap = None;
+        self.icnt = 0;
+        self.hist = 1;
+        self.repeats = 0;
+        self.held_hist = None;
+        self.last_branch = None;
+        self.constant = None;
+        self.stack.clear();
+        if self.start != Start::First {
+            self.start = Start::AfterLoss;
+        }
+    }
+
+    fn retire_with_table(
+        &mut self,
+        address: u64,
+        instruction: Instruction,
+        jump_table: Option<u64>,
+    ) -> Result<(), EncodeError> {
+        let index = self.statistics.instructions;
         if address & 1 != 0 {
             return Err(EncodeError::Misaligned { index, address });
         }
-        self.pending = Some((address, instruction, info));
+        if self.stopped {
+            return Ok(());
+        }
+        if self.start != Start::Tracing {
+            self.begin(address)?;
+        } else if let Some(pending) = self.pending.take() {
+            match self.trap.take() {
+                Some(trap) => self.process_trap(Some(pending), trap, address)?,
+                None => self.process(pending, Some(address))?,
+            }
+        } else if let Some(trap) = self.trap.take() {
+            self.process_trap(None, trap, address)?;
+        }
+        self.report_context()?;
+        self.pending = Some(Pending {
+            address,
+            instruction,
+            jump_table,
+        });
         self.statistics.instructions += 1;
-        self.time += 1;
+        if !self.external_time {
+            self.time += 1;
+        }
         Ok(())
+    }
+
+    /// The synchronisation that starts (or restarts) the trace at `address`.
+    fn begin(&mut self, address: u64) -> Result<(), EncodeError> {
+        let sync = match self.start {
+            Start::First => SyncReason(3),
+            Start::Enabled => SyncReason(5),
+            Start::AfterLoss => {
+                // ECODE bit 2: program trace messages lost.
+                self.write(
+                    Body::Error {
+                        etype: 0,
+                        ecode: 0b100,
+                    },
+                    false,
+                )?;
+                SyncReason(7)
+            }
+            Start::Tracing => return Ok(()),
+        };
+        self.start = Start::Tracing;
+        self.pending = None;
+        self.trap = None;
+        self.icnt = 0;
+        self.hist = 1;
+        let body = Body::ProgTraceSync {
+            sync,
+            icnt: 0,
+            faddr: address,
+        };
+        self.emit(body, true)?;
+        self.last_address = address;
+        self.after_sync()
+    }
+
+    /// The pending instruction (if any) followed by `trap` to `handler`.
+    fn process_trap(
+        &mut self,
+        pending: Option<Pending>,
+        trap: Trap,
+        handler: u64,
+    ) -> Result<(), EncodeError> {
+        let (btype, resume) = match trap {
+            Trap::Exception { resume } => (BranchType::Exception, resume),
+            Trap::Interrupt { resume } => (BranchType::Interrupt, Some(resume)),
+        };
+        if let Some(pending) = pending {
+            if resume.is_none() && pending.instruction.control_flow == ControlFlow::EnvironmentTrap
+            {
+                // ecall/ebreak: the instruction's own flow is the trap.
+                return self.process(pending, Some(handler));
+            }
+            // The retired instruction went where execution was to resume (a branch's
+            // outcome, a return's target); then the trap, with what it counted.
+            self.process(pending, resume)?;
+        }
+        self.indirect(btype, Some(handler))
+    }
+
+    /// ProgTraceCorrelation with what the encoder holds.
+    fn correlation(&mut self, evcode: CorrelationEvent) -> Result<(), EncodeError> {
+        self.flush_repeats()?;
+        let (cdf, hist) = match self.options.mode {
+            BranchMode::Htm => (1, Some(self.hist)),
+            BranchMode::Btm => (0, None),
+        };
+        let body = Body::ProgTraceCorrelation {
+            evcode,
+            cdf,
+            icnt: self.icnt,
+            hist,
+        };
+        self.emit(body, false)?;
+        self.icnt = 0;
+        self.hist = 1;
+        Ok(())
+    }
+
+    /// An Ownership message when the privilege or context changed (trTeContext).
+    fn report_context(&mut self) -> Result<(), EncodeError> {
+        if self.options.context.is_none() {
+            return Ok(());
+        }
+        let Some(next) = self.next_context else {
+            return Ok(());
+        };
+        let Some(current) = self.context else {
+            return Ok(());
+        };
+        if next == current {
+            return Ok(());
+        }
+        let format = if next.context == current.context {
+            ProcessFormat::PrivilegeChange
+        } else {
+            ProcessFormat::Scontext
+        };
+        self.context = Some(next);
+        let process = Process {
+            format,
+            privilege: next.privilege,
+            virtualized: next.virtualized,
+            context: next.context,
+        };
+        self.emit(Body::Ownership { process }, false)
     }
 
     /// Ends the trace with ProgTraceCorrelation (EVCODE 0, entry into debug mode) so the
     /// decoder can place the last instructions, and returns the remaining bytes.
     pub fn finish(mut self) -> Result<(Vec<u8>, EncoderStatistics), EncodeError> {
-        if let Some((address, instruction, info)) = self.pending.take() {
-            self.process(address, instruction, info, None)?;
-        }
-        if self.started {
-            self.flush_repeats()?;
-            let (cdf, hist) = match self.options.mode {
-                BranchMode::Htm => (1, Some(self.hist)),
-                BranchMode::Btm => (0, None),
-            };
-            let body = Body::ProgTraceCorrelation {
-                evcode: CorrelationEvent(0),
-                cdf,
-                icnt: self.icnt,
-                hist,
-            };
-            self.emit(body, false)?;
+        if self.start == Start::Tracing && !self.stopped {
+            if let Some(pending) = self.pending.take() {
+                self.process(pending, None)?;
+            }
+            self.correlation(CorrelationEvent(0))?;
         }
         let output = std::mem::take(&mut self.output);
         Ok((output, self.statistics))
     }
 
-    fn process(
-        &mut self,
-        address: u64,
-        instruction: Instruction,
-        info: FileDecodeInfo,
-        next: Option<u64>,
-    ) -> Result<(), EncodeError> {
-        let xlen = info.options.xlen;
+    fn process(&mut self, pending: Pending, next: Option<u64>) -> Result<(), EncodeError> {
+        let Pending {
+            address,
+            instruction,
+            jump_table,
+        } = pending;
+        let xlen = instruction.xlen;
         let units = u64::from(instruction.length / 2);
         let fallthrough = xlen_mask(xlen, address.wrapping_add(u64::from(instruction.length)));
         if self.icnt + units > self.icnt_limit {
             self.report_icnt_overflow(address)?;
         }
         self.icnt += units;
+        self.units_since_sync = self.units_since_sync.saturating_add(units);
         let constant = self.constant.take();
         // Where execution goes without a trap; None when only the trace can tell.
         let mut expected = Some(fallthrough);
@@ -323,9 +771,9 @@ impl<'a> TraceEncoder<'a> {
             ControlFlow::TableJump { index } => {
                 let links = index >= 32;
                 let entry_size: u64 = if xlen == riscv_insn::Xlen::Rv32 { 4 } else { 8 };
-                let target = info.jvt_base.and_then(|base| {
+                let target = jump_table.zip(self.image).and_then(|(base, image)| {
                     let entry = base.wrapping_add(u64::from(index) * entry_size);
-                    self.image.read_le::<8>(entry).map(|bytes| {
+                    image.read_le::<8>(entry).map(|bytes| {
                         let value = u64::from_le_bytes(bytes);
                         xlen_mask(xlen, value) & !1
                     })
@@ -473,7 +921,9 @@ impl<'a> TraceEncoder<'a> {
     }
 
     fn sync_due(&self) -> bool {
-        self.options.periodic_sync > 0 && self.messages_since_sync >= self.options.periodic_sync
+        (self.options.periodic_sync > 0 && self.messages_since_sync >= self.options.periodic_sync)
+            || (self.options.periodic_sync_units > 0
+                && self.units_since_sync >= self.options.periodic_sync_units)
     }
 
     /// An address message: target of an uninferable jump, or a trap handler.
@@ -552,30 +1002,24 @@ impl<'a> TraceEncoder<'a> {
         Ok(())
     }
 
-    fn emit_sync_start(&mut self, address: u64) -> Result<(), EncodeError> {
-        let body = Body::ProgTraceSync {
-            sync: SyncReason(3),
-            icnt: 0,
-            faddr: address,
-        };
-        self.emit(body, true)?;
-        self.last_address = address;
-        self.after_sync()
-    }
-
     /// A synchronisation resets the encoder (Table 25): the decoder clears its stack too.
     fn after_sync(&mut self) -> Result<(), EncodeError> {
         self.stack.clear();
         self.messages_since_sync = 0;
         self.last_branch = None;
-        if let Some(context) = self.options.context {
-            let process = Process {
-                format: ProcessFormat::Scontext,
-                privilege: 0,
-                virtualized: false,
-                context,
-            };
-            self.emit(Body::Ownership { process }, false)?;
+        self.units_since_sync = 0;
+        if self.options.context.is_some() {
+            // Ownership follows every synchronisation (spec 7.2): the context now.
+            if let Some(context) = self.next_context {
+                self.context = Some(context);
+                let process = Process {
+                    format: ProcessFormat::Scontext,
+                    privilege: context.privilege,
+                    virtualized: context.virtualized,
+                    context: context.context,
+                };
+                self.emit(Body::Ownership { process }, false)?;
+            }
         }
         Ok(())
     }

@@ -34,7 +34,10 @@ mod walk;
 
 pub use block::{BlockExecutions, FileDecodeInfo};
 pub use decoder::{FlowDecoder, FlowStatistics};
-pub use encoder::{BranchMode, EncodeError, EncoderOptions, EncoderStatistics, TraceEncoder};
+pub use encoder::{
+    BranchMode, Context, EncodeError, EncoderOptions, EncoderStatistics, InstructionRun,
+    TraceEncoder, Trap,
+};
 pub use instructions::{InstructionDecoder, InstructionError, InstructionStep, TracedInstruction};
 pub use parallel::{
     Decoded, DecodedElement, ParallelDecoder, ParallelError, ParallelOptions, ParallelSummary,
