@@ -242,7 +242,7 @@ impl<'a> FlowDecoder<'a> {
             errors: 0,
             speculation: None,
             snapshot_due: false,
-            walk: BlockWalk::new(image, files, ranges, options.walk_replay),
+            walk: BlockWalk::new(image, files, ranges, options.walk_replay, options.all_jumps),
             // A message's bytes say all it does only with one hart (no SRC field: the
             // key has one hart's state) and without timestamps (a relative timestamp
             // adds to the time, which the key does not hold).

@@ -743,6 +743,17 @@ impl HartEvents {
         }
     }
 
+    /// The error of a direct jump at `address` the trace should have reported as a taken
+    /// branch (trTeInstEnAllJumps) and does not, at the offset of the message being
+    /// walked.
+    #[cold]
+    pub(crate) fn jump_not_reported(&self, address: u64) -> FlowError {
+        FlowError::JumpNotReported {
+            offset: self.walk_offset,
+            address,
+        }
+    }
+
     /// An explicitly reported jump: the encoder still popped or pushed its stack (see
     /// docs/ntrace-errata.md), so the decoder does the same.
     fn reported_jump(&mut self, jump: IndirectJump) {
@@ -991,11 +1002,22 @@ impl HartEvents {
         }
         let resume = match end {
             WalkEnd::TakenBranch { target, sync } => {
-                if self.last.end != Some(RangeEnd::BranchTaken) {
-                    return Err(FlowError::NotABranch {
-                        offset,
-                        address: self.last.address,
-                    });
+                match self.last.end {
+                    Some(RangeEnd::BranchTaken) => {}
+                    // A direct jump the decoder was not told is reported (the walk places
+                    // those it was told of as taken branches).
+                    Some(RangeEnd::Jump | RangeEnd::Call) => {
+                        return Err(FlowError::JumpReported {
+                            offset,
+                            address: self.last.address,
+                        })
+                    }
+                    _ => {
+                        return Err(FlowError::NotABranch {
+                            offset,
+                            address: self.last.address,
+                        })
+                    }
                 }
                 if let Some(target) = target {
                     if pc != Some(target) {
