@@ -485,6 +485,50 @@ fn every_output_is_the_same_with_any_number_of_jobs() {
     }
 }
 
+/// `--all-jumps` (trTeInstEnAllJumps): the exact PCs with any number of jobs; the same
+/// trace decoded without it is decode errors (warned, counted), never a clean decode.
+#[test]
+fn all_jumps_traces_decode_with_the_flag_and_fail_without_it() {
+    let program = common::program("longjmp");
+    let pcs = retired_pcs("longjmp");
+    for mode in [BranchMode::Htm, BranchMode::Btm] {
+        let mut options = EncoderOptions::default();
+        options.mode = mode;
+        options.all_jumps = true;
+        options.periodic_sync = 32;
+        let trace = write_trace("longjmp", &format!("all-jumps-{mode:?}"), options);
+        let decode = |extra: &[&str]| {
+            let mut arguments = vec!["decode", "--elf", text(&program), "--trace", text(&trace)];
+            arguments.extend_from_slice(extra);
+            rvperf(&arguments)
+        };
+        for jobs in ["1", "2"] {
+            let output = decode(&[
+                "--all-jumps",
+                "--output",
+                "pcs",
+                "--jobs",
+                jobs,
+                "--chunk-bytes",
+                "512",
+            ]);
+            assert!(
+                success_text(&output) == pcs_text(&pcs, ""),
+                "{mode:?} --jobs {jobs}: PCs differ"
+            );
+        }
+        let without = decode(&["--output", "summary", "--jobs", "1"]);
+        let summary = String::from_utf8_lossy(&without.stdout);
+        let stderr = String::from_utf8_lossy(&without.stderr);
+        assert!(summary.contains("decode errors:"), "{mode:?}: {summary}");
+        assert!(stderr.contains("gap at byte offset"), "{mode:?}: {stderr}");
+        if mode == BranchMode::Btm {
+            // A DirectBranch message ends at a jump: the warning names the setting.
+            assert!(stderr.contains("trTeInstEnAllJumps"), "{stderr}");
+        }
+    }
+}
+
 #[test]
 fn usage_errors_exit_non_zero() {
     let output = rvperf(&["decode", "--trace", "x.nt", "--output", "nonsense"]);
