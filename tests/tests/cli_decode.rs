@@ -529,6 +529,64 @@ fn all_jumps_traces_decode_with_the_flag_and_fail_without_it() {
     }
 }
 
+/// Trace disabled and enabled again, then messages lost to an overrun (an Error and a
+/// SYNC=7): every output the same with any number of jobs, the loss warned about, the
+/// summary counting the stops, restarts and the gap.
+#[test]
+fn trace_stops_restarts_and_losses_are_counted() {
+    let program = common::program("fnptr");
+    let code = load("fnptr");
+    let pcs = retired_pcs("fnptr");
+    let (bytes, _, _) = common::stop_start_and_overrun_trace(&code, &pcs, 500);
+    let trace = scratch().join(format!("fnptr-stop-start-{}.nt", std::process::id()));
+    std::fs::write(&trace, bytes).unwrap();
+    let decode = |mode: &str, jobs: &str| {
+        rvperf(&[
+            "decode",
+            "--elf",
+            text(&program),
+            "--trace",
+            text(&trace),
+            "--output",
+            mode,
+            "--jobs",
+            jobs,
+            "--chunk-bytes",
+            "300",
+        ])
+    };
+    let summary = success_text(&decode("summary", "1"));
+    for line in [
+        "gaps (lost trace):   1\n",
+        "trace stops/starts:  2 stopped, 2 restarted\n",
+    ] {
+        assert!(summary.contains(line), "{line:?} not in {summary}");
+    }
+    for mode in ["pcs", "blocks"] {
+        let serial = decode(mode, "1");
+        let stderr = String::from_utf8_lossy(&serial.stderr);
+        assert!(
+            stderr.contains("the encoder reported 1 losses of trace"),
+            "{stderr}"
+        );
+        let serial = success_text(&serial);
+        assert!(
+            success_text(&decode(mode, "2")) == serial,
+            "--output {mode} --jobs 2 differs from --jobs 1"
+        );
+        if mode == "blocks" {
+            for event in [
+                "trace-off after",
+                "(Disabled)",
+                "gap EncoderOverflow",
+                "(Restart)",
+            ] {
+                assert!(serial.contains(event), "{event} not in the blocks output");
+            }
+        }
+    }
+}
+
 #[test]
 fn usage_errors_exit_non_zero() {
     let output = rvperf(&["decode", "--trace", "x.nt", "--output", "nonsense"]);

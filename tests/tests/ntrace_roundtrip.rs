@@ -372,3 +372,111 @@ fn timestamps_are_reconstructed() {
     // The encoder stamps messages with the number of instructions retired so far.
     assert_eq!(*times.last().unwrap(), pcs.len() as u64);
 }
+
+/// Trace disabled (EVCODE=4) and enabled again elsewhere (SYNC=5), then messages lost to
+/// a FIFO overrun (an Error message, SYNC=7), Ownership after every synchronisation: the
+/// stop ends the flow after exactly the instructions before it, the restarts start at
+/// the run's next traced instruction, the overrun is a gap the decode resumes after.
+#[test]
+fn trace_stopped_started_and_lost_decodes_around_the_gaps() {
+    use ntrace_flow::FlowDecoder;
+    use trace_elements::{Context, GapReason, TraceOffReason, TraceOnReason};
+    let pcs = retired_pcs("fnptr");
+    let code = load("fnptr");
+    let (trace, stop, start) = common::stop_start_and_overrun_trace(&code, &pcs, 1000);
+    let elements = decode_elements(&trace, &code, DecoderOptions::default()).unwrap();
+    // The PCs between the events, and the events.
+    let mut segments = vec![Vec::new()];
+    let mut events = Vec::new();
+    for (element, range) in &elements {
+        match element.kind {
+            ElementKind::InstructionRange { .. } => segments.last_mut().unwrap().extend(range),
+            ElementKind::TraceOn { .. }
+            | ElementKind::Gap { .. }
+            | ElementKind::TraceOff { .. } => {
+                events.push(element.kind);
+                segments.push(Vec::new());
+            }
+            ElementKind::ContextChange { context, .. } => {
+                assert_eq!(context, Some(Context::Process(42)));
+                assert!(
+                    matches!(events.last(), Some(ElementKind::TraceOn { .. })),
+                    "an Ownership message not after a synchronisation: {events:?}"
+                );
+            }
+            // System calls.
+            ElementKind::Trap { .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let restart_address = match events.get(4) {
+        Some(&ElementKind::TraceOn { address, .. }) => address,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        events,
+        [
+            ElementKind::TraceOn {
+                address: pcs[0],
+                reason: TraceOnReason::Start
+            },
+            ElementKind::TraceOff {
+                last_address: Some(pcs[stop - 1]),
+                reason: TraceOffReason::Disabled
+            },
+            ElementKind::TraceOn {
+                address: pcs[start],
+                reason: TraceOnReason::Restart
+            },
+            ElementKind::Gap {
+                reason: GapReason::EncoderOverflow {
+                    error_type: 0,
+                    error_code: 0b100
+                }
+            },
+            ElementKind::TraceOn {
+                address: restart_address,
+                reason: TraceOnReason::Restart
+            },
+            ElementKind::TraceOff {
+                last_address: pcs.last().copied(),
+                reason: TraceOffReason::DebugMode
+            },
+        ]
+    );
+    // segments: before the start, before the stop, before the restart, before the gap,
+    // before the restart after it, before the end, after it.
+    assert!(segments[0].is_empty() && segments[2].is_empty() && segments[4].is_empty());
+    assert_same_pcs("up to the stop", &pcs[..stop], &segments[1]);
+    let (before_gap, after_gap) = (&segments[3], &segments[5]);
+    assert!(before_gap.len() > 1000 && after_gap.len() > 1000);
+    assert_same_pcs(
+        "from the start to the gap",
+        &pcs[start..start + before_gap.len()],
+        before_gap,
+    );
+    assert_same_pcs(
+        "from the restart after the gap",
+        &pcs[pcs.len() - after_gap.len()..],
+        after_gap,
+    );
+    assert_eq!(after_gap.first(), Some(&restart_address));
+    assert!(segments[6].is_empty());
+    let mut decoder = FlowDecoder::new(
+        &trace,
+        &code.image,
+        code.files.clone(),
+        DecoderOptions::default(),
+    );
+    while decoder.next_element().unwrap().is_some() {}
+    let statistics = decoder.statistics();
+    assert_eq!(
+        (statistics.gaps, statistics.trace_stops, statistics.restarts),
+        (1, 2, 2)
+    );
+    assert!(statistics.skipped_units > 0, "the overrun's lost I-CNT");
+    assert_eq!(
+        statistics.instructions as usize,
+        stop + before_gap.len() + after_gap.len()
+    );
+}
