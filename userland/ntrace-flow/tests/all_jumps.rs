@@ -6,7 +6,7 @@
 use code_image::CodeImage;
 use ntrace_flow::{
     BranchMode, DecoderOptions, EncoderOptions, FileDecodeInfo, FlowDecoder, FlowError,
-    TraceEncoder, WalkReplay,
+    InstructionDecoder, InstructionStep, TraceEncoder, WalkReplay,
 };
 use ntrace_message::{Body, CorrelationEvent, MessageEncoder, MessageOptions, SyncReason};
 use riscv_insn::DecodeOptions;
@@ -305,6 +305,15 @@ fn the_encoder_models_traces_decode_back_exactly() {
                         .unwrap_or_else(|error| panic!("{encoder:?} {replay:?}: {error}"));
                     assert_eq!(decoded, pcs, "{encoder:?} {replay:?}");
                 }
+                // Instruction by instruction, too.
+                let mut instructions = InstructionDecoder::new(&trace, &image, files(), options);
+                let mut stepped = Vec::new();
+                while let Some(step) = instructions.next_step().unwrap() {
+                    if let InstructionStep::Instruction(instruction) = step {
+                        stepped.push(instruction.address);
+                    }
+                }
+                assert_eq!(stepped, pcs, "{encoder:?}: instruction decoder");
                 // Without the option the decode must fail, not give other PCs.
                 let without = decode_pcs(&trace, options.with_all_jumps(false));
                 assert!(without.is_err(), "{encoder:?}: decoded without all-jumps");
