@@ -54,7 +54,10 @@ fuzz_target!(|data: &[u8]| {
         .with_src_bits(flags & 3)
         .with_timestamps(flags & 4 != 0)
         .with_address_msb_extension(flags & 8 != 0);
-    let options = DecoderOptions::default().with_message(message).with_return_stack_depth(usize::from(flags >> 4) * 2);
+    let options = DecoderOptions::default()
+        .with_message(message)
+        .with_return_stack_depth(usize::from((flags >> 4) & 7) * 2)
+        .with_all_jumps(flags & 128 != 0);
     let returned = decode(trace, &image, &files, options.with_recovery(Recovery::ReturnError));
     let resynchronised = decode(trace, &image, &files, options.with_recovery(Recovery::Resync));
     if let (Some(returned), Some(resynchronised)) = (returned, resynchronised) {

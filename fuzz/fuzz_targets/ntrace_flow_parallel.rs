@@ -119,8 +119,9 @@ fuzz_target!(|data: &[u8]| {
         .with_message(message)
         .with_return_stack_depth(usize::from(flags >> 5) * 2)
         .with_instruction_ranges(chunk & 128 == 0)
+        .with_all_jumps(chunk & 64 != 0)
         .with_recovery(recovery);
-    let chunk_bytes = usize::from(chunk & 127) + 1;
+    let chunk_bytes = usize::from(chunk & 63) + 1;
     assert_eq!(
         serial(trace, &image, &files, options),
         parallel(trace, &image, &files, options, chunk_bytes)

@@ -485,6 +485,108 @@ fn every_output_is_the_same_with_any_number_of_jobs() {
     }
 }
 
+/// `--all-jumps` (trTeInstEnAllJumps): the exact PCs with any number of jobs; the same
+/// trace decoded without it is decode errors (warned, counted), never a clean decode.
+#[test]
+fn all_jumps_traces_decode_with_the_flag_and_fail_without_it() {
+    let program = common::program("longjmp");
+    let pcs = retired_pcs("longjmp");
+    for mode in [BranchMode::Htm, BranchMode::Btm] {
+        let mut options = EncoderOptions::default();
+        options.mode = mode;
+        options.all_jumps = true;
+        options.periodic_sync = 32;
+        let trace = write_trace("longjmp", &format!("all-jumps-{mode:?}"), options);
+        let decode = |extra: &[&str]| {
+            let mut arguments = vec!["decode", "--elf", text(&program), "--trace", text(&trace)];
+            arguments.extend_from_slice(extra);
+            rvperf(&arguments)
+        };
+        for jobs in ["1", "2"] {
+            let output = decode(&[
+                "--all-jumps",
+                "--output",
+                "pcs",
+                "--jobs",
+                jobs,
+                "--chunk-bytes",
+                "512",
+            ]);
+            assert!(
+                success_text(&output) == pcs_text(&pcs, ""),
+                "{mode:?} --jobs {jobs}: PCs differ"
+            );
+        }
+        let without = decode(&["--output", "summary", "--jobs", "1"]);
+        let summary = String::from_utf8_lossy(&without.stdout);
+        let stderr = String::from_utf8_lossy(&without.stderr);
+        assert!(summary.contains("decode errors:"), "{mode:?}: {summary}");
+        assert!(stderr.contains("gap at byte offset"), "{mode:?}: {stderr}");
+        if mode == BranchMode::Btm {
+            // A DirectBranch message ends at a jump: the warning names the setting.
+            assert!(stderr.contains("trTeInstEnAllJumps"), "{stderr}");
+        }
+    }
+}
+
+/// Trace disabled and enabled again, then messages lost to an overrun (an Error and a
+/// SYNC=7): every output the same with any number of jobs, the loss warned about, the
+/// summary counting the stops, restarts and the gap.
+#[test]
+fn trace_stops_restarts_and_losses_are_counted() {
+    let program = common::program("fnptr");
+    let code = load("fnptr");
+    let pcs = retired_pcs("fnptr");
+    let (bytes, _, _) = common::stop_start_and_overrun_trace(&code, &pcs, 500);
+    let trace = scratch().join(format!("fnptr-stop-start-{}.nt", std::process::id()));
+    std::fs::write(&trace, bytes).unwrap();
+    let decode = |mode: &str, jobs: &str| {
+        rvperf(&[
+            "decode",
+            "--elf",
+            text(&program),
+            "--trace",
+            text(&trace),
+            "--output",
+            mode,
+            "--jobs",
+            jobs,
+            "--chunk-bytes",
+            "300",
+        ])
+    };
+    let summary = success_text(&decode("summary", "1"));
+    for line in [
+        "gaps (lost trace):   1\n",
+        "trace stops/starts:  2 stopped, 2 restarted\n",
+    ] {
+        assert!(summary.contains(line), "{line:?} not in {summary}");
+    }
+    for mode in ["pcs", "blocks"] {
+        let serial = decode(mode, "1");
+        let stderr = String::from_utf8_lossy(&serial.stderr);
+        assert!(
+            stderr.contains("the encoder reported 1 losses of trace"),
+            "{stderr}"
+        );
+        let serial = success_text(&serial);
+        assert!(
+            success_text(&decode(mode, "2")) == serial,
+            "--output {mode} --jobs 2 differs from --jobs 1"
+        );
+        if mode == "blocks" {
+            for event in [
+                "trace-off after",
+                "(Disabled)",
+                "gap EncoderOverflow",
+                "(Restart)",
+            ] {
+                assert!(serial.contains(event), "{event} not in the blocks output");
+            }
+        }
+    }
+}
+
 #[test]
 fn usage_errors_exit_non_zero() {
     let output = rvperf(&["decode", "--trace", "x.nt", "--output", "nonsense"]);

@@ -265,3 +265,72 @@ fn profiles_decoded_on_several_threads_equal_the_serial_ones() {
         "the parallel decode's profile differs from the serial decode's"
     );
 }
+
+/// A trace whose encoder reported every direct jump and call (trTeInstEnAllJumps),
+/// decoded with `--all-jumps`, gives every profile command exactly the output of the
+/// same run traced without it (HTM and BTM, serially and on two threads).
+#[test]
+fn all_jumps_traces_give_the_profiles_of_plain_ones() {
+    use ntrace_flow::{BranchMode, EncoderOptions};
+    let directory = work("all-jumps");
+    let name = "fnptr";
+    let binary = common::program(name);
+    let pcs = common::retired_pcs(name);
+    let code = common::load(name);
+    let write = |tag: &str, options: EncoderOptions| {
+        let (bytes, _) = common::encode(&code, &pcs, options);
+        let path = directory.join(format!("{tag}.nt"));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    };
+    let plain = write("plain", EncoderOptions::default());
+    let mut jumps = Vec::new();
+    for mode in [BranchMode::Htm, BranchMode::Btm] {
+        let mut options = EncoderOptions::default();
+        options.mode = mode;
+        options.all_jumps = true;
+        jumps.push(write(&format!("all-jumps-{mode:?}"), options));
+    }
+    let commands: [&[&str]; 3] = [
+        &["flamegraph", "--folded"],
+        &["autofdo", "--binary", text(&binary)],
+        &["inject", "--itrace=5000", "--branches", "16"],
+    ];
+    for command in commands {
+        let run = |trace: &Path, extra: &[&str], tag: &str| {
+            let output_path = directory.join(format!("{}-{tag}", command[0]));
+            let mut arguments = command.to_vec();
+            arguments.extend_from_slice(&["--trace", text(trace), "--elf", text(&binary)]);
+            arguments.extend_from_slice(extra);
+            arguments.extend_from_slice(&["-o", text(&output_path)]);
+            let output = rvperf(&arguments);
+            assert!(output.status.success(), "{arguments:?}: {output:?}");
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(!stderr.contains("gap"), "{arguments:?}: {stderr}");
+            if command[0] == "inject" {
+                // The samples, without the file's header (which records the command line).
+                let script = rvperf(&["script", "-i", text(&output_path)]);
+                assert!(script.status.success(), "{script:?}");
+                return script.stdout;
+            }
+            std::fs::read(&output_path).unwrap()
+        };
+        let expected = run(&plain, &[], "plain");
+        assert!(!expected.is_empty());
+        for (index, trace) in jumps.iter().enumerate() {
+            let mut extras = vec![vec!["--all-jumps"]];
+            if command[0] != "inject" {
+                extras.push(vec!["--all-jumps", "--jobs", "2"]);
+            }
+            for extra in extras {
+                let actual = run(trace, &extra, &format!("{index}"));
+                assert!(
+                    actual == expected,
+                    "{} {extra:?}: the all-jumps trace {} gives another output",
+                    command[0],
+                    trace.display()
+                );
+            }
+        }
+    }
+}

@@ -295,3 +295,75 @@ pub fn write_profiling_trace(program: &Path, args: &[&str], trace: &Path) -> Vec
     std::fs::write(trace, bytes).unwrap();
     pcs
 }
+
+/// A trace of `pcs` (a run of `code`) as an encoder under trace control writes it (HTM,
+/// periodic synchronisation, Ownership after each): trace disabled after the first
+/// third (ProgTraceCorrelation EVCODE=4), `untraced` instructions not traced, enabled
+/// again (ProgTraceSync SYNC=5); in the middle of the rest the FIFO overruns: some
+/// messages lost, an Error message (ETYPE 0, ECODE "program trace lost"), the next
+/// synchronisation sent as SYNC=7. Returns the trace and the index in `pcs` where
+/// trace was disabled and where it was enabled again.
+pub fn stop_start_and_overrun_trace(
+    code: &Code,
+    pcs: &[u64],
+    untraced: usize,
+) -> (Vec<u8>, usize, usize) {
+    use ntrace_message::{Body, CorrelationEvent, MessageDecoder, MessageEncoder, SyncReason};
+    let mut options = EncoderOptions::default();
+    options.periodic_sync = 16;
+    options.context = Some(42);
+    let message_options = options.message;
+    let stop = pcs.len() / 3;
+    let start = stop + untraced;
+    let bodies = |trace: &[u8]| -> Vec<Body> {
+        let mut messages = MessageDecoder::new(trace, message_options);
+        let mut bodies = Vec::new();
+        while let Some(message) = messages.next_message().expect("encoder output") {
+            assert_eq!(message.timestamp, None);
+            bodies.push(message.body);
+        }
+        bodies
+    };
+    let mut first = bodies(&encode(code, &pcs[..stop], options).0);
+    let mut second = bodies(&encode(code, &pcs[start..], options).0);
+    // The stop that ends the first part: trace disabled (not debug mode).
+    match first.last_mut() {
+        Some(Body::ProgTraceCorrelation { evcode, .. }) => {
+            *evcode = CorrelationEvent::TRACE_DISABLED;
+        }
+        other => panic!("the encoder ended with {other:?}"),
+    }
+    // The start of the second: trace enabled.
+    match second.first_mut() {
+        Some(Body::ProgTraceSync { sync, .. }) => *sync = SyncReason::TRACE_ENABLE,
+        other => panic!("the encoder started with {other:?}"),
+    }
+    // The overrun: from the middle of the second part, the messages up to the next
+    // periodic synchronisation are lost.
+    let lost_from = second.len() / 2;
+    let restart = (lost_from + 4..second.len())
+        .find(|&index| second[index].sync_reason().is_some())
+        .expect("a periodic synchronisation");
+    match &mut second[restart] {
+        Body::ProgTraceSync { sync, .. }
+        | Body::DirectBranchSync { sync, .. }
+        | Body::IndirectBranchSync { sync, .. }
+        | Body::IndirectBranchHistSync { sync, .. } => {
+            *sync = SyncReason::RESTART_FROM_FIFO_OVERRUN;
+        }
+        _ => unreachable!(),
+    }
+    second.splice(
+        lost_from..restart,
+        [Body::Error {
+            etype: 0,
+            ecode: 0b100,
+        }],
+    );
+    let encoder = MessageEncoder::new(message_options);
+    let mut trace = Vec::new();
+    for body in first.iter().chain(&second) {
+        encoder.encode(0, body, None, &mut trace).unwrap();
+    }
+    (trace, stop, start)
+}

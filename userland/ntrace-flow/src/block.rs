@@ -76,6 +76,13 @@ pub(crate) enum Terminator {
         target: u64,
         links: bool,
     },
+    /// A direct jump or call (`jal`, `c.j`, `c.jal`) the encoder reports as a taken
+    /// branch (trTeInstEnAllJumps): the trace confirms it as it does a taken branch.
+    /// Only in the blocks of a decoder told so ([`crate::DecoderOptions::all_jumps`]).
+    ReportedJump {
+        target: u64,
+        links: bool,
+    },
     /// Needs the trace (or the return stack, or a preceding constant load) for its target.
     Indirect {
         kind: IndirectKind,
@@ -160,6 +167,8 @@ pub(crate) struct BlockCache {
     tables: Vec<Box<[u32; PAGE_SLOTS]>>,
     /// (page number + 1, table) by page number modulo TLB_ENTRIES; 0 marks an empty entry.
     tlb: [(u64, u32); TLB_ENTRIES],
+    /// Direct jumps and calls end their blocks as [`Terminator::ReportedJump`].
+    all_jumps: bool,
 }
 
 impl Default for BlockCache {
@@ -170,11 +179,21 @@ impl Default for BlockCache {
             pages: HashMap::default(),
             tables: Vec::new(),
             tlb: [(0, 0); TLB_ENTRIES],
+            all_jumps: false,
         }
     }
 }
 
 impl BlockCache {
+    /// An empty cache whose blocks end at direct jumps and calls reported as taken
+    /// branches when `all_jumps` (trTeInstEnAllJumps).
+    pub(crate) fn new(all_jumps: bool) -> Self {
+        Self {
+            all_jumps,
+            ..Self::default()
+        }
+    }
+
     #[cfg(test)]
     pub(crate) fn block(&self, index: u32) -> &Block {
         &self.blocks[index as usize]
@@ -248,7 +267,7 @@ impl BlockCache {
                 return Ok(entry - 1);
             }
         }
-        let block = build_block(image, files, address)?;
+        let block = build_block(image, files, address, self.all_jumps)?;
         let table = match table {
             Some(table) => table,
             None => self.new_table(page),
@@ -323,6 +342,7 @@ fn build_block(
     image: &CodeImage,
     files: &[FileDecodeInfo],
     start: u64,
+    all_jumps: bool,
 ) -> Result<Block, BlockError> {
     let info = file_info(image, files, start).ok_or(BlockError::Unmapped)?;
     let xlen = info.options.xlen;
@@ -358,12 +378,14 @@ fn build_block(
                 .direct_target(address, xlen)
                 .map(|target| Terminator::Branch { target }),
             ControlFlow::Jump { .. } => {
-                instruction
-                    .direct_target(address, xlen)
-                    .map(|target| Terminator::Jump {
-                        target,
-                        links: instruction.links(),
-                    })
+                let links = instruction.links();
+                instruction.direct_target(address, xlen).map(|target| {
+                    if all_jumps {
+                        Terminator::ReportedJump { target, links }
+                    } else {
+                        Terminator::Jump { target, links }
+                    }
+                })
             }
             ControlFlow::JumpRegister { rs1, offset, .. } => {
                 let kind = match instruction.itype(false) {

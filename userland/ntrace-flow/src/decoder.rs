@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use code_image::CodeImage;
-use ntrace_message::{Body, BranchType, Message, MessageDecoder, ResourceFull, ShortMessage};
+use ntrace_message::{Body, BranchType, Message, MessageDecoder, ShortMessage};
 use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement, TraceOnReason};
 
 use crate::block::{FileDecodeInfo, NO_BLOCK};
-use crate::event::{Event, NextWalk, Resume};
+use crate::event::{units_of, Event, NextWalk, Resume};
 use crate::memo::{MessageKey, MessageMemo, WalkKey};
 use crate::walk::{BlockWalk, Hart, RangeOutput, ReadyElement, Stepped};
 use crate::{DecoderOptions, FlowError, Recovery, WalkReplay};
@@ -32,8 +32,15 @@ pub struct FlowStatistics {
     /// Messages seen by a hart before its first synchronisation (or after a gap), which
     /// cannot be decoded and are skipped.
     pub messages_before_sync: u64,
-    /// Error messages of the encoder (trace it lost).
+    /// Error messages of the encoder (trace it lost), and restarts after a FIFO overrun
+    /// (SYNC=7) without one.
     pub gaps: u64,
+    /// Times a hart's trace stopped (ProgTraceCorrelation: trace disabled, debug mode,
+    /// low power), each after the instructions its I-CNT and HIST placed.
+    pub trace_stops: u64,
+    /// Times decoding restarted after trace stopped, was lost or could not be followed
+    /// (`TraceOn` elements with `TraceOnReason::Restart`).
+    pub restarts: u64,
     /// Errors reported as gaps under [`Recovery::Resync`].
     pub recovered_errors: u64,
     pub vendor_or_reserved_messages: u64,
@@ -41,8 +48,9 @@ pub struct FlowStatistics {
     pub unresolved_units_at_end: u64,
     pub blocks_decoded: u64,
     /// I-CNT units (16-bit instruction units) the trace carried but the decoder could not
-    /// place: those of messages skipped while a hart waited for synchronisation, and those
-    /// armed but not yet walked when an error cost a hart its flow. What a profile lost.
+    /// place: those of messages skipped while a hart waited for synchronisation and of the
+    /// synchronisation message it (re)started at, and those armed but not yet walked when
+    /// an error or an Error message cost a hart its flow. What a profile lost.
     pub skipped_units: u64,
 }
 
@@ -57,28 +65,14 @@ impl FlowStatistics {
         self.messages_before_sync +=
             gained(later.messages_before_sync, earlier.messages_before_sync);
         self.gaps += gained(later.gaps, earlier.gaps);
+        self.trace_stops += gained(later.trace_stops, earlier.trace_stops);
+        self.restarts += gained(later.restarts, earlier.restarts);
         self.recovered_errors += gained(later.recovered_errors, earlier.recovered_errors);
         self.vendor_or_reserved_messages += gained(
             later.vendor_or_reserved_messages,
             earlier.vendor_or_reserved_messages,
         );
         self.skipped_units += gained(later.skipped_units, earlier.skipped_units);
-    }
-}
-
-/// I-CNT units a message carries (spec 8.4), for counting what skipped messages held.
-fn units_of(body: &Body) -> u64 {
-    match *body {
-        Body::DirectBranch { icnt }
-        | Body::IndirectBranch { icnt, .. }
-        | Body::IndirectBranchHist { icnt, .. }
-        | Body::ProgTraceSync { icnt, .. }
-        | Body::DirectBranchSync { icnt, .. }
-        | Body::IndirectBranchSync { icnt, .. }
-        | Body::IndirectBranchHistSync { icnt, .. }
-        | Body::ProgTraceCorrelation { icnt, .. }
-        | Body::ResourceFull(ResourceFull::IcntOverflow { icnt }) => icnt,
-        _ => 0,
     }
 }
 
@@ -242,7 +236,7 @@ impl<'a> FlowDecoder<'a> {
             errors: 0,
             speculation: None,
             snapshot_due: false,
-            walk: BlockWalk::new(image, files, ranges, options.walk_replay),
+            walk: BlockWalk::new(image, files, ranges, options.walk_replay, options.all_jumps),
             // A message's bytes say all it does only with one hart (no SRC field: the
             // key has one hart's state) and without timestamps (a relative timestamp
             // adds to the time, which the key does not hold).
@@ -887,6 +881,15 @@ impl<'a> FlowDecoder<'a> {
             }
             Event::Nothing => None,
             Event::TraceOn { address, reason } => {
+                if reason == TraceOnReason::Restart {
+                    self.statistics.restarts += 1;
+                }
+                // The message's I-CNT covers instructions before its address, which
+                // cannot be placed (a restart after an overrun, a wrapped buffer).
+                self.statistics.skipped_units = self
+                    .statistics
+                    .skipped_units
+                    .saturating_add(units_of(&message.body));
                 self.harts[hart].position.jump_to(Some(address));
                 if self.speculation.is_some() && reason == TraceOnReason::Start {
                     // The true decoder may have been synchronised here, with entries
@@ -898,14 +901,39 @@ impl<'a> FlowDecoder<'a> {
             Event::Lost {
                 error_type,
                 error_code,
+                lost_units,
             } => {
                 self.statistics.gaps += 1;
+                self.statistics.skipped_units =
+                    self.statistics.skipped_units.saturating_add(lost_units);
                 self.harts[hart].position.jump_to(None);
                 Some(ElementKind::Gap {
                     reason: GapReason::EncoderOverflow {
                         error_type,
                         error_code,
                     },
+                })
+            }
+            Event::RestartAfterLoss {
+                address,
+                lost_units,
+            } => {
+                self.statistics.gaps += 1;
+                self.statistics.restarts += 1;
+                self.statistics.skipped_units =
+                    self.statistics.skipped_units.saturating_add(lost_units);
+                // ETYPE 0 (FIFO overrun), ECODE 0 (reason not given): what SYNC=7 says.
+                let gap = ElementKind::Gap {
+                    reason: GapReason::EncoderOverflow {
+                        error_type: 0,
+                        error_code: 0,
+                    },
+                };
+                self.queue(hart, offset, gap);
+                self.harts[hart].position.jump_to(Some(address));
+                Some(ElementKind::TraceOn {
+                    address,
+                    reason: TraceOnReason::Restart,
                 })
             }
             Event::Unhandled { code } => {
@@ -1095,7 +1123,16 @@ impl<'a> FlowDecoder<'a> {
         let src = hart.events.src;
         let offset = hart.events.walk_offset();
         let ready = &mut self.ready;
+        let statistics = &mut self.statistics;
         let ended = hart.events.end_walk(hart.position.pc(), |kind| {
+            match kind {
+                ElementKind::TraceOff { .. } => statistics.trace_stops += 1,
+                ElementKind::TraceOn {
+                    reason: TraceOnReason::Restart,
+                    ..
+                } => statistics.restarts += 1,
+                _ => {}
+            }
             ready.push((
                 TraceElement {
                     hart: src,

@@ -32,8 +32,16 @@ pub(crate) enum Event {
     /// Decoding (re)starts at `address`.
     TraceOn { address: u64, reason: TraceOnReason },
     /// The encoder lost trace (an Error message); the hart waits for its next
-    /// synchronisation.
-    Lost { error_type: u8, error_code: u64 },
+    /// synchronisation. `lost_units`: the I-CNT units the hart had not placed yet.
+    Lost {
+        error_type: u8,
+        error_code: u64,
+        lost_units: u64,
+    },
+    /// A synchronised hart's restart after a FIFO overrun (SYNC=7) without the Error
+    /// message that should have come first: trace was lost before it (`lost_units` the
+    /// units not placed, its own among them), and decoding restarts at `address`.
+    RestartAfterLoss { address: u64, lost_units: u64 },
     /// A message this layer does not interpret (vendor-defined or reserved), by TCODE.
     Unhandled { code: u8 },
     /// Privilege mode or context changed.
@@ -215,6 +223,22 @@ fn cold_error(error: FlowError) -> FlowError {
     error
 }
 
+/// I-CNT units a message carries (spec 8.4), for counting what skipped messages held.
+pub(crate) fn units_of(body: &Body) -> u64 {
+    match *body {
+        Body::DirectBranch { icnt }
+        | Body::IndirectBranch { icnt, .. }
+        | Body::IndirectBranchHist { icnt, .. }
+        | Body::ProgTraceSync { icnt, .. }
+        | Body::DirectBranchSync { icnt, .. }
+        | Body::IndirectBranchSync { icnt, .. }
+        | Body::IndirectBranchHistSync { icnt, .. }
+        | Body::ProgTraceCorrelation { icnt, .. }
+        | Body::ResourceFull(ResourceFull::IcntOverflow { icnt }) => icnt,
+        _ => 0,
+    }
+}
+
 /// The F-ADDR of a synchronisation message (where decoding can start).
 pub(crate) fn sync_address(body: &Body) -> Option<u64> {
     match *body {
@@ -386,10 +410,12 @@ impl HartEvents {
         let offset = message.offset;
         match message.body {
             Body::Error { etype, ecode } => {
+                let lost_units = self.pending_units;
                 self.unsync();
                 return Ok(Event::Lost {
                     error_type: etype,
                     error_code: ecode,
+                    lost_units,
                 });
             }
             Body::Other { tcode } => return Ok(Event::Unhandled { code: tcode }),
@@ -397,6 +423,9 @@ impl HartEvents {
         }
         if self.sync != SyncState::Synced {
             return Ok(self.synchronize(sync_address(&message.body), message.timestamp));
+        }
+        if message.body.sync_reason() == Some(SyncReason::RESTART_FROM_FIFO_OVERRUN) {
+            return Ok(self.restart_after_overrun(&message.body, message.timestamp));
         }
         self.pending_time = self.time_of(offset, message.timestamp, message.is_sync())?;
         match message.body {
@@ -520,6 +549,26 @@ impl HartEvents {
             self.time = time;
         }
         Event::TraceOn { address, reason }
+    }
+
+    /// SYNC=7 (restart from FIFO overrun: "some trace messages before this
+    /// synchronization message were lost") while synchronised: the Error message that
+    /// must come "immediately prior" is missing (lost itself, or corrupt). What the hart
+    /// had not placed and the message's own I-CNT and HIST cannot be placed from where
+    /// the flow stood (messages in between were lost), so they are dropped and decoding
+    /// restarts at its address, as after an Error message.
+    #[cold]
+    #[inline(never)]
+    fn restart_after_overrun(&mut self, body: &Body, timestamp: Option<u64>) -> Event {
+        let lost_units = self.pending_units.saturating_add(units_of(body));
+        self.unsync();
+        match self.synchronize(sync_address(body), timestamp) {
+            Event::TraceOn { address, .. } => Event::RestartAfterLoss {
+                address,
+                lost_units,
+            },
+            other => other,
+        }
     }
 
     /// The time of a message of a synchronised hart: absolute in synchronisation
@@ -740,6 +789,17 @@ impl HartEvents {
             IndirectTarget::Unknown | IndirectTarget::Known(_) | IndirectTarget::WaitForMessage => {
                 FlowError::UnknownTarget { offset, address }
             }
+        }
+    }
+
+    /// The error of a direct jump at `address` the trace should have reported as a taken
+    /// branch (trTeInstEnAllJumps) and does not, at the offset of the message being
+    /// walked.
+    #[cold]
+    pub(crate) fn jump_not_reported(&self, address: u64) -> FlowError {
+        FlowError::JumpNotReported {
+            offset: self.walk_offset,
+            address,
         }
     }
 
@@ -991,11 +1051,22 @@ impl HartEvents {
         }
         let resume = match end {
             WalkEnd::TakenBranch { target, sync } => {
-                if self.last.end != Some(RangeEnd::BranchTaken) {
-                    return Err(FlowError::NotABranch {
-                        offset,
-                        address: self.last.address,
-                    });
+                match self.last.end {
+                    Some(RangeEnd::BranchTaken) => {}
+                    // A direct jump the decoder was not told is reported (the walk places
+                    // those it was told of as taken branches).
+                    Some(RangeEnd::Jump | RangeEnd::Call) => {
+                        return Err(FlowError::JumpReported {
+                            offset,
+                            address: self.last.address,
+                        })
+                    }
+                    _ => {
+                        return Err(FlowError::NotABranch {
+                            offset,
+                            address: self.last.address,
+                        })
+                    }
                 }
                 if let Some(target) = target {
                     if pc != Some(target) {
@@ -1179,14 +1250,19 @@ mod tests {
     fn the_first_sync_starts_and_later_ones_after_a_loss_restart() {
         let mut hart = synced_at(0x1000);
         assert!(hart.is_synced());
+        // Units armed but not placed when the Error comes are lost with the flow.
+        let overflow = Body::ResourceFull(ResourceFull::IcntOverflow { icnt: 5 });
+        assert_eq!(hart.apply(message(6, overflow)).unwrap(), Event::Walk);
         let lost = Body::Error { etype: 1, ecode: 2 };
         assert_eq!(
             hart.apply(message(9, lost)).unwrap(),
             Event::Lost {
                 error_type: 1,
-                error_code: 2
+                error_code: 2,
+                lost_units: 5,
             }
         );
+        assert_eq!(hart.pending_units(), 0);
         assert!(!hart.is_synced());
         assert_eq!(
             hart.apply(message(12, sync(0x2000))).unwrap(),

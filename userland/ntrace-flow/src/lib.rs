@@ -72,6 +72,11 @@ pub struct DecoderOptions {
     /// Whether a walk that comes again is replayed from the first (the default: the
     /// same output, faster on code that loops) or walked each time.
     pub walk_replay: WalkReplay,
+    /// The encoder reports every direct jump and call (`jal`, `c.j`, `c.jal`) as a taken
+    /// branch (trTeInstEnAllJumps): a HIST bit (HTM) or a DirectBranch message (BTM)
+    /// each. Must match the encoder: a trace of one decoded with the other setting
+    /// fails with decode errors.
+    pub all_jumps: bool,
 }
 
 /// What [`FlowDecoder`] does when a message is corrupt or the trace disagrees with the
@@ -101,6 +106,7 @@ impl Default for DecoderOptions {
             instruction_ranges: true,
             recovery: Recovery::ReturnError,
             walk_replay: WalkReplay::Replay,
+            all_jumps: false,
         }
     }
 }
@@ -135,6 +141,11 @@ impl DecoderOptions {
         self.recovery = recovery;
         self
     }
+
+    pub fn with_all_jumps(mut self, all_jumps: bool) -> Self {
+        self.all_jumps = all_jumps;
+        self
+    }
 }
 
 /// Why the flow could not be followed. Every variant names the byte offset of the
@@ -158,6 +169,15 @@ pub enum FlowError {
     UnknownTarget { offset: u64, address: u64 },
     #[error("at byte offset {offset:#x}: a branch message's I-CNT ends at {address:#x}, which is not a taken conditional branch")]
     NotABranch { offset: u64, address: u64 },
+    /// A branch message ends at a direct jump or call: the encoder reports them as taken
+    /// branches (trTeInstEnAllJumps), which the decoder was not told
+    /// ([`DecoderOptions::all_jumps`]).
+    #[error("at byte offset {offset:#x}: a branch message's I-CNT ends at the direct jump at {address:#x}: the encoder reports direct jumps as taken branches (trTeInstEnAllJumps), decode with all-jumps")]
+    JumpReported { offset: u64, address: u64 },
+    /// With [`DecoderOptions::all_jumps`]: the trace does not report a direct jump or call
+    /// as a taken branch (no DirectBranch message ends at it, or its HIST bit is 0).
+    #[error("at byte offset {offset:#x}: the direct jump at {address:#x} is not reported as a taken branch, as trTeInstEnAllJumps reports every one (was the trace encoded without it?)")]
+    JumpNotReported { offset: u64, address: u64 },
     #[error("at byte offset {offset:#x}: the trace continues from an unknown address")]
     UnknownAddress { offset: u64 },
     #[error("at byte offset {offset:#x}: computed address {computed:#x} disagrees with reported F-ADDR {reported:#x}")]
@@ -189,6 +209,8 @@ impl FlowError {
             | FlowError::IcntInsideInstruction { offset, .. }
             | FlowError::UnknownTarget { offset, .. }
             | FlowError::NotABranch { offset, .. }
+            | FlowError::JumpReported { offset, .. }
+            | FlowError::JumpNotReported { offset, .. }
             | FlowError::UnknownAddress { offset }
             | FlowError::AddressMismatch { offset, .. }
             | FlowError::HistoryLeft { offset, .. }
@@ -210,6 +232,8 @@ impl FlowError {
             FlowError::IcntInsideInstruction { .. }
             | FlowError::UnknownTarget { .. }
             | FlowError::NotABranch { .. }
+            | FlowError::JumpReported { .. }
+            | FlowError::JumpNotReported { .. }
             | FlowError::UnknownAddress { .. }
             | FlowError::AddressMismatch { .. }
             | FlowError::HistoryLeft { .. }

@@ -139,6 +139,10 @@ pub(crate) enum Stepped {
 struct Transfer {
     next: Option<u64>,
     end: RangeEnd,
+    /// How the event layer checks the block's last instruction against the message:
+    /// `end`, except for a direct jump reported as a taken branch (trTeInstEnAllJumps),
+    /// which the message reports as one.
+    placed: RangeEnd,
     /// The static successor taken, if the code gives it.
     successor: Option<Successor>,
 }
@@ -164,11 +168,12 @@ impl<'a> BlockWalk<'a> {
         files: Vec<FileDecodeInfo>,
         ranges: RangeOutput,
         replay: WalkReplay,
+        all_jumps: bool,
     ) -> Self {
         Self {
             image,
             files,
-            cache: BlockCache::default(),
+            cache: BlockCache::new(all_jumps),
             ranges,
             instructions: 0,
             walks_replayed: 0,
@@ -338,6 +343,7 @@ impl<'a> BlockWalk<'a> {
             Exit::Transfer(transfer) => transfer,
             Exit::WaitForMessage => return Ok(Stepped::Pause),
             Exit::Failed(jump, answer) => return Err(hart.events.jump_error(jump, answer)),
+            Exit::JumpNotReported => return Err(hart.events.jump_not_reported(block.last)),
         };
         let position = &mut hart.position;
         position.pc = transfer.next;
@@ -352,7 +358,7 @@ impl<'a> BlockWalk<'a> {
                 });
             }
         }
-        hart.events.placed(remaining, block.last, transfer.end);
+        hart.events.placed(remaining, block.last, transfer.placed);
         self.cache.executed[index as usize] += u64::from(block.instructions);
         self.instructions += u64::from(block.instructions);
         let range = Range {
@@ -478,6 +484,9 @@ enum Exit {
     WaitForMessage,
     /// The block ends with an indirect jump the event layer could not resolve.
     Failed(IndirectJump, IndirectTarget),
+    /// The block ends with a direct jump that trTeInstEnAllJumps should have reported as
+    /// a taken branch, and the trace does not.
+    JumpNotReported,
 }
 
 /// How control leaves `block` when the walk covers it entirely, with `remaining` units
@@ -485,45 +494,52 @@ enum Exit {
 #[inline(always)]
 fn leave(events: &mut HartEvents, block: &Block, remaining: u64) -> Exit {
     let transfer = match block.terminator {
-        Terminator::Fallthrough => Transfer {
-            next: Some(block.next),
-            end: RangeEnd::Sequential,
-            successor: Some(Successor::Next),
-        },
+        Terminator::Fallthrough => Transfer::to(
+            Some(block.next),
+            RangeEnd::Sequential,
+            Some(Successor::Next),
+        ),
         Terminator::Branch { target } => match events.branch_taken(remaining) {
             Resolution::WaitForMessage => return Exit::WaitForMessage,
-            Resolution::Known(true) => Transfer {
-                next: Some(target),
-                end: RangeEnd::BranchTaken,
-                successor: Some(Successor::Target),
-            },
-            Resolution::Known(false) => Transfer {
-                next: Some(block.next),
-                end: RangeEnd::BranchNotTaken,
-                successor: Some(Successor::Next),
-            },
+            Resolution::Known(true) => {
+                Transfer::to(Some(target), RangeEnd::BranchTaken, Some(Successor::Target))
+            }
+            Resolution::Known(false) => Transfer::to(
+                Some(block.next),
+                RangeEnd::BranchNotTaken,
+                Some(Successor::Next),
+            ),
         },
         Terminator::Jump { target, links } => {
             if links {
                 events.direct_call(block.next);
             }
-            Transfer {
-                next: Some(target),
-                end: if links {
-                    RangeEnd::Call
-                } else {
-                    RangeEnd::Jump
-                },
-                successor: Some(Successor::Target),
-            }
+            Transfer::to(Some(target), jump_end(links), Some(Successor::Target))
         }
+        // trTeInstEnAllJumps: the trace has the jump as a taken branch (a HIST bit, or a
+        // DirectBranch message ending here). The return address is pushed once it is
+        // confirmed, before any synchronisation of the same message resets the stack,
+        // as the encoder does.
+        Terminator::ReportedJump { target, links } => match events.branch_taken(remaining) {
+            Resolution::WaitForMessage => return Exit::WaitForMessage,
+            Resolution::Known(true) => {
+                if links {
+                    events.direct_call(block.next);
+                }
+                Transfer {
+                    placed: RangeEnd::BranchTaken,
+                    ..Transfer::to(Some(target), jump_end(links), Some(Successor::Target))
+                }
+            }
+            Resolution::Known(false) => return Exit::JumpNotReported,
+        },
         Terminator::EnvironmentCall => {
             events.environment_call(block.next, remaining);
-            Transfer {
-                next: Some(block.next),
-                end: RangeEnd::EnvironmentCall,
-                successor: Some(Successor::Next),
-            }
+            Transfer::to(
+                Some(block.next),
+                RangeEnd::EnvironmentCall,
+                Some(Successor::Next),
+            )
         }
         Terminator::Indirect {
             kind,
@@ -538,11 +554,7 @@ fn leave(events: &mut HartEvents, block: &Block, remaining: u64) -> Exit {
                 links,
             };
             match events.indirect_target(jump, remaining) {
-                IndirectTarget::Known(next) => Transfer {
-                    next,
-                    end: indirect_end(kind),
-                    successor: None,
-                },
+                IndirectTarget::Known(next) => Transfer::to(next, indirect_end(kind), None),
                 IndirectTarget::WaitForMessage => return Exit::WaitForMessage,
                 failed @ (IndirectTarget::NotABranch | IndirectTarget::Unknown) => {
                     return Exit::Failed(jump, failed)
@@ -551,6 +563,30 @@ fn leave(events: &mut HartEvents, block: &Block, remaining: u64) -> Exit {
         }
     };
     Exit::Transfer(transfer)
+}
+
+impl Transfer {
+    /// Control goes to `next`, the range ending with `end`, which the event layer
+    /// checks as such.
+    #[inline(always)]
+    fn to(next: Option<u64>, end: RangeEnd, successor: Option<Successor>) -> Self {
+        Self {
+            next,
+            end,
+            placed: end,
+            successor,
+        }
+    }
+}
+
+/// The range end of a direct jump (a call when it links).
+#[inline(always)]
+fn jump_end(links: bool) -> RangeEnd {
+    if links {
+        RangeEnd::Call
+    } else {
+        RangeEnd::Jump
+    }
 }
 
 /// Whether a range ends at an indirect jump (the ends of [`indirect_end`]).

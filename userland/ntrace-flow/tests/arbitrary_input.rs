@@ -54,7 +54,8 @@ fn options(flags: u8) -> DecoderOptions {
         .with_address_msb_extension(flags & 8 != 0);
     DecoderOptions::default()
         .with_message(message)
-        .with_return_stack_depth(usize::from(flags >> 4) * 2)
+        .with_return_stack_depth(usize::from((flags >> 4) & 7) * 2)
+        .with_all_jumps(flags & 128 != 0)
 }
 
 proptest! {

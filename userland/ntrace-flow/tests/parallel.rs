@@ -287,6 +287,7 @@ fn decoder_options(encoder: &EncoderOptions) -> DecoderOptions {
     DecoderOptions::default()
         .with_message(encoder.message)
         .with_return_stack_depth(encoder.return_stack_depth)
+        .with_all_jumps(encoder.all_jumps)
 }
 
 /// Encoder settings that carry state across synchronisation messages.
@@ -560,6 +561,66 @@ fn a_trace_with_one_synchronisation_is_cut_at_seams() {
             summary.serial_messages,
             summary.statistics.messages
         );
+    }
+}
+
+/// Traces whose encoder reports every direct jump and call as a taken branch
+/// (trTeInstEnAllJumps), BTM and HTM: the run's exact PCs, and the same output serially
+/// with walks replayed or walked, and in parallel, cut at synchronisation messages or,
+/// with a single one, at seams; corrupt ones too.
+#[test]
+fn all_jumps_traces_decode_identically() {
+    for mode in [BranchMode::Htm, BranchMode::Btm] {
+        for (periodic_sync, icnt_bits, return_stack_depth) in
+            [(16, 22, 32), (0, 22, 32), (24, 8, 4), (40, 10, 0)]
+        {
+            let mut encoder = EncoderOptions::default();
+            encoder.mode = mode;
+            encoder.all_jumps = true;
+            encoder.periodic_sync = periodic_sync;
+            encoder.icnt_bits = icnt_bits;
+            encoder.return_stack_depth = return_stack_depth;
+            let trace = encode(encoder);
+            let options = decoder_options(&encoder);
+            let pcs: Vec<u64> = serial(&trace, interp(), options)
+                .items
+                .into_iter()
+                .flat_map(|item| match item {
+                    Item::Element(_, pcs, _) => pcs,
+                    Item::Error(error) => panic!("{encoder:?}: {error}"),
+                })
+                .collect();
+            assert!(pcs == interp_pcs(), "{encoder:?}: other PCs");
+            for ranges in with_ranges(options) {
+                for (jobs, chunk_bytes) in [(2, 64), (3, 333), (2, 2048)] {
+                    assert_same(&trace, interp(), ranges, jobs, chunk_bytes);
+                }
+            }
+            // Not vacuous: walks and whole messages are replayed, and a trace with one
+            // synchronisation message is cut at seams.
+            let mut decoder =
+                FlowDecoder::new(&trace, &interp().image, interp().files.clone(), options);
+            while decoder.next_element().unwrap().is_some() {}
+            assert!(decoder.walks_replayed() > 0, "{encoder:?}");
+            assert!(decoder.messages_replayed() > 0, "{encoder:?}");
+            if periodic_sync == 0 {
+                let summary = parallel_summary(&trace, options, 2048);
+                assert_eq!(summary.statistics.sync_messages, 1, "{encoder:?}");
+                assert_eq!(summary.seam_starts, summary.chunks - 1, "{encoder:?}");
+                assert!(summary.chunks >= 10, "{encoder:?}: {summary:?}");
+            }
+            let mut corrupt = trace.clone();
+            for position in [corrupt.len() / 5, corrupt.len() / 2] {
+                corrupt[position] ^= 0x5c;
+            }
+            assert_same(
+                &corrupt,
+                interp(),
+                options.with_recovery(Recovery::Resync),
+                2,
+                128,
+            );
+        }
     }
 }
 

@@ -305,6 +305,12 @@ fn decode_flow(
         }
     }
     printer.warn_gaps();
+    if statistics.gaps > 0 && mode != Output::Summary {
+        eprintln!(
+            "rvperf: warning: {trace_name}: the encoder reported {} losses of trace (overflow): execution there is missing",
+            statistics.gaps
+        );
+    }
     if statistics.unresolved_units_at_end > 0 {
         eprintln!(
             "rvperf: warning: {trace_name}: the trace ends with {} I-CNT units (16-bit instruction units) not followed by a message that places them; those instructions are not shown",
@@ -832,6 +838,14 @@ fn write_summary(
     }
     if statistics.gaps > 0 {
         out.text(&format!("gaps (lost trace):   {}\n", statistics.gaps));
+    }
+    // Every trace ends with a stop (debug mode entered, or trace disabled): said only
+    // when trace stopped and started in between.
+    if statistics.restarts > 0 || statistics.trace_stops > 1 {
+        out.text(&format!(
+            "trace stops/starts:  {} stopped, {} restarted\n",
+            statistics.trace_stops, statistics.restarts
+        ));
     }
     if statistics.recovered_errors > 0 || statistics.skipped_units > 0 {
         out.text(&format!(

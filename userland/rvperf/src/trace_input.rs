@@ -38,6 +38,10 @@ pub struct TraceArgs {
     /// Addresses use the MSB extension of spec 8.2 (trTeInstExtendAddrMSB).
     #[arg(long)]
     pub addr_ext: bool,
+    /// The encoder reports every direct jump and call as a taken branch, a HIST bit or a
+    /// DirectBranch message each (trTeInstEnAllJumps).
+    #[arg(long)]
+    pub all_jumps: bool,
     /// Depth of the implicit-return stack; at least the encoder's (0 disables implicit returns).
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u16).range(0..=1024))]
     pub max_stack: u16,
@@ -126,6 +130,7 @@ impl TraceArgs {
                 StackModel::DropOldest => ReturnStackModel::DropOldest,
                 StackModel::ReferenceCode => ReturnStackModel::ReferenceCode,
             })
+            .with_all_jumps(self.all_jumps)
             .with_recovery(Recovery::Resync)
     }
 }

@@ -51,6 +51,10 @@ struct Arguments {
     no_repeat_branch: bool,
     #[arg(long)]
     sequential_jumps: bool,
+    /// Report every direct jump and call as a taken branch, a HIST bit or a DirectBranch
+    /// message each (trTeInstEnAllJumps); decode with `rvperf decode --all-jumps`.
+    #[arg(long)]
+    all_jumps: bool,
     /// Report `ecall`/`ebreak` as the reference encoder does (an uninferable call, B-TYPE
     /// 0, its return address pushed) instead of as an exception: traces the N-Trace
     /// reference decoder (NexRv) can read.
@@ -194,6 +198,7 @@ fn run(arguments: &Arguments) -> Result<()> {
     options.repeated_history = !arguments.no_repeated_history;
     options.repeat_branch = !arguments.no_repeat_branch;
     options.sequential_jumps = arguments.sequential_jumps;
+    options.all_jumps = arguments.all_jumps;
     options.environment_call_as_jump = arguments.ecall_as_jump;
     options.periodic_sync = arguments.periodic_sync;
     options.icnt_bits = arguments.icnt_bits;
