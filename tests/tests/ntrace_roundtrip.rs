@@ -195,6 +195,28 @@ fn calls_as_auipc_jalr_pairs_with_sequential_jump_inference() {
     assert!(trace.len() < plain.len(), "inference saved no trace bytes");
 }
 
+/// An HTM I-CNT overflow reported as a synchronisation (SYNC=4) that falls between an
+/// `auipc` and its `jalr` ends the inference: the decoder starts afresh at the jump, so
+/// the encoder must report it (spec 9.1). Small I-CNT counters make it happen often.
+#[test]
+fn sequential_jumps_are_not_inferred_across_an_icnt_overflow_synchronisation() {
+    let pcs = retired_pcs("farcalls");
+    let code = load("farcalls");
+    for icnt_bits in [6, 8, 10] {
+        let mut options = EncoderOptions::default();
+        options.mode = BranchMode::Htm;
+        options.sequential_jumps = true;
+        options.icnt_bits = icnt_bits;
+        let (trace, statistics) = encode(&code, &pcs, options);
+        assert!(statistics.sequential_jumps > 1000, "{statistics:?}");
+        let decoder = DecoderOptions::default().with_message(options.message);
+        let context = format!("farcalls, HTM, sequential jumps, {icnt_bits}-bit I-CNT");
+        let decoded =
+            decode_pcs(&trace, &code, decoder).unwrap_or_else(|error| panic!("{context}: {error}"));
+        assert_same_pcs(&context, &pcs, &decoded);
+    }
+}
+
 #[test]
 fn system_calls() {
     roundtrip("syscalls");

@@ -493,6 +493,17 @@ build_rvperf_riscv64() {
     install -m 755 "$CACHE_DIR/target-riscv64/$RISCV_TARGET/release/rvperf" "$GUEST_DIR/bin/rvperf"
 }
 
+# The N-Trace hardware of the guest (tools/qemu-ntrace): the TCG plugin, built with
+# the host's cargo into a target directory of the cache, as the riscv64 rvperf is.
+# Sets NTRACE_PLUGIN.
+build_ntrace_plugin() {
+    log "building the qemu-ntrace plugin"
+    (cd "$REPO_DIR" && cargo build --quiet --locked --release -p qemu-ntrace \
+        --target-dir "$CACHE_DIR/target-host") >&2 ||
+        die "building the qemu-ntrace plugin failed"
+    NTRACE_PLUGIN=$CACHE_DIR/target-host/release/libqemu_ntrace.so
+}
+
 # The guest's workloads: C programs with frame pointers and symbols, so
 # callchains and symbolisation work in the guest and on the host.
 build_guest_programs() {
@@ -515,6 +526,18 @@ build_guest_programs() {
     riscv64-linux-gnu-gcc -O1 -g -static -fno-omit-frame-pointer -fno-inline \
         -o "$GUEST_DIR/bin/interp" "$REPO_DIR/tests/programs/interp.c" ||
         die "cannot build tests/programs/interp.c for riscv64"
+    # The N-Trace tests' workloads: programs of tests/programs, static as above, whose
+    # exact runs under qemu-riscv64 on the host are the ground truth of their traces.
+    for name in qsort recursion fnptr switch syscalls; do
+        riscv64-linux-gnu-gcc -O2 -g -static \
+            -o "$GUEST_DIR/bin/$name" "$REPO_DIR/tests/programs/$name.c" ||
+            die "cannot build tests/programs/$name.c for riscv64"
+    done
+    # The trace block's user-space driver, linked away from the workloads' 0x10000:
+    # a user-mode trace holds both, and each address must name one ELF.
+    riscv64-linux-gnu-gcc -O1 -g -static -Wall -Wextra -Werror -Wl,-Ttext-segment=0x40000000 \
+        -o "$GUEST_DIR/bin/rvtrace-ctl" "$REPO_DIR/tools/qemu-ntrace/guest/rvtrace-ctl.c" ||
+        die "cannot build tools/qemu-ntrace/guest/rvtrace-ctl.c for riscv64"
 }
 
 # Out-of-tree modules of the project (kmod-shim/*/ with a Kbuild) built
@@ -590,6 +613,7 @@ prepare_guest() {
     USERLAND=$(riscv_userland_dir)
     INITRAMFS=$(initramfs_path)
     build_rvperf_riscv64
+    build_ntrace_plugin
     build_guest_programs
     build_guest_modules "$KERNEL"
 }
@@ -612,6 +636,16 @@ boot_guest() {
     if [ "${RVPERF_VM_ICOUNT:-1}" != 0 ]; then
         qemu+=(-icount shift=0)
     fi
+    # The emulated N-Trace hardware (docs/trace-device.md): a shared-memory file that is
+    # the ivshmem device's BAR 2 for the guest and the plugin's trace block.
+    local trace_block=
+    if [ "${RVPERF_VM_NTRACE:-0}" != 0 ]; then
+        trace_block=$(mktemp /dev/shm/rvperf-ntrace.XXXXXX)
+        truncate -s "${RVPERF_VM_NTRACE_SIZE:-16M}" "$trace_block"
+        qemu+=(-object "memory-backend-file,id=rvtrace,share=on,mem-path=$trace_block,size=${RVPERF_VM_NTRACE_SIZE:-16M}"
+            -device ivshmem-plain,memdev=rvtrace
+            -plugin "$NTRACE_PLUGIN,path=$trace_block")
+    fi
     # Extra QEMU arguments for experiments.
     if [ -n "${RVPERF_VM_QEMU_ARGS:-}" ]; then
         local extra
@@ -628,8 +662,10 @@ boot_guest() {
         qemu+=(-fsdev "$fsdev" -device "virtio-9p-pci,fsdev=fs_$tag,mount_tag=$tag")
     done
     if [ "$mode" = shell ]; then
-        "${qemu[@]}" -nographic
-        return
+        local shell_status=0
+        "${qemu[@]}" -nographic || shell_status=$?
+        [ -z "$trace_block" ] || rm -f "$trace_block"
+        return "$shell_status"
     fi
     local timeout_s=${RVPERF_VM_TIMEOUT:-1800}
     # The serial console ends lines with CR LF; the command's output is printed
@@ -638,6 +674,7 @@ boot_guest() {
         tee "$console" |
         awk '{ sub(/\r$/, "") } /^rvperf-vm: command ended/ { on = 0 } on { print; fflush() } /^rvperf-vm: command begins/ { on = 1 }'
     local status=${PIPESTATUS[0]}
+    [ -z "$trace_block" ] || rm -f "$trace_block"
     [ "$status" -ne 124 ] || log "the guest did not finish within $timeout_s s (RVPERF_VM_TIMEOUT)"
     return "$status"
 }

@@ -910,6 +910,10 @@ impl<'a> TraceEncoder<'a> {
             self.emit(body, true)?;
             self.last_address = address;
             self.hist = 1;
+            // A synchronisation between a constant load and the jump it feeds: the
+            // decoder starts afresh at the jump and cannot infer its target (spec 9.1,
+            // the I-CNT must span both), so the jump is reported.
+            self.constant = None;
         } else {
             self.emit(
                 Body::ResourceFull(ResourceFull::IcntOverflow { icnt: self.icnt }),

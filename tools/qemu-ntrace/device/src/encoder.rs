@@ -394,9 +394,7 @@ impl EncoderConfig {
 
     /// Options of an [`ntrace_flow::TraceEncoder`] producing what this configuration asks
     /// for. What they cannot say is left to the caller: `context` is `Some(0)` when
-    /// Ownership messages are on (the caller knows the hart's `scontext`), and periodic
-    /// synchronisation by half-words ([`SyncPeriod::Halfwords`]) is 0 (the options count
-    /// messages only).
+    /// Ownership messages are on (the caller knows the hart's `scontext`).
     pub fn encoder_options(&self) -> EncoderOptions {
         let source_bits = if self.inhibit_source {
             0
@@ -414,10 +412,11 @@ impl EncoderConfig {
         options.repeated_history = self.repeated_history;
         options.sequential_jumps = self.sequential_jumps;
         options.all_jumps = self.all_jumps;
-        options.periodic_sync = match self.sync {
-            SyncPeriod::Messages(messages) => messages,
-            SyncPeriod::Off | SyncPeriod::Halfwords(_) => 0,
-        };
+        match self.sync {
+            SyncPeriod::Messages(messages) => options.periodic_sync = messages,
+            SyncPeriod::Halfwords(units) => options.periodic_sync_units = u64::from(units),
+            SyncPeriod::Off => {}
+        }
         options.context = self.context.then_some(0);
         options
     }

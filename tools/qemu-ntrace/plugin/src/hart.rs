@@ -1,0 +1,391 @@
+//! One hart's ingress port: what it retired, traps and trap returns, privilege, time,
+//! fed to its encoder, and the encoder's messages sent into the trace block.
+//!
+//! QEMU calls the plugin at the start of every executed block, not per instruction, and
+//! QEMU 10.0's plugin API has no discontinuity callback. So a block's instructions are
+//! reported when the next block starts: if it starts where the last instruction leads,
+//! every instruction retired; if not (or if it starts at a trap vector, or the privilege
+//! changed without a trap return), a trap was taken, and the trap CSRs of the mode it was
+//! taken into say which instruction raised it or where the interrupt came (`xepc`) and
+//! why (`xcause`).
+
+use std::sync::Arc;
+
+use ntrace_device::{Emitted, EncoderConfig, TraceBlock};
+use ntrace_flow::{Context, TraceEncoder, Trap};
+
+use crate::block::{Successor, TranslatedBlock};
+use crate::registers::{Register, RegisterReader};
+
+/// Privilege levels (the ingress port's *priv*).
+const MACHINE: u8 = 3;
+
+/// `xcause` exception codes of the instructions that retire and trap by themselves:
+/// breakpoint (`ebreak`), and environment calls from U, S, VS and M mode.
+const ENVIRONMENT_CAUSES: [u64; 5] = [3, 8, 9, 10, 11];
+
+/// A block that started executing, its instructions not reported yet.
+#[derive(Debug)]
+struct Executed {
+    start: u64,
+    block: Arc<TranslatedBlock>,
+}
+
+/// The trap vectors last read (`stvec`, `mtvec`): a block after an indirect jump that
+/// starts at one is a trap's handler. Read again at every trap.
+#[derive(Clone, Copy, Debug, Default)]
+struct Vectors {
+    supervisor: Option<u64>,
+    machine: Option<u64>,
+}
+
+impl Vectors {
+    fn is_handler(&self, address: u64) -> bool {
+        [self.supervisor, self.machine]
+            .into_iter()
+            .flatten()
+            .any(|vector| is_vector_entry(vector, address))
+    }
+}
+
+/// Whether `address` is where a trap through `xtvec` = `vector` starts: its base in
+/// direct mode, base + 4 × cause for interrupts in vectored mode.
+fn is_vector_entry(vector: u64, address: u64) -> bool {
+    let base = vector & !3;
+    match vector & 3 {
+        1 => {
+            address >= base
+                && address < base.wrapping_add(4 * 64)
+                && (address - base).is_multiple_of(4)
+        }
+        _ => address == base,
+    }
+}
+
+/// What happened between two executed blocks.
+#[derive(Clone, Copy, Debug)]
+struct Outcome {
+    /// Instructions of the first block that retired.
+    retired: usize,
+    trap: Option<Trap>,
+    /// The privilege level of the second block.
+    privilege: u8,
+}
+
+/// One hart, behind a mutex of its own: its callbacks run on its vCPU's thread (or on
+/// the one thread of `-icount` emulation).
+#[derive(Debug)]
+pub struct Hart {
+    index: usize,
+    registers: RegisterReader,
+    /// The trace block's configuration generation this hart last applied.
+    generation: u64,
+    config: Option<EncoderConfig>,
+    /// Present while the encoder is enabled.
+    encoder: Option<TraceEncoder<'static>>,
+    previous: Option<Executed>,
+    /// Whether `previous` is traced (tracing on, the filters matching its privilege).
+    traced: bool,
+    privilege: u8,
+    /// The privilege is known (read since the encoder was enabled).
+    privilege_known: bool,
+    vectors: Vectors,
+    /// What trTeEmpty says now.
+    empty: bool,
+    /// A register could not be read: tracing stopped for good (said once on stderr).
+    failed: bool,
+}
+
+impl Hart {
+    pub fn new(index: usize) -> Self {
+        Self {
+            index,
+            registers: RegisterReader::new(),
+            generation: u64::MAX,
+            config: None,
+            encoder: None,
+            previous: None,
+            traced: false,
+            privilege: 0,
+            privilege_known: false,
+            vectors: Vectors::default(),
+            empty: true,
+            failed: false,
+        }
+    }
+
+    /// At the start of every executed block, after [`Self::observe`]: applies a new
+    /// configuration of this hart's encoder. Returns whether the hart needs
+    /// [`Self::observe`] on its blocks (its encoder is enabled).
+    pub fn poll(&mut self, device: &TraceBlock) -> bool {
+        let generation = device.encoder_generation(self.index);
+        if generation != self.generation {
+            self.generation = generation;
+            let config = device.encoder_config(self.index);
+            self.reconfigure(config, device);
+        }
+        self.encoder.is_some()
+    }
+
+    fn reconfigure(&mut self, config: EncoderConfig, device: &TraceBlock) {
+        let running = self.encoder.is_some();
+        // The encoder exists while enabled; trTeInstTracing and the filters start and
+        // stop its trace (`observe`).
+        let enabled = config.active && config.enabled && config.mode.is_some();
+        let same_encoding = self
+            .config
+            .as_ref()
+            .is_some_and(|old| old.encoder_options() == config.encoder_options());
+        if running && (!enabled || !same_encoding) {
+            // trTeEnable 1 -> 0 flushes (so does a change of the encoding while enabled,
+            // which starts a new encoder): what the encoder holds goes out, and the block
+            // that is starting is not traced. trTeActive 1 -> 0 resets: what the encoder
+            // holds is lost.
+            let resume = self.previous.as_ref().map(|executed| executed.start);
+            if let (Some(encoder), true) = (&mut self.encoder, config.active) {
+                if self.traced {
+                    let _ = encoder.stop(resume);
+                }
+                self.send(device);
+            }
+            self.encoder = None;
+            self.previous = None;
+            self.traced = false;
+        }
+        if enabled && self.encoder.is_none() {
+            match TraceEncoder::for_ingress_port(config.encoder_options()) {
+                Ok(encoder) => self.encoder = Some(encoder),
+                Err(error) => {
+                    eprintln!("qemu-ntrace: hart {}: cannot encode: {error}", self.index);
+                }
+            }
+            // The block that is starting was not observed: tracing starts with the next.
+            self.previous = None;
+            self.traced = false;
+            self.privilege_known = false;
+        }
+        self.config = Some(config);
+        self.update_empty(device);
+    }
+
+    /// Whether the previous block's successor is traced: tracing on and the filters
+    /// matching its privilege level.
+    fn traces(config: &EncoderConfig, privilege: u8) -> bool {
+        config.instruction_tracing && config.privileges.qualifies(privilege)
+    }
+
+    /// At the start of every executed block while the encoder is enabled: reports the
+    /// previous block's instructions and what came between, and remembers this one.
+    pub fn observe(&mut self, block: &Arc<TranslatedBlock>, device: &TraceBlock) {
+        if self.failed || self.encoder.is_none() {
+            return;
+        }
+        if let Err(error) = self.observe_registers(block, device) {
+            eprintln!(
+                "qemu-ntrace: hart {}: {error}; tracing stops on this hart",
+                self.index
+            );
+            self.failed = true;
+            self.encoder = None;
+        }
+        self.send(device);
+        self.update_empty(device);
+    }
+
+    fn observe_registers(
+        &mut self,
+        block: &Arc<TranslatedBlock>,
+        device: &TraceBlock,
+    ) -> Result<(), &'static str> {
+        let pc = self.registers.read(Register::ProgramCounter)?;
+        let Some(config) = self.config else {
+            return Ok(());
+        };
+        if config.timestamps.active {
+            // The unit counts the hart's `time`; the counter registers show it, and
+            // messages carry it when trTsEnable is set.
+            let time = self.registers.read(Register::Time)?;
+            let stamp = device.set_timestamp(self.index, time);
+            if let Some(encoder) = &mut self.encoder {
+                encoder.set_time(stamp);
+            }
+        }
+        let outcome = match self.previous.take() {
+            Some(previous) => Some((self.outcome(&previous, pc)?, previous)),
+            None => {
+                if !self.privilege_known {
+                    self.privilege = self.read_privilege()?;
+                    self.privilege_known = true;
+                }
+                None
+            }
+        };
+        let privilege = outcome
+            .as_ref()
+            .map_or(self.privilege, |(outcome, _)| outcome.privilege);
+        let traced = Self::traces(&config, privilege);
+        let Some(encoder) = &mut self.encoder else {
+            return Ok(());
+        };
+        let encoded = (|| {
+            if let Some((outcome, previous)) = &outcome {
+                if self.traced {
+                    encoder.retire_block(previous.start, &previous.block.run, outcome.retired)?;
+                    match (outcome.trap, traced) {
+                        (Some(trap), true) => encoder.trap(trap)?,
+                        (Some(trap), false) => encoder.stop(resume_of(trap))?,
+                        (None, false) => encoder.stop(Some(pc))?,
+                        (None, true) => {}
+                    }
+                }
+            }
+            if traced && !self.traced {
+                encoder.start();
+            }
+            if traced && privilege != self.privilege {
+                encoder.set_context(Context {
+                    privilege,
+                    virtualized: false,
+                    // The hart has no scontext: the context is reported as 0.
+                    context: 0,
+                });
+            }
+            Ok::<(), ntrace_flow::EncodeError>(())
+        })();
+        if let Err(error) = encoded {
+            // An instruction the encoder cannot follow (misaligned): the trace restarts
+            // at the next block.
+            eprintln!("qemu-ntrace: hart {}: {error}", self.index);
+            encoder.messages_lost();
+        }
+        self.privilege = privilege;
+        self.traced = traced;
+        self.previous = Some(Executed {
+            start: pc,
+            block: Arc::clone(block),
+        });
+        Ok(())
+    }
+
+    fn read_privilege(&mut self) -> Result<u8, &'static str> {
+        // `priv` holds the privilege level in its low bits (and V above them on a hart
+        // with the hypervisor extension).
+        Ok((self.registers.read(Register::Privilege)? & 3) as u8)
+    }
+
+    /// How many of `previous`'s instructions retired, and whether a trap followed, given
+    /// that the next block starts at `pc`.
+    fn outcome(&mut self, previous: &Executed, pc: u64) -> Result<Outcome, &'static str> {
+        let all = previous.block.run.len();
+        let suspicious = match previous.block.successor(previous.start) {
+            Some(Successor::Known { first, second }) => pc != first && pc != second,
+            Some(Successor::Indirect) => self.vectors.is_handler(pc),
+            Some(Successor::TrapReturn) => {
+                // The privilege changes; an interrupt may also be taken right after.
+                let privilege = self.read_privilege()?;
+                if !self.vectors.is_handler(pc) {
+                    return Ok(Outcome {
+                        retired: all,
+                        trap: None,
+                        privilege,
+                    });
+                }
+                true
+            }
+            Some(Successor::Trap) | None => true,
+        };
+        if !suspicious {
+            return Ok(Outcome {
+                retired: all,
+                trap: None,
+                privilege: self.privilege,
+            });
+        }
+        // Under -icount, an access to a device in the middle of a block ends it before
+        // that instruction, which runs again as the last of a block of its own
+        // (cpu_io_recompile): the next block starts at one of this one's instructions,
+        // with no trap. (A block that loops to its own start cannot be told apart from
+        // one ended at its first instruction; it was taken as a loop above.)
+        if let Some(index) = previous.block.index_of(previous.start, pc) {
+            if !self.vectors.is_handler(pc) {
+                return Ok(Outcome {
+                    retired: index,
+                    trap: None,
+                    privilege: self.privilege,
+                });
+            }
+        }
+        let privilege = self.read_privilege()?;
+        let (cause, epc) = if privilege == MACHINE {
+            let vector = self.registers.read(Register::MachineTrapVector)?;
+            self.vectors.machine = Some(vector);
+            (
+                self.registers.read(Register::MachineCause)?,
+                self.registers.read(Register::MachineExceptionPc)?,
+            )
+        } else {
+            let vector = self.registers.read(Register::SupervisorTrapVector)?;
+            self.vectors.supervisor = Some(vector);
+            (
+                self.registers.read(Register::SupervisorCause)?,
+                self.registers.read(Register::SupervisorExceptionPc)?,
+            )
+        };
+        let interrupt = cause >> 63 != 0;
+        let index = previous.block.index_of(previous.start, epc);
+        let (retired, trap) = if interrupt {
+            (index.unwrap_or(all), Trap::Interrupt { resume: epc })
+        } else if ENVIRONMENT_CAUSES.contains(&(cause & 0xff)) {
+            // ecall/ebreak retire, and raise the exception themselves.
+            (
+                index.map_or(all, |index| index + 1),
+                Trap::Exception { resume: None },
+            )
+        } else {
+            // The instruction at epc raised it and did not retire (at the next block's
+            // first instruction when it is not in this one: a fetch fault).
+            (index.unwrap_or(all), Trap::Exception { resume: Some(epc) })
+        };
+        Ok(Outcome {
+            retired,
+            trap: Some(trap),
+            privilege,
+        })
+    }
+
+    /// Sends what the encoder produced into the trace block.
+    fn send(&mut self, device: &TraceBlock) {
+        let Some(encoder) = &mut self.encoder else {
+            return;
+        };
+        if encoder.output().is_empty() {
+            return;
+        }
+        match device.emit(self.index, encoder.output()) {
+            Emitted::Stored { .. } => encoder.clear_output(),
+            // The sink stopped on wrap or is off, or the funnel input is: what the encoder
+            // sent is (partly) lost (the device sets trTeInstStallOrOverflow), and its
+            // trace restarts after an Error message when it can be stored again.
+            Emitted::Stopped { .. } | Emitted::Dropped(_) => encoder.messages_lost(),
+        }
+    }
+
+    fn update_empty(&mut self, device: &TraceBlock) {
+        let empty = self
+            .encoder
+            .as_ref()
+            .is_none_or(|encoder| !encoder.holds_trace() && encoder.output().is_empty());
+        if empty != self.empty {
+            self.empty = empty;
+            device.set_encoder_empty(self.index, empty);
+        }
+    }
+}
+
+/// Where execution would have resumed without `trap` (`None` for ecall/ebreak).
+fn resume_of(trap: Trap) -> Option<u64> {
+    match trap {
+        Trap::Exception { resume } => resume,
+        Trap::Interrupt { resume } => Some(resume),
+    }
+}
