@@ -526,13 +526,11 @@ build_guest_programs() {
     riscv64-linux-gnu-gcc -O1 -g -static -fno-omit-frame-pointer -fno-inline \
         -o "$GUEST_DIR/bin/interp" "$REPO_DIR/tests/programs/interp.c" ||
         die "cannot build tests/programs/interp.c for riscv64"
-    # The N-Trace tests' workloads: programs of tests/programs, static as above, whose
-    # exact runs under qemu-riscv64 on the host are the ground truth of their traces.
-    for name in qsort recursion fnptr switch syscalls; do
-        riscv64-linux-gnu-gcc -O2 -g -static \
-            -o "$GUEST_DIR/bin/$name" "$REPO_DIR/tests/programs/$name.c" ||
-            die "cannot build tests/programs/$name.c for riscv64"
-    done
+    # The N-Trace tests' workloads: programs of tests/programs, built as the host's
+    # trace tests build them (the same binaries), whose exact runs under qemu-riscv64 are
+    # the ground truth of their traces.
+    "$REPO_DIR/tools/testprogs/build.sh" "$GUEST_DIR/bin" qsort recursion fnptr switch syscalls >&2 ||
+        die "cannot build the N-Trace workloads (tools/testprogs/build.sh)"
     # The trace block's user-space driver, linked away from the workloads' 0x10000:
     # a user-mode trace holds both, and each address must name one ELF.
     riscv64-linux-gnu-gcc -O1 -g -static -Wall -Wextra -Werror -Wl,-Ttext-segment=0x40000000 \

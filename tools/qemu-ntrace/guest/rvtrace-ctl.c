@@ -21,7 +21,13 @@
  * --all-jumps, --sequential-jumps, --timestamps, --privilege user|supervisor|all,
  * --sync-max N (periodic synchronisation every 2^(N+4) instruction half-words),
  * --sink-bytes N, --stop-on-wrap, --harts N (encoders of harts 0..N-1), --src-bits N,
- * --pin.
+ * --pin, --kernel-text FILE (the running kernel's text from /proc/kcore, read right after
+ * the trace stops: boot-time patching makes it differ from vmlinux; FILE.info gives its
+ * address).
+ *
+ * The programs run with an empty environment and their standard output a pipe (drained
+ * after they exit), as qemu-riscv64 runs them for the ground truth: a C library buffers
+ * by what its output is, so a file there would be a different execution.
  *
  * Registers are plain shared memory that the emulation polls at the start of every
  * block the guest executes, so every write is done by a function of its own: its
@@ -36,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <elf.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -183,7 +190,60 @@ struct options {
     unsigned src_bits;
     int pin;
     const char *output;
+    const char *kernel_text;
 };
+
+/* The running kernel's text, [_stext, _etext), from /proc/kcore, to FILE (raw bytes)
+ * and FILE.info (its address and size). */
+static void save_kernel_text(const char *file)
+{
+    FILE *symbols = fopen("/proc/kallsyms", "r");
+    if (!symbols)
+        die("cannot read /proc/kallsyms");
+    unsigned long long address, start = 0, end = 0;
+    char type, name[256];
+    while (fscanf(symbols, "%llx %c %255s%*[^\n]", &address, &type, name) == 3) {
+        if (!strcmp(name, "_stext"))
+            start = address;
+        else if (!strcmp(name, "_etext"))
+            end = address;
+    }
+    fclose(symbols);
+    if (!start || end <= start)
+        die("no _stext/_etext in /proc/kallsyms (kptr_restrict?)");
+    int fd = open("/proc/kcore", O_RDONLY);
+    if (fd < 0)
+        die("cannot open /proc/kcore (CONFIG_PROC_KCORE, root)");
+    Elf64_Ehdr header;
+    if (pread(fd, &header, sizeof header, 0) != (ssize_t)sizeof header || memcmp(header.e_ident, ELFMAG, SELFMAG))
+        die("/proc/kcore is not an ELF file");
+    uint64_t offset = 0;
+    for (unsigned i = 0; i < header.e_phnum && !offset; i++) {
+        Elf64_Phdr segment;
+        if (pread(fd, &segment, sizeof segment, (off_t)(header.e_phoff + i * header.e_phentsize)) != (ssize_t)sizeof segment)
+            die("cannot read /proc/kcore's program headers");
+        if (segment.p_type == PT_LOAD && segment.p_vaddr <= start && end <= segment.p_vaddr + segment.p_memsz)
+            offset = segment.p_offset + (start - segment.p_vaddr);
+    }
+    if (!offset)
+        die("/proc/kcore has no segment holding the kernel's text");
+    size_t size = (size_t)(end - start);
+    uint8_t *text = malloc(size);
+    if (!text || pread(fd, text, size, (off_t)offset) != (ssize_t)size)
+        die("cannot read the kernel's text from /proc/kcore");
+    close(fd);
+    FILE *out = fopen(file, "wb");
+    if (!out || fwrite(text, 1, size, out) != size || fclose(out))
+        die("cannot write the kernel's text");
+    free(text);
+    char info_path[4096];
+    snprintf(info_path, sizeof info_path, "%s.info", file);
+    FILE *info = fopen(info_path, "w");
+    if (!info)
+        die("cannot write the kernel text's info file");
+    fprintf(info, "address=%#llx\nsize=%zu\n", start, size);
+    fclose(info);
+}
 
 static void start_trace(const struct options *options, uint64_t *start, uint64_t *limit)
 {
@@ -307,11 +367,19 @@ static int record(struct options *options, char **commands)
             programs[count++] = arg + 1;
         }
     }
+    int output[2];
+    if (pipe(output))
+        die("cannot make the programs' output pipe");
     start_trace(options, &start, &limit);
     pid_t children[MAX_PROGRAMS];
     for (unsigned i = 0; i < count; i++) {
         children[i] = fork();
         if (children[i] == 0) {
+            static char *const empty_environment[] = { NULL };
+            if (dup2(output[1], STDOUT_FILENO) < 0)
+                _exit(126);
+            close(output[0]);
+            close(output[1]);
             if (options->pin) {
                 cpu_set_t set;
                 CPU_ZERO(&set);
@@ -321,7 +389,7 @@ static int record(struct options *options, char **commands)
                     _exit(126);
                 }
             }
-            execvp(programs[i][0], programs[i]);
+            execve(programs[i][0], programs[i], empty_environment);
             perror(programs[i][0]);
             _exit(127);
         }
@@ -335,6 +403,16 @@ static int record(struct options *options, char **commands)
             status = one;
     }
     stop_trace(options);
+    if (options->kernel_text)
+        save_kernel_text(options->kernel_text);
+    /* The programs' output, after the trace: a pipe holds 64 KiB, more than they print. */
+    close(output[1]);
+    char buffer[4096];
+    ssize_t got;
+    while ((got = read(output[0], buffer, sizeof buffer)) > 0)
+        if (fwrite(buffer, 1, (size_t)got, stdout) != (size_t)got)
+            die("cannot copy the programs' output");
+    close(output[0]);
 
     const struct component *sink = find(TC_TYPE_RAM_SINK, 0);
     uint32_t wp_low = reg_read(sink->offset, TC_RAM_WP_LOW);
@@ -347,15 +425,24 @@ static int record(struct options *options, char **commands)
             overflows |= 1u << hart;
     if (wp < start || wp > limit + 4)
         die("the sink's write pointer is outside its buffer");
+    /* A wrapped circular buffer: the oldest bytes start at WP. The trace is copied out
+     * of the BAR first: a write(2) straight from a PCI mapping fails on file systems
+     * that pin the user's pages (9p). */
+    size_t older = wrapped ? (size_t)(limit + 4 - wp) : 0;
+    size_t newer = (size_t)(wp - start);
+    uint8_t *copy = malloc(older + newer + 1);
+    if (!copy)
+        die("out of memory for the trace");
+    for (size_t i = 0; i < older; i++)
+        copy[i] = block[wp + i];
+    for (size_t i = 0; i < newer; i++)
+        copy[older + i] = block[start + i];
     FILE *out = fopen(options->output, "wb");
     if (!out)
         die("cannot create the trace file");
-    /* A wrapped circular buffer: the oldest bytes start at WP. */
-    if (wrapped && !options->stop_on_wrap)
-        fwrite((const void *)(block + wp), 1, (size_t)(limit + 4 - wp), out);
-    fwrite((const void *)(block + start), 1, (size_t)(wp - start), out);
-    if (fclose(out))
+    if (fwrite(copy, 1, older + newer, out) != older + newer || fclose(out))
         die("cannot write the trace file");
+    free(copy);
 
     char info_path[4096];
     snprintf(info_path, sizeof info_path, "%s.info", options->output);
@@ -365,13 +452,14 @@ static int record(struct options *options, char **commands)
     fprintf(info, "mode=%s\nimplicit_return=%d\nreturn_stack_depth=%u\nrepeated_history=%d\nall_jumps=%d\n"
                   "sequential_jumps=%d\ntimestamps=%d\nprivileges=%u\nsync_max=%d\nharts=%u\nsrc_bits=%u\n"
                   "sink_bytes=%llu\nstop_on_wrap=%d\nwrapped=%d\nstopped_on_wrap=%d\noverflow_harts=%u\n"
-                  "exit_status=%d\n",
+                  "exit_status=%d\nsink_start=%#llx\nsink_limit=%#llx\nwrite_pointer=%#llx\n",
             options->mode == TC_TE_INST_MODE_BTM ? "btm" : "htm", options->implicit_return,
             reg_read(find(TC_TYPE_ENCODER, 0)->offset, TC_IMPL) >> 24, options->repeated_history,
             options->all_jumps, options->sequential_jumps, options->timestamps, options->privileges,
             options->sync_max, options->harts, options->src_bits, (unsigned long long)(limit + 4 - start),
             options->stop_on_wrap, wrapped ? 1 : 0, stopped, overflows,
-            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), (unsigned long long)start,
+            (unsigned long long)limit, (unsigned long long)wp);
     fclose(info);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -568,6 +656,9 @@ int main(int argc, char **argv)
             options.stop_on_wrap = 1;
         } else if (!strcmp(arg, "--harts") && value) {
             options.harts = (unsigned)atoi(value);
+            i++;
+        } else if (!strcmp(arg, "--kernel-text") && value) {
+            options.kernel_text = value;
             i++;
         } else if (!strcmp(arg, "--pin")) {
             options.pin = 1;

@@ -61,7 +61,7 @@ else
     capture switch-htm-alljumps --mode htm --all-jumps --sequential-jumps --privilege user -- "$BIN/switch"
     capture syscalls-htm --mode htm --privilege user -- "$BIN/syscalls"
     # Kernel and user: no filter (machine mode too: OpenSBI's code is in the trace).
-    capture syscalls-all --mode htm --timestamps -- "$BIN/syscalls"
+    capture syscalls-all --mode htm --timestamps --kernel-text "$OUT/syscalls-all.kernel-text" -- "$BIN/syscalls"
     # A sink smaller than the trace: circular (decoded from its first synchronisation
     # after the oldest byte), and stop-on-wrap (the trace stops, the overflow is reported).
     capture qsort-wrap --mode htm --privilege user --sink-bytes 65536 --sync-max 6 -- "$BIN/qsort" 2

@@ -483,10 +483,12 @@ impl<'a> TraceEncoder<'a> {
     }
 
     /// The time (the timestamp unit's counter) from now on, for timestamps in messages;
-    /// without it, the encoder counts one tick per instruction.
+    /// without it, the encoder counts one tick per instruction. Never earlier than the
+    /// time set before.
     pub fn set_time(&mut self, time: u64) {
         self.external_time = true;
-        self.time = time;
+        // Relative timestamps cannot go back: a time that did stays where it was.
+        self.time = self.time.max(time);
     }
 
     /// Tracing stops after the instruction retired last (trTeInstTracing 1 -> 0, a filter

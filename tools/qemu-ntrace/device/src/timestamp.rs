@@ -60,7 +60,16 @@ impl TimestampCounter {
     /// The hart's `time` is now `time`: the counter's value.
     pub(crate) fn sample(&mut self, time: u64) -> u64 {
         self.time = time;
-        self.value = self.value_at(time);
+        let value = self.value_at(time);
+        // A counter never goes back. The `time` a hart reports can: under -icount, QEMU
+        // counts a block's instructions when the block starts, and gives back those it
+        // did not run when one of them traps, so a block after a trap can see an
+        // earlier time than the one before it.
+        self.value = if self.active && self.counting {
+            value.max(self.value)
+        } else {
+            value
+        };
         self.value
     }
 
@@ -133,6 +142,16 @@ mod tests {
         assert_eq!(counter.sample(1200), 1200);
         counter.control_changed(control(true, 0), control(true, 1), false, 1200);
         assert_eq!(counter.sample(1600), 400, "time / 4");
+    }
+
+    #[test]
+    fn a_time_that_goes_back_does_not_take_the_counter_back() {
+        let mut counter = TimestampCounter::new();
+        counter.control_changed(timestamp_reset(false), timestamp_reset(true), false, 0);
+        counter.control_changed(control(false, 0), control(true, 0), false, 0);
+        assert_eq!(counter.sample(1000), 1000);
+        assert_eq!(counter.sample(995), 1000, "held");
+        assert_eq!(counter.sample(1010), 1010);
     }
 
     #[test]

@@ -334,7 +334,9 @@ impl Hart {
         let interrupt = cause >> 63 != 0;
         let index = previous.block.index_of(previous.start, epc);
         let (retired, trap) = if interrupt {
-            (index.unwrap_or(all), Trap::Interrupt { resume: epc })
+            // QEMU takes interrupts between blocks: the whole block retired (epc may be
+            // its own first instruction, for a block that loops to itself).
+            (all, Trap::Interrupt { resume: epc })
         } else if ENVIRONMENT_CAUSES.contains(&(cause & 0xff)) {
             // ecall/ebreak retire, and raise the exception themselves.
             (
@@ -361,7 +363,15 @@ impl Hart {
         if encoder.output().is_empty() {
             return;
         }
-        match device.emit(self.index, encoder.output()) {
+        let emitted = device.emit(self.index, encoder.output());
+        if std::env::var_os("RVPERF_NTRACE_DEBUG").is_some() {
+            eprintln!(
+                "DEBUG hart {} emit {} bytes: {emitted:?}",
+                self.index,
+                encoder.output().len()
+            );
+        }
+        match emitted {
             Emitted::Stored { .. } => encoder.clear_output(),
             // The sink stopped on wrap or is off, or the funnel input is: what the encoder
             // sent is (partly) lost (the device sets trTeInstStallOrOverflow), and its
