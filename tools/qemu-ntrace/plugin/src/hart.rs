@@ -363,15 +363,7 @@ impl Hart {
         if encoder.output().is_empty() {
             return;
         }
-        let emitted = device.emit(self.index, encoder.output());
-        if std::env::var_os("RVPERF_NTRACE_DEBUG").is_some() {
-            eprintln!(
-                "DEBUG hart {} emit {} bytes: {emitted:?}",
-                self.index,
-                encoder.output().len()
-            );
-        }
-        match emitted {
+        match device.emit(self.index, encoder.output()) {
             Emitted::Stored { .. } => encoder.clear_output(),
             // The sink stopped on wrap or is off, or the funnel input is: what the encoder
             // sent is (partly) lost (the device sets trTeInstStallOrOverflow), and its
