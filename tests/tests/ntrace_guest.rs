@@ -176,11 +176,22 @@ fn decoder_options(capture: &Capture) -> DecoderOptions {
 
 /// Every element of the whole trace with the PCs of its ranges; any decode error fails.
 fn decode(capture: &Capture, code: &Code) -> Vec<(TraceElement, Vec<u64>)> {
+    decode_with(capture, code, Recovery::ReturnError)
+}
+
+/// [`decode`] with a recovery policy: with [`Recovery::Resync`], an error is a gap
+/// element and decoding goes on at the next synchronisation (what a buffer that wrapped
+/// holds before its first one, the rest of a message the wrap cut, is such a gap).
+fn decode_with(
+    capture: &Capture,
+    code: &Code,
+    recovery: Recovery,
+) -> Vec<(TraceElement, Vec<u64>)> {
     let mut decoder = FlowDecoder::new(
         &capture.trace,
         &code.image,
         code.files.clone(),
-        decoder_options(capture),
+        decoder_options(capture).with_recovery(recovery),
     );
     let mut elements = Vec::new();
     loop {
@@ -388,7 +399,22 @@ fn a_wrapped_circular_sink_decodes_from_its_first_synchronisation() {
         .find(|capture| capture.flag("wrapped") && !capture.flag("stop_on_wrap"))
         .expect("a circular capture that wrapped");
     let code = code_of(capture, false);
-    let elements = decode(capture, &code);
+    let elements = decode_with(capture, &code, Recovery::Resync);
+    // The decoder reports the rest of the message the wrap cut as a gap at offset 0,
+    // before anything is decoded; after the first synchronisation there is none.
+    let first_range = elements
+        .iter()
+        .position(|(element, _)| matches!(element.kind, ElementKind::InstructionRange { .. }))
+        .expect("instructions in the trace");
+    let late_gaps = elements[first_range..]
+        .iter()
+        .filter(|(element, _)| matches!(element.kind, ElementKind::Gap { .. }))
+        .count();
+    assert_eq!(
+        late_gaps, 0,
+        "{}: gaps after the first synchronisation",
+        capture.name
+    );
     let pcs = pcs_of_hart(&elements, 0);
     let (program, args) = &capture.programs[0];
     let (truth, main, exit) = ground_truth(program, args);

@@ -85,7 +85,10 @@ __attribute__((noinline)) static void reg_write(uint32_t base, uint32_t offset, 
 /* Waits until (register & mask) == want; the specification's read-back loops. */
 static int wait_for(uint32_t base, uint32_t offset, uint32_t mask, uint32_t want)
 {
-    for (int tries = 0; tries < 1000000; tries++) {
+    /* Bounded by tries, not the clock: clock_gettime runs in the vDSO, code no ELF of
+     * a user-mode trace holds. Ten million reads are tens of milliseconds of guest
+     * time, far more than the emulation takes to act. */
+    for (long tries = 0; tries < 10000000; tries++) {
         if ((reg_read(base, offset) & mask) == want)
             return 0;
     }
@@ -169,6 +172,11 @@ static void reset(const struct component *component)
     reg_write(base, TC_CONTROL, TC_ACTIVE);
     if (wait_for(base, TC_CONTROL, TC_ACTIVE, TC_ACTIVE))
         die("a component does not leave reset");
+    /* Out of reset, a component is empty (tr??Empty = 1, as the specification's RAM sink
+     * sequence verifies); the emulation shows it once it has seen the release, which
+     * from an idle block takes up to a millisecond (docs/trace-device.md). */
+    if (wait_for(base, TC_CONTROL, TC_EMPTY, TC_EMPTY))
+        die("a component released from reset does not read empty");
     uint32_t impl = reg_read(base, TC_IMPL);
     if (TC_IMPL_TYPE(impl) != component->type)
         die("a component's Impl register names another type than the discovery table");

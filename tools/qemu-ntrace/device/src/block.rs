@@ -5,7 +5,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use trace_control::component::control::ACTIVE;
+use trace_control::component::control::{ACTIVE, ENABLE};
 use trace_control::discovery::TABLE_SIZE;
 use trace_control::encoder::control as encoder_control;
 use trace_control::ram_sink::split_address;
@@ -215,14 +215,32 @@ impl TraceBlock {
     ///
     /// While no watched register changed it takes no lock and makes two relaxed loads
     /// (memory and last legal value) per watched register: the control register of each
-    /// component, and while it is active (out of reset) the others, 9 registers per
-    /// encoder, 3 for the funnel, 10 for the sink. In reset, stores to registers other
-    /// than control are ignored lazily (the specification leaves accesses to them
-    /// unspecified): undone at the release from reset or by a sweep.
-    pub fn poll(&self) {
+    /// component, and while it is active (out of reset) and not enabled the others, 9
+    /// registers per encoder, 3 for the funnel, 10 for the sink. In reset, stores to
+    /// registers other than control are ignored lazily (the specification leaves
+    /// accesses to them unspecified): undone at the release from reset or by a sweep.
+    /// While enabled, stores to them (which the specification leaves undefined too: a
+    /// component is configured before it is enabled) take effect at the next store to a
+    /// control register or the next sweep, which keeps the poll of a tracing block at a
+    /// load or two per component. Returns whether it found stores to apply.
+    pub fn poll(&self) -> bool {
         if self.stores_pending() {
             self.poll_changed();
+            return true;
         }
+        false
+    }
+
+    /// Whether every component is in reset and no store is waiting: nothing for the
+    /// per-block poll to do until the guest stores again (then a sweep finds it).
+    pub fn is_idle(&self) -> bool {
+        let words = self.memory.words();
+        self.components.iter().all(|component| {
+            let control = &self.watched[component.start];
+            let legal = control.legal.load(Ordering::Relaxed);
+            !ACTIVE.is_set(legal)
+                && u32::from_le(words[control.word as usize].load(Ordering::Relaxed)) == legal
+        })
     }
 
     /// Whether a register the poll watches differs from its legal value: a guest store
@@ -241,7 +259,8 @@ impl TraceBlock {
         for component in self.components.iter() {
             let (control, others) = self.watched[component.clone()].split_at(1);
             difference |= changed(control);
-            if ACTIVE.is_set(control[0].legal.load(Ordering::Relaxed)) {
+            let legal = control[0].legal.load(Ordering::Relaxed);
+            if ACTIVE.is_set(legal) && !ENABLE.is_set(legal) {
                 difference |= changed(others);
             }
         }

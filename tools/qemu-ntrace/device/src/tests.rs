@@ -85,10 +85,13 @@ fn load(block: &TraceBlock, offset: usize) -> u32 {
     block.memory().load(offset)
 }
 
-/// A guest store followed by the next block's poll.
+/// A guest store, then what the plugin does over the next millisecond: the polls of
+/// the blocks that follow and a sweep (which applies stores to a component's other
+/// registers while it is enabled: see [`a_store_while_enabled_waits_for_a_sweep`]).
 fn write(block: &TraceBlock, offset: usize, value: u32) {
     store(block, offset, value);
     block.poll();
+    block.sweep();
 }
 
 fn encoder(block: &TraceBlock, hart: usize) -> usize {
@@ -321,6 +324,50 @@ fn deactivation_resets_every_register_and_activation_brings_defaults() {
     assert_eq!(load(&block, sink(&block) + WP_LOW), sink_start(&block));
     let config = config(&block, 1);
     assert!(config.active && !config.enabled && !config.instruction_tracing);
+}
+
+/// While a component is enabled, the per-block poll watches only its control register
+/// (it is configured before it is enabled; the specification leaves changes after that
+/// undefined), so a store to another of its registers takes effect at the next sweep, or
+/// at once with the next store to a control register; while it is not, at the next poll.
+#[test]
+fn a_store_while_enabled_waits_for_a_sweep() {
+    let block = block(1);
+    let base = encoder(&block, 0);
+    write(&block, base + CONTROL, ACTIVE);
+    store(&block, base + FEATURES, 0xffff_ffff);
+    block.poll();
+    let configured = load(&block, base + FEATURES);
+    assert_ne!(
+        configured, 0xffff_ffff,
+        "not enabled: the poll legalises at once"
+    );
+    write(&block, base + CONTROL, ACTIVE | ENABLE | (6 << 4));
+    store(&block, base + FEATURES, 0);
+    block.poll();
+    assert_eq!(
+        load(&block, base + FEATURES),
+        0,
+        "enabled: still the guest's store"
+    );
+    assert_eq!(
+        config(&block, 0).implicit_return,
+        configured & (1 << 3) != 0
+    );
+    block.sweep();
+    assert_eq!(
+        load(&block, base + FEATURES),
+        3 << 6,
+        "the sweep applies it"
+    );
+    assert!(!config(&block, 0).implicit_return);
+    store(&block, base + FEATURES, 1 << 3);
+    store(&block, base + CONTROL, ACTIVE | ENABLE | (3 << 4));
+    block.poll();
+    assert!(
+        config(&block, 0).implicit_return,
+        "a control store applies the others with it"
+    );
 }
 
 #[test]
@@ -1271,6 +1318,12 @@ fn assert_legal(block: &TraceBlock, swept: bool) {
             assert_eq!(load(block, base + FILTERS), 0);
             assert_eq!(timestamp, TIMESTAMP_CONTROL_RESET);
         }
+        if control & ENABLE != 0 && !swept {
+            // Stores to an enabled encoder's other registers wait for a sweep.
+            let config = config(block, hart);
+            assert!(config.active && config.enabled);
+            continue;
+        }
         assert_eq!(load(block, base + IMPLEMENTATION), ENCODER_IMPLEMENTATION);
         assert_eq!(
             control & 0xf80c_4580,
@@ -1306,9 +1359,14 @@ fn assert_legal(block: &TraceBlock, swept: bool) {
         assert_eq!(config.enabled, control & ENABLE != 0);
         assert_eq!(u32::from(config.source_bits), source_bits);
     }
-    let funnel_active =
-        block.layout().has_funnel() && load(block, funnel(block) + CONTROL) & ACTIVE != 0;
-    if block.layout().has_funnel() && (swept || funnel_active) {
+    let funnel_control = if block.layout().has_funnel() {
+        load(block, funnel(block) + CONTROL)
+    } else {
+        0
+    };
+    let funnel_active = funnel_control & ACTIVE != 0;
+    let funnel_settled = swept || funnel_control & ENABLE == 0;
+    if block.layout().has_funnel() && (swept || funnel_active) && funnel_settled {
         let control = load(block, funnel(block) + CONTROL);
         assert!([
             FUNNEL_CONTROL_RESET,
@@ -1335,6 +1393,10 @@ fn assert_legal(block: &TraceBlock, swept: bool) {
         if !swept {
             return;
         }
+    }
+    if control & ENABLE != 0 && !swept {
+        // Stores to an enabled sink's other registers wait for a sweep.
+        return;
     }
     assert_eq!(load(block, base + IMPLEMENTATION), SINK_IMPLEMENTATION);
     for low in [START_LOW, LIMIT_LOW, WP_LOW] {

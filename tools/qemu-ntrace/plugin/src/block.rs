@@ -11,6 +11,9 @@ use riscv_insn::{ControlFlow, DecodeOptions, Instruction};
 #[derive(Debug)]
 pub struct TranslatedBlock {
     pub run: InstructionRun,
+    /// The address QEMU translated it at (where it runs unless its page is mapped at
+    /// several addresses).
+    pub translated_at: u64,
 }
 
 /// Where execution goes after a block's last instruction, as far as the code says.
@@ -45,6 +48,7 @@ impl TranslatedBlock {
         }
         Self {
             run: InstructionRun::new(instructions),
+            translated_at: start,
         }
     }
 

@@ -24,6 +24,17 @@ const MACHINE: u8 = 3;
 /// breakpoint (`ebreak`), and environment calls from U, S, VS and M mode.
 const ENVIRONMENT_CAUSES: [u64; 5] = [3, 8, 9, 10, 11];
 
+/// Bytes of messages a hart's encoder collects before they go to the trace block: one
+/// call into the sink per batch instead of per block.
+const SEND_BATCH: usize = 256;
+
+/// Whether [`Hart::send`] waits for a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flush {
+    WhenBatched,
+    Now,
+}
+
 /// A block that started executing, its instructions not reported yet.
 #[derive(Debug)]
 struct Executed {
@@ -146,7 +157,7 @@ impl Hart {
                 if self.traced {
                     let _ = encoder.stop(resume);
                 }
-                self.send(device);
+                self.send(device, Flush::Now);
             }
             self.encoder = None;
             self.previous = None;
@@ -188,7 +199,7 @@ impl Hart {
             self.failed = true;
             self.encoder = None;
         }
-        self.send(device);
+        self.send(device, Flush::WhenBatched);
         self.update_empty(device);
     }
 
@@ -197,7 +208,7 @@ impl Hart {
         block: &Arc<TranslatedBlock>,
         device: &TraceBlock,
     ) -> Result<(), &'static str> {
-        let pc = self.registers.read(Register::ProgramCounter)?;
+        let pc = self.where_block_runs(block)?;
         let Some(config) = self.config else {
             return Ok(());
         };
@@ -265,6 +276,29 @@ impl Hart {
             block: Arc::clone(block),
         });
         Ok(())
+    }
+
+    /// Where `block` runs: `pc`, read unless the previous block's last instruction
+    /// leaves two addresses at most and the block was translated at one of them. QEMU
+    /// finds a block by the physical address of `pc`; a block translated at a possible
+    /// successor and run at the other one would need both, a branch's target and its
+    /// fall-through, to be one physical address (and a trap's handler is never one of
+    /// them), so there the translation address is where it runs.
+    fn where_block_runs(&mut self, block: &TranslatedBlock) -> Result<u64, &'static str> {
+        let known = self.previous.as_ref().and_then(|previous| {
+            match previous.block.successor(previous.start) {
+                Some(Successor::Known { first, second })
+                    if block.translated_at == first || block.translated_at == second =>
+                {
+                    Some(block.translated_at)
+                }
+                _ => None,
+            }
+        });
+        match known {
+            Some(pc) => Ok(pc),
+            None => self.registers.read(Register::ProgramCounter),
+        }
     }
 
     fn read_privilege(&mut self) -> Result<u8, &'static str> {
@@ -355,12 +389,15 @@ impl Hart {
         })
     }
 
-    /// Sends what the encoder produced into the trace block.
-    fn send(&mut self, device: &TraceBlock) {
+    /// Sends what the encoder produced into the trace block, once there is a batch of it
+    /// (the funnel takes a few messages of one hart at a time, which the specification
+    /// leaves to the implementation); `Flush::Now` sends whatever there is.
+    fn send(&mut self, device: &TraceBlock, flush: Flush) {
         let Some(encoder) = &mut self.encoder else {
             return;
         };
-        if encoder.output().is_empty() {
+        let pending = encoder.output().len();
+        if pending == 0 || (flush == Flush::WhenBatched && pending < SEND_BATCH) {
             return;
         }
         match device.emit(self.index, encoder.output()) {

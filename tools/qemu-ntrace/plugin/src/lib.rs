@@ -8,12 +8,16 @@
 //!         -device ivshmem-plain,memdev=rvtrace \
 //!         -plugin libqemu_ntrace.so,path=/dev/shm/NAME
 //!
-//! Every executed block gets two callbacks. The first, only while the hart's encoder is
-//! enabled (a condition on a per-vCPU scoreboard entry, so an idle plugin costs no call),
-//! reads the hart's registers and reports the previous block to the encoder
-//! (`hart::Hart::observe`). The second, always, applies the guest's register writes
+//! Every executed block gets two callbacks, each conditional on a per-vCPU scoreboard
+//! entry (tested inline by the generated code: a disarmed callback costs no call). The
+//! first, while the hart's encoder is enabled, reads the hart's registers and reports the
+//! previous block to the encoder (`hart::Hart::observe`). The second, while any
+//! component of the trace block is out of reset, applies the guest's register stores
 //! (`ntrace_device::TraceBlock::poll`) and this hart's encoder configuration, arming or
-//! disarming the first; it reads no register, which keeps it cheap.
+//! disarming the first; it reads no register, which keeps it cheap. While every
+//! component is in reset, a watcher thread looks at the block every millisecond and arms
+//! the second when the guest has stored to it: an idle trace block costs the guest
+//! almost nothing (the README's Benchmarks).
 
 mod block;
 mod hart;
@@ -22,6 +26,7 @@ mod registers;
 use std::fs::OpenOptions;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use memmap2::MmapRaw;
 use ntrace_device::{BlockConfig, SharedMemory, TraceBlock};
@@ -42,16 +47,15 @@ struct State {
     /// Per hart: the configuration generation its state was last polled at, so that an
     /// unchanged configuration costs no lock.
     seen: Vec<AtomicU64>,
-    /// Blocks executed, to restore the registers the poll does not watch (reserved
-    /// words, the discovery table) every [`SWEEP_BLOCKS`].
-    blocks: AtomicU64,
     /// Per vCPU: 1 while its encoder is enabled (the observing callback's condition).
     armed: PluginU64,
+    /// Per vCPU: 1 while the trace block is not idle (the polling callback's condition).
+    polling: PluginU64,
     /// The shared-memory file, mapped for as long as QEMU runs.
     _mapping: MmapRaw,
 }
 
-// SAFETY: `armed` is a handle of a QEMU scoreboard (a pointer QEMU owns and keeps for the
+// SAFETY: `armed` and `polling` are handles of QEMU scoreboards (pointers QEMU owns and keeps for the
 // plugin's life, and an offset), used only through QEMU's thread-safe accessors; the
 // rest is Send and Sync by itself.
 unsafe impl Send for State {}
@@ -60,9 +64,10 @@ unsafe impl Sync for State {}
 
 static STATE: OnceLock<State> = OnceLock::new();
 
-/// How often (in executed blocks of all harts) words the per-block poll does not watch
-/// are restored: a guest store there (reserved, read-as-zero) reads back for this long.
-const SWEEP_BLOCKS: u64 = 1 << 16;
+/// How often the watcher thread sweeps the trace block (restores the words the per-block
+/// poll does not watch, applies stores to enabled components' other registers) and, while
+/// it is idle, looks for the guest's first store.
+const WATCH_INTERVAL: Duration = Duration::from_millis(1);
 
 struct NtracePlugin;
 
@@ -72,7 +77,18 @@ impl Register for NtracePlugin {
             eprintln!("qemu-ntrace: {message}");
             Error::PluginInstanceSetError
         })?;
-        STATE.set(state).map_err(|_| Error::PluginInstanceSetError)
+        STATE
+            .set(state)
+            .map_err(|_| Error::PluginInstanceSetError)?;
+        let state = STATE.get().ok_or(Error::PluginInstanceSetError)?;
+        std::thread::Builder::new()
+            .name("qemu-ntrace".into())
+            .spawn(move || state.watch())
+            .map_err(|error| {
+                eprintln!("qemu-ntrace: cannot start the watcher thread: {error}");
+                Error::PluginInstanceSetError
+            })?;
+        Ok(())
     }
 }
 
@@ -115,16 +131,28 @@ impl State {
         config.size = size;
         let device = TraceBlock::new(memory, config)
             .map_err(|error| format!("{path} ({size} bytes): {error}"))?;
-        // SAFETY: a scoreboard of one u64 per vCPU, owned by QEMU for the plugin's life.
-        let score = unsafe { qemu_plugin::sys::qemu_plugin_scoreboard_new(8) };
+        // SAFETY: scoreboards of one u64 per vCPU, zeroed, owned by QEMU for the
+        // plugin's life.
+        let (armed, polling) = unsafe {
+            (
+                qemu_plugin::sys::qemu_plugin_scoreboard_new(8),
+                qemu_plugin::sys::qemu_plugin_scoreboard_new(8),
+            )
+        };
         Ok(Self {
             device,
             harts: (0..harts)
                 .map(|index| Mutex::new(Hart::new(index)))
                 .collect(),
             seen: (0..harts).map(|_| AtomicU64::new(u64::MAX)).collect(),
-            blocks: AtomicU64::new(0),
-            armed: PluginU64 { score, offset: 0 },
+            armed: PluginU64 {
+                score: armed,
+                offset: 0,
+            },
+            polling: PluginU64 {
+                score: polling,
+                offset: 0,
+            },
             _mapping: mapping,
         })
     }
@@ -133,29 +161,39 @@ impl State {
         self.harts.get(vcpu as usize)
     }
 
-    /// At the start of every block: the guest's register writes, then this hart's
-    /// configuration when it changed.
+    /// At the start of every block while the trace block is not idle: the guest's
+    /// register stores, then this hart's configuration when it changed; a hart whose
+    /// encoder is off stops polling once every component is back in reset.
     fn poll(&self, vcpu: VCPUIndex) {
         self.device.poll();
-        if self
-            .blocks
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(SWEEP_BLOCKS)
-        {
-            self.device.sweep();
-        }
         let index = vcpu as usize;
         let (Some(hart), Some(seen)) = (self.harts.get(index), self.seen.get(index)) else {
             return;
         };
         let generation = self.device.encoder_generation(index);
-        if seen.load(Ordering::Relaxed) == generation {
-            return;
+        if seen.load(Ordering::Relaxed) != generation {
+            if let Ok(mut hart) = hart.lock() {
+                let armed = hart.poll(&self.device);
+                qemu_plugin::qemu_plugin_u64_set(self.armed, vcpu, u64::from(armed));
+                seen.store(generation, Ordering::Relaxed);
+            }
         }
-        if let Ok(mut hart) = hart.lock() {
-            let armed = hart.poll(&self.device);
-            qemu_plugin::qemu_plugin_u64_set(self.armed, vcpu, u64::from(armed));
-            seen.store(generation, Ordering::Relaxed);
+        if qemu_plugin::qemu_plugin_u64_get(self.armed, vcpu) == 0 && self.device.is_idle() {
+            qemu_plugin::qemu_plugin_u64_set(self.polling, vcpu, 0);
+        }
+    }
+
+    /// The watcher thread: sweeps the block every [`WATCH_INTERVAL`] and, when the guest
+    /// stored to an idle block, has every hart poll it again.
+    fn watch(&self) {
+        loop {
+            std::thread::sleep(WATCH_INTERVAL);
+            self.device.sweep();
+            if !self.device.is_idle() {
+                for vcpu in 0..self.harts.len() {
+                    qemu_plugin::qemu_plugin_u64_set(self.polling, vcpu as VCPUIndex, 1);
+                }
+            }
         }
     }
 }
@@ -183,7 +221,12 @@ impl HasCallbacks for NtracePlugin {
             state.armed,
             0,
         );
-        tb.register_execute_callback(move |vcpu| state.poll(vcpu));
+        tb.register_conditional_execute_callback(
+            move |vcpu| state.poll(vcpu),
+            PluginCondition::QEMU_PLUGIN_COND_NE,
+            state.polling,
+            0,
+        );
         Ok(())
     }
 }
