@@ -8,7 +8,7 @@
  *   rvtrace-ctl record [OPTIONS] -o TRACE -- PROGRAM [ARGS...] [:: PROGRAM [ARGS...]]...
  *       resets and discovers every component, configures the RAM sink, the funnel and
  *       the encoders, enables them (sink first, encoders last), runs the programs (at
- *       the same time, the i-th pinned to hart i with --pin), stops the components
+ *       the same time, the i-th pinned to the CPU of hart i with --pin), stops the components
  *       (encoders first), waits until each is empty, and copies the trace out of the
  *       sink (both parts when it wrapped, oldest first) to TRACE. TRACE.info gets what
  *       a decoder needs to know (key=value lines).
@@ -360,6 +360,28 @@ static void stop_trace(const struct options *options)
 
 #define MAX_PROGRAMS 8
 
+/* The Linux CPU number of the hart with `hartid`: the boot hart (OpenSBI picks one) is
+ * CPU 0, so CPU numbers and hart IDs need not agree; /proc/cpuinfo pairs them. */
+static int cpu_of_hart(unsigned hartid)
+{
+    FILE *cpuinfo = fopen("/proc/cpuinfo", "r");
+    if (!cpuinfo)
+        die("cannot read /proc/cpuinfo");
+    char line[256];
+    int processor = -1, found = -1;
+    while (fgets(line, sizeof line, cpuinfo)) {
+        unsigned value;
+        if (sscanf(line, "processor : %u", &value) == 1)
+            processor = (int)value;
+        else if (sscanf(line, "hart : %u", &value) == 1 && value == hartid)
+            found = processor;
+    }
+    fclose(cpuinfo);
+    if (found < 0)
+        die("no CPU of the hart asked for in /proc/cpuinfo");
+    return found;
+}
+
 static int record(struct options *options, char **commands)
 {
     uint64_t start, limit;
@@ -391,7 +413,7 @@ static int record(struct options *options, char **commands)
             if (options->pin) {
                 cpu_set_t set;
                 CPU_ZERO(&set);
-                CPU_SET(i, &set);
+                CPU_SET(cpu_of_hart(i), &set);
                 if (sched_setaffinity(0, sizeof set, &set)) {
                     perror("sched_setaffinity");
                     _exit(126);

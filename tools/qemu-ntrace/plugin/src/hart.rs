@@ -105,6 +105,8 @@ pub struct Hart {
     empty: bool,
     /// A register could not be read: tracing stopped for good (said once on stderr).
     failed: bool,
+    /// What this hart's block callback does, as the plugin last set it.
+    pub mode: crate::Mode,
 }
 
 impl Hart {
@@ -122,7 +124,13 @@ impl Hart {
             vectors: Vectors::default(),
             empty: true,
             failed: false,
+            mode: crate::Mode::Idle,
         }
+    }
+
+    /// Whether the encoder is enabled (the hart is observed).
+    pub fn is_encoding(&self) -> bool {
+        self.encoder.is_some()
     }
 
     /// At the start of every executed block, after [`Self::observe`]: applies a new

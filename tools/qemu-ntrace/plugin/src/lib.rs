@@ -8,24 +8,24 @@
 //!         -device ivshmem-plain,memdev=rvtrace \
 //!         -plugin libqemu_ntrace.so,path=/dev/shm/NAME
 //!
-//! Every executed block gets two callbacks, each conditional on a per-vCPU scoreboard
-//! entry (tested inline by the generated code: a disarmed callback costs no call). The
-//! first, while the hart's encoder is enabled, reads the hart's registers and reports the
-//! previous block to the encoder (`hart::Hart::observe`). The second, while any
-//! component of the trace block is out of reset, applies the guest's register stores
-//! (`ntrace_device::TraceBlock::poll`) and this hart's encoder configuration, arming or
-//! disarming the first; it reads no register, which keeps it cheap. While every
-//! component is in reset, a watcher thread looks at the block every millisecond and arms
-//! the second when the guest has stored to it: an idle trace block costs the guest
-//! almost nothing (the README's Benchmarks).
+//! Every executed block gets one callback, conditional on a per-vCPU scoreboard entry
+//! (tested inline by the generated code: a disarmed callback costs no call) that says
+//! what the hart has to do ([`Mode`]). While the hart's encoder is enabled, it reads the
+//! hart's registers and reports the previous block to the encoder
+//! (`hart::Hart::observe`); while any component of the trace block is out of reset, it
+//! applies the guest's register stores (`ntrace_device::TraceBlock::poll`) and this
+//! hart's encoder configuration. While every component is in reset, a watcher thread
+//! looks at the block every millisecond and arms the callback when the guest has stored
+//! to it: an idle trace block costs the guest almost nothing (the README's Benchmarks).
 
 mod block;
 mod hart;
 mod registers;
 
+use std::cell::UnsafeCell;
 use std::fs::OpenOptions;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use memmap2::MmapRaw;
@@ -43,24 +43,42 @@ use crate::hart::Hart;
 /// The plugin's state, made when QEMU loads it.
 struct State {
     device: TraceBlock,
-    harts: Vec<Mutex<Hart>>,
-    /// Per hart: the configuration generation its state was last polled at, so that an
-    /// unchanged configuration costs no lock.
-    seen: Vec<AtomicU64>,
-    /// Per vCPU: 1 while its encoder is enabled (the observing callback's condition).
-    armed: PluginU64,
-    /// Per vCPU: 1 while the trace block is not idle (the polling callback's condition).
-    polling: PluginU64,
+    harts: Vec<HartCell>,
+    /// Per vCPU, a [`Mode`]: the block callback's condition (not [`Mode::Idle`]).
+    mode: PluginU64,
     /// The shared-memory file, mapped for as long as QEMU runs.
     _mapping: MmapRaw,
 }
 
-// SAFETY: `armed` and `polling` are handles of QEMU scoreboards (pointers QEMU owns and keeps for the
-// plugin's life, and an offset), used only through QEMU's thread-safe accessors; the
-// rest is Send and Sync by itself.
+// SAFETY: `mode` is the handle of a QEMU scoreboard (a pointer QEMU owns and keeps for
+// the plugin's life, and an offset), whose entries are only accessed atomically
+// ([`State::mode_of`]); the harts are each used by one vCPU's callbacks alone
+// ([`HartCell`]); the rest is Send and Sync by itself.
 unsafe impl Send for State {}
 // SAFETY: as above.
 unsafe impl Sync for State {}
+
+/// What the block callback of a vCPU does, as its scoreboard entry holds it.
+#[repr(u64)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Nothing: no call (the trace block is idle; the watcher thread looks at it).
+    Idle = 0,
+    /// Polls the trace block's registers.
+    Poll = 1,
+    /// Observes the hart for its encoder, then polls.
+    Observe = 2,
+}
+
+/// A hart's state, used without a lock: only the callbacks QEMU runs for that hart's
+/// vCPU touch it, and QEMU runs a vCPU's callbacks one at a time, on the thread that
+/// executes the vCPU (its own thread with multi-threaded TCG, the one thread of all
+/// vCPUs under -icount).
+struct HartCell(UnsafeCell<Hart>);
+
+// SAFETY: see the type's documentation: one vCPU's callbacks at a time, so no two
+// threads ever hold references to the same hart.
+unsafe impl Sync for HartCell {}
 
 static STATE: OnceLock<State> = OnceLock::new();
 
@@ -131,55 +149,70 @@ impl State {
         config.size = size;
         let device = TraceBlock::new(memory, config)
             .map_err(|error| format!("{path} ({size} bytes): {error}"))?;
-        // SAFETY: scoreboards of one u64 per vCPU, zeroed, owned by QEMU for the
-        // plugin's life.
-        let (armed, polling) = unsafe {
-            (
-                qemu_plugin::sys::qemu_plugin_scoreboard_new(8),
-                qemu_plugin::sys::qemu_plugin_scoreboard_new(8),
-            )
-        };
+        // SAFETY: a scoreboard of one u64 per vCPU, zeroed (Mode::Idle), owned by QEMU
+        // for the plugin's life.
+        let mode = unsafe { qemu_plugin::sys::qemu_plugin_scoreboard_new(8) };
         Ok(Self {
             device,
             harts: (0..harts)
-                .map(|index| Mutex::new(Hart::new(index)))
+                .map(|index| HartCell(UnsafeCell::new(Hart::new(index))))
                 .collect(),
-            seen: (0..harts).map(|_| AtomicU64::new(u64::MAX)).collect(),
-            armed: PluginU64 {
-                score: armed,
-                offset: 0,
-            },
-            polling: PluginU64 {
-                score: polling,
+            mode: PluginU64 {
+                score: mode,
                 offset: 0,
             },
             _mapping: mapping,
         })
     }
 
-    fn hart(&self, vcpu: VCPUIndex) -> Option<&Mutex<Hart>> {
-        self.harts.get(vcpu as usize)
+    /// The scoreboard entry of `vcpu`'s [`Mode`], shared with the generated code that
+    /// tests it and with the watcher thread.
+    fn mode_of(&self, vcpu: VCPUIndex) -> &AtomicU64 {
+        // SAFETY: QEMU's scoreboard holds one aligned u64 per vCPU for the plugin's
+        // life; its generated code only loads it, the plugin only accesses it through
+        // this atomic. (The entries move only when QEMU creates vCPUs, before they run.)
+        unsafe {
+            let entry = qemu_plugin::sys::qemu_plugin_scoreboard_find(self.mode.score, vcpu);
+            &*entry.cast::<AtomicU64>()
+        }
     }
 
-    /// At the start of every block while the trace block is not idle: the guest's
-    /// register stores, then this hart's configuration when it changed; a hart whose
-    /// encoder is off stops polling once every component is back in reset.
-    fn poll(&self, vcpu: VCPUIndex) {
-        self.device.poll();
-        let index = vcpu as usize;
-        let (Some(hart), Some(seen)) = (self.harts.get(index), self.seen.get(index)) else {
+    /// At the start of every block of a hart whose [`Mode`] is not idle: the previous
+    /// block to the encoder, the guest's register stores, this hart's configuration when
+    /// it changed, and the hart's mode from then on.
+    fn block_starts(&self, vcpu: VCPUIndex, block: &Arc<TranslatedBlock>) {
+        let Some(cell) = self.harts.get(vcpu as usize) else {
             return;
         };
-        let generation = self.device.encoder_generation(index);
-        if seen.load(Ordering::Relaxed) != generation {
-            if let Ok(mut hart) = hart.lock() {
-                let armed = hart.poll(&self.device);
-                qemu_plugin::qemu_plugin_u64_set(self.armed, vcpu, u64::from(armed));
-                seen.store(generation, Ordering::Relaxed);
-            }
+        // SAFETY: this vCPU's callbacks alone use its hart, one at a time (HartCell).
+        let hart = unsafe { &mut *cell.0.get() };
+        if hart.is_encoding() {
+            hart.observe(block, &self.device);
         }
-        if qemu_plugin::qemu_plugin_u64_get(self.armed, vcpu) == 0 && self.device.is_idle() {
-            qemu_plugin::qemu_plugin_u64_set(self.polling, vcpu, 0);
+        self.device.poll();
+        let encoding = hart.poll(&self.device);
+        let mode = if encoding {
+            Mode::Observe
+        } else if self.device.is_idle() {
+            Mode::Idle
+        } else {
+            Mode::Poll
+        };
+        if mode != hart.mode {
+            let entry = self.mode_of(vcpu);
+            match mode {
+                // The watcher may have armed it meanwhile: only from Poll to Idle.
+                Mode::Idle => {
+                    let _ = entry.compare_exchange(
+                        Mode::Poll as u64,
+                        Mode::Idle as u64,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                }
+                _ => entry.store(mode as u64, Ordering::Relaxed),
+            }
+            hart.mode = mode;
         }
     }
 
@@ -191,7 +224,12 @@ impl State {
             self.device.sweep();
             if !self.device.is_idle() {
                 for vcpu in 0..self.harts.len() {
-                    qemu_plugin::qemu_plugin_u64_set(self.polling, vcpu as VCPUIndex, 1);
+                    let _ = self.mode_of(vcpu as VCPUIndex).compare_exchange(
+                        Mode::Idle as u64,
+                        Mode::Poll as u64,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
                 }
             }
         }
@@ -209,23 +247,11 @@ impl HasCallbacks for NtracePlugin {
         };
         let block = Arc::new(TranslatedBlock::new(&tb));
         tb.register_conditional_execute_callback_flags(
-            move |vcpu| {
-                if let Some(hart) = state.hart(vcpu) {
-                    if let Ok(mut hart) = hart.lock() {
-                        hart.observe(&block, &state.device);
-                    }
-                }
-            },
+            move |vcpu| state.block_starts(vcpu, &block),
             CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
             PluginCondition::QEMU_PLUGIN_COND_NE,
-            state.armed,
-            0,
-        );
-        tb.register_conditional_execute_callback(
-            move |vcpu| state.poll(vcpu),
-            PluginCondition::QEMU_PLUGIN_COND_NE,
-            state.polling,
-            0,
+            state.mode,
+            Mode::Idle as u64,
         );
         Ok(())
     }
