@@ -14,6 +14,17 @@ pub struct TranslatedBlock {
     /// The address QEMU translated it at (where it runs unless its page is mapped at
     /// several addresses).
     pub translated_at: u64,
+    /// Its last instruction's place and flow, kept beside the run: every execution asks
+    /// for its successors, and this spares a walk to the run's heap storage.
+    last: Option<LastInstruction>,
+}
+
+/// The last instruction of a block: where it is and where it goes.
+#[derive(Clone, Copy, Debug)]
+struct LastInstruction {
+    offset: u32,
+    length: u8,
+    flow: ControlFlow,
 }
 
 /// Where execution goes after a block's last instruction, as far as the code says.
@@ -46,20 +57,29 @@ impl TranslatedBlock {
             };
             instructions.push((offset, decoded));
         }
+        let last = instructions
+            .last()
+            .map(|&(offset, instruction)| LastInstruction {
+                offset,
+                length: instruction.length,
+                flow: instruction.control_flow,
+            });
         Self {
             run: InstructionRun::new(instructions),
             translated_at: start,
+            last,
         }
     }
 
     /// Where execution goes after the last instruction when the block ran at `start`;
     /// `None` for a block without instructions.
+    #[inline]
     pub fn successor(&self, start: u64) -> Option<Successor> {
-        let &(offset, last) = self.run.instructions().last()?;
-        let address = start.wrapping_add(u64::from(offset));
+        let last = self.last?;
+        let address = start.wrapping_add(u64::from(last.offset));
         let fallthrough = address.wrapping_add(u64::from(last.length));
         let target = |offset: i32| address.wrapping_add(offset as i64 as u64);
-        Some(match last.control_flow {
+        Some(match last.flow {
             ControlFlow::Sequential => Successor::Known {
                 first: fallthrough,
                 second: fallthrough,

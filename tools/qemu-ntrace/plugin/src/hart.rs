@@ -9,8 +9,6 @@
 //! taken into say which instruction raised it or where the interrupt came (`xepc`) and
 //! why (`xcause`).
 
-use std::sync::Arc;
-
 use ntrace_device::{Emitted, EncoderConfig, TraceBlock};
 use ntrace_flow::{Context, TraceEncoder, Trap};
 
@@ -39,7 +37,7 @@ enum Flush {
 #[derive(Debug)]
 struct Executed {
     start: u64,
-    block: Arc<TranslatedBlock>,
+    block: &'static TranslatedBlock,
 }
 
 /// The trap vectors last read (`stvec`, `mtvec`): a block after an indirect jump that
@@ -195,7 +193,7 @@ impl Hart {
 
     /// At the start of every executed block while the encoder is enabled: reports the
     /// previous block's instructions and what came between, and remembers this one.
-    pub fn observe(&mut self, block: &Arc<TranslatedBlock>, device: &TraceBlock) {
+    pub fn observe(&mut self, block: &'static TranslatedBlock, device: &TraceBlock) {
         if self.failed || self.encoder.is_none() {
             return;
         }
@@ -213,7 +211,7 @@ impl Hart {
 
     fn observe_registers(
         &mut self,
-        block: &Arc<TranslatedBlock>,
+        block: &'static TranslatedBlock,
         device: &TraceBlock,
     ) -> Result<(), &'static str> {
         let pc = self.where_block_runs(block)?;
@@ -279,10 +277,7 @@ impl Hart {
         }
         self.privilege = privilege;
         self.traced = traced;
-        self.previous = Some(Executed {
-            start: pc,
-            block: Arc::clone(block),
-        });
+        self.previous = Some(Executed { start: pc, block });
         Ok(())
     }
 

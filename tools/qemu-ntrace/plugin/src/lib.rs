@@ -25,7 +25,7 @@ mod registers;
 use std::cell::UnsafeCell;
 use std::fs::OpenOptions;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use memmap2::MmapRaw;
@@ -180,7 +180,7 @@ impl State {
     /// At the start of every block of a hart whose [`Mode`] is not idle: the previous
     /// block to the encoder, the guest's register stores, this hart's configuration when
     /// it changed, and the hart's mode from then on.
-    fn block_starts(&self, vcpu: VCPUIndex, block: &Arc<TranslatedBlock>) {
+    fn block_starts(&self, vcpu: VCPUIndex, block: &'static TranslatedBlock) {
         let Some(cell) = self.harts.get(vcpu as usize) else {
             return;
         };
@@ -245,9 +245,11 @@ impl HasCallbacks for NtracePlugin {
         let Some(state) = STATE.get() else {
             return Ok(());
         };
-        let block = Arc::new(TranslatedBlock::new(&tb));
+        // Kept for good, as QEMU keeps the callback that holds it (a retranslated block's
+        // callback is not freed either): harts refer to blocks without counting.
+        let block: &'static TranslatedBlock = Box::leak(Box::new(TranslatedBlock::new(&tb)));
         tb.register_conditional_execute_callback_flags(
-            move |vcpu| state.block_starts(vcpu, &block),
+            move |vcpu| state.block_starts(vcpu, block),
             CallbackFlags::QEMU_PLUGIN_CB_R_REGS,
             PluginCondition::QEMU_PLUGIN_COND_NE,
             state.mode,
