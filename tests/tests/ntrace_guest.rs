@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use code_image::{load_elf, CodeImage};
 use common::{assert_same_pcs, repository, retired_pcs_of, Code};
-use ntrace_flow::{DecoderOptions, FlowDecoder, Recovery};
+use ntrace_flow::{DecoderOptions, Recovery};
 use ntrace_message::{AddressWidth, MessageOptions};
 use object::{Object, ObjectSymbol};
 use trace_elements::{ElementKind, TraceElement};
@@ -158,6 +158,7 @@ fn decoder_options(capture: &Capture) -> DecoderOptions {
     let message = MessageOptions::default()
         .with_src_bits(src_bits)
         .with_timestamps(capture.flag("timestamps"))
+        .with_address_msb_extension(capture.flag("msb_extension"))
         .with_address_width(AddressWidth::Bits64);
     let depth = if capture.flag("implicit_return") {
         capture
@@ -187,31 +188,12 @@ fn decode_with(
     code: &Code,
     recovery: Recovery,
 ) -> Vec<(TraceElement, Vec<u64>)> {
-    let mut decoder = FlowDecoder::new(
+    common::decode_elements(
         &capture.trace,
-        &code.image,
-        code.files.clone(),
+        code,
         decoder_options(capture).with_recovery(recovery),
-    );
-    let mut elements = Vec::new();
-    loop {
-        match decoder.next_element() {
-            Ok(Some(element)) => {
-                let mut pcs = Vec::new();
-                if let ElementKind::InstructionRange {
-                    start,
-                    instructions,
-                    ..
-                } = element.kind
-                {
-                    assert!(decoder.for_each_instruction(start, instructions, |pc| pcs.push(pc)));
-                }
-                elements.push((element, pcs));
-            }
-            Ok(None) => return elements,
-            Err(error) => panic!("{}: decode error: {error}", capture.name),
-        }
-    }
+    )
+    .unwrap_or_else(|error| panic!("{}: decode error: {error}", capture.name))
 }
 
 fn symbol(elf: &Path, name: &str) -> u64 {
@@ -469,27 +451,15 @@ fn a_stop_on_wrap_sink_stops_and_reports_the_overflow() {
     );
     let code = code_of(capture, false);
     // The last message may be cut where the sink filled: decode what is whole.
-    let mut decoder = FlowDecoder::new(
-        &capture.trace,
-        &code.image,
-        code.files.clone(),
-        decoder_options(capture).with_recovery(Recovery::Resync),
-    );
-    let mut pcs = Vec::new();
-    let mut gaps = 0;
-    while let Some(element) = decoder.next_element().expect("resync decode") {
-        match element.kind {
-            ElementKind::InstructionRange {
-                start,
-                instructions,
-                ..
-            } => {
-                assert!(decoder.for_each_instruction(start, instructions, |pc| pcs.push(pc)));
-            }
-            ElementKind::Gap { .. } => gaps += 1,
-            _ => {}
-        }
-    }
+    let elements = decode_with(capture, &code, Recovery::Resync);
+    let gaps = elements
+        .iter()
+        .filter(|(element, _)| matches!(element.kind, ElementKind::Gap { .. }))
+        .count();
+    let pcs: Vec<u64> = elements
+        .iter()
+        .flat_map(|(_, pcs)| pcs.iter().copied())
+        .collect();
     assert!(
         gaps <= 1,
         "{}: {gaps} gaps (at most the cut last message)",
@@ -551,12 +521,23 @@ fn two_harts_through_the_funnel_each_decode_exactly() {
 /// bundled fixture does not carry: the guest tier runs it on every run's captures.
 #[test]
 #[ignore = "needs this run's guest captures: tools/vm/test runs it with --include-ignored"]
-fn kernel_and_user_trace_decodes_without_a_gap() {
-    let captures = captures();
-    let capture = captures
-        .iter()
-        .find(|capture| capture.info("privileges") == "0")
-        .expect("a capture of every privilege level (RVPERF_NTRACE_CAPTURES)");
+fn kernel_and_user_traces_decode_without_a_gap() {
+    let captures: Vec<Capture> = captures()
+        .into_iter()
+        .filter(|capture| capture.info("privileges") == "0")
+        .collect();
+    assert!(
+        !captures.is_empty(),
+        "a capture of every privilege level (RVPERF_NTRACE_CAPTURES)"
+    );
+    for capture in &captures {
+        check_kernel_and_user(capture);
+    }
+}
+
+/// One trace of every privilege level: no gap, the program's user-mode instructions
+/// exact, every system call a trap into the kernel.
+fn check_kernel_and_user(capture: &Capture) {
     let code = code_of(capture, true);
     let elements = decode(capture, &code);
     let gaps = elements

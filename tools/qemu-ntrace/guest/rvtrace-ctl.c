@@ -18,7 +18,7 @@
  *       prints the discovery table and every component's Impl register.
  *
  * Options of record: --mode btm|htm, --no-implicit-return, --no-repeated-history,
- * --all-jumps, --sequential-jumps, --timestamps, --privilege user|supervisor|all,
+ * --all-jumps, --sequential-jumps, --msb-extension, --timestamps, --privilege user|supervisor|all,
  * --sync-max N (periodic synchronisation every 2^(N+4) instruction half-words),
  * --sink-bytes N, --stop-on-wrap, --harts N (encoders of harts 0..N-1), --src-bits N,
  * --pin, --kernel-text FILE (the running kernel's text from /proc/kcore, read right after
@@ -189,7 +189,7 @@ static void reset(const struct component *component)
 
 struct options {
     unsigned mode;
-    int implicit_return, repeated_history, all_jumps, sequential_jumps, timestamps;
+    int implicit_return, repeated_history, all_jumps, sequential_jumps, msb_extension, timestamps;
     unsigned privileges; /* filter's privilege bits; 0: no filter */
     int sync_max;        /* -1: no periodic synchronisation */
     uint64_t sink_bytes;
@@ -303,6 +303,7 @@ static void start_trace(const struct options *options, uint64_t *start, uint64_t
                             (options->repeated_history ? TC_TE_EN_REPEATED_HISTORY : 0) |
                             (options->all_jumps ? TC_TE_EN_ALL_JUMPS : 0) |
                             (options->sequential_jumps ? TC_TE_EN_SEQUENTIAL_JUMP : 0) |
+                            (options->msb_extension ? TC_TE_EXTEND_ADDR_MSB : 0) |
                             (hart << TC_TE_SRC_ID_SHIFT) | (options->src_bits << TC_TE_SRC_BITS_SHIFT);
         reg_write(base, TC_TE_INST_FEATURES, features);
         if (reg_read(base, TC_TE_INST_FEATURES) != (features | (3u << TC_TE_IMPLICIT_RETURN_MODE_SHIFT)))
@@ -480,12 +481,12 @@ static int record(struct options *options, char **commands)
     if (!info)
         die("cannot create the info file");
     fprintf(info, "mode=%s\nimplicit_return=%d\nreturn_stack_depth=%u\nrepeated_history=%d\nall_jumps=%d\n"
-                  "sequential_jumps=%d\ntimestamps=%d\nprivileges=%u\nsync_max=%d\nharts=%u\nsrc_bits=%u\n"
+                  "sequential_jumps=%d\nmsb_extension=%d\ntimestamps=%d\nprivileges=%u\nsync_max=%d\nharts=%u\nsrc_bits=%u\n"
                   "sink_bytes=%llu\nstop_on_wrap=%d\nwrapped=%d\nstopped_on_wrap=%d\noverflow_harts=%u\n"
                   "exit_status=%d\nsink_start=%#llx\nsink_limit=%#llx\nwrite_pointer=%#llx\n",
             options->mode == TC_TE_INST_MODE_BTM ? "btm" : "htm", options->implicit_return,
             reg_read(find(TC_TYPE_ENCODER, 0)->offset, TC_IMPL) >> 24, options->repeated_history,
-            options->all_jumps, options->sequential_jumps, options->timestamps, options->privileges,
+            options->all_jumps, options->sequential_jumps, options->msb_extension, options->timestamps, options->privileges,
             options->sync_max, options->harts, options->src_bits, (unsigned long long)(limit + 4 - start),
             options->stop_on_wrap, wrapped ? 1 : 0, stopped, overflows,
             WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), (unsigned long long)start,
@@ -671,6 +672,8 @@ int main(int argc, char **argv)
             options.all_jumps = 1;
         } else if (!strcmp(arg, "--sequential-jumps")) {
             options.sequential_jumps = 1;
+        } else if (!strcmp(arg, "--msb-extension")) {
+            options.msb_extension = 1;
         } else if (!strcmp(arg, "--timestamps")) {
             options.timestamps = 1;
         } else if (!strcmp(arg, "--privilege") && value) {

@@ -62,6 +62,8 @@ else
     capture syscalls-htm --mode htm --privilege user -- "$BIN/syscalls"
     # Kernel and user: no filter (machine mode too: OpenSBI's code is in the trace).
     capture syscalls-all --mode htm --timestamps --kernel-text "$OUT/syscalls-all.kernel-text" -- "$BIN/syscalls"
+    # MSB extension shortens addresses whose high bits are all ones: the kernel's.
+    capture syscalls-all-msb --mode btm --msb-extension --kernel-text "$OUT/syscalls-all-msb.kernel-text" -- "$BIN/syscalls"
     # A sink smaller than the trace: circular (decoded from its first synchronisation
     # after the oldest byte), and stop-on-wrap (the trace stops, the overflow is reported).
     capture qsort-wrap --mode htm --privilege user --sink-bytes 65536 --sync-max 6 -- "$BIN/qsort" 2
