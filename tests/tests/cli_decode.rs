@@ -337,6 +337,7 @@ fn a_flipped_byte_becomes_a_gap_and_decoding_resumes_at_the_next_sync() {
         assert!(
             stderr.starts_with("rvperf: warning: ")
                 && stderr.contains(&format!("gap at byte offset {gap:#x}"))
+                && stderr.matches("byte offset").count() == 1
                 && stderr.contains("reserved MSEO"),
             "jobs {jobs}: {stderr}"
         );

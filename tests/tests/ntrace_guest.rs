@@ -373,6 +373,129 @@ fn user_mode_traces_are_the_exact_execution_of_main() {
     }
 }
 
+/// The `rvperf decode` arguments that describe a capture's encoder configuration, as a
+/// user reads them from `rvtrace-ctl`'s info file.
+fn decode_arguments(capture: &Capture) -> Vec<String> {
+    let mut arguments: Vec<String> = ["decode", "--output", "pcs", "--jobs", "2"]
+        .map(String::from)
+        .into();
+    arguments.extend(["--src-bits".into(), capture.info("src_bits").to_string()]);
+    let depth = if capture.flag("implicit_return") {
+        capture.info("return_stack_depth")
+    } else {
+        "0"
+    };
+    arguments.extend(["--max-stack".into(), depth.to_string()]);
+    for (key, flag) in [
+        ("timestamps", "--timestamps"),
+        ("msb_extension", "--addr-ext"),
+        ("all_jumps", "--all-jumps"),
+    ] {
+        if capture.flag(key) {
+            arguments.push(flag.into());
+        }
+    }
+    let binaries = binaries_directory();
+    let mut programs: Vec<&str> = vec![CONTROL_TOOL];
+    for (program, _) in &capture.programs {
+        if !programs.contains(&program.as_str()) {
+            programs.push(program);
+        }
+    }
+    for program in programs {
+        arguments.push("--elf".into());
+        arguments.push(binaries.join(program).display().to_string());
+    }
+    arguments.push("--trace".into());
+    arguments.push(
+        captures_directory()
+            .join(format!("{}.nt", capture.name))
+            .display()
+            .to_string(),
+    );
+    arguments
+}
+
+/// The issue's own words: `rvperf decode` of a guest trace against the program's ELF
+/// prints exactly what `qemu-riscv64` runs over `main`, and for the circular sink that
+/// wrapped, the end of it from the first synchronisation on (with one warning for the
+/// cut message before it).
+#[test]
+fn rvperf_decode_of_guest_traces_prints_the_exact_execution() {
+    let captures: Vec<Capture> = captures()
+        .into_iter()
+        .filter(|capture| {
+            capture.info("privileges") == "1"
+                && capture.info("harts") == "1"
+                && !capture.flag("stop_on_wrap")
+        })
+        .collect();
+    assert!(
+        captures.iter().any(|capture| capture.flag("wrapped"))
+            && captures.iter().any(|capture| !capture.flag("wrapped")),
+        "a wrapped and an unwrapped user-mode capture in {}",
+        captures_directory().display()
+    );
+    for capture in &captures {
+        let output = std::process::Command::new(common::rvperf_binary())
+            .args(decode_arguments(capture))
+            .output()
+            .expect("run rvperf decode");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "{}: rvperf decode failed: {stderr}",
+            capture.name
+        );
+        let pcs: Vec<u64> = String::from_utf8(output.stdout)
+            .expect("UTF-8 output")
+            .lines()
+            .map(|line| {
+                let hex = line.strip_prefix("0x").expect("0x + hex");
+                u64::from_str_radix(hex, 16).expect("an address")
+            })
+            .collect();
+        let pcs = program_pcs(&pcs);
+        let (program, args) = &capture.programs[0];
+        let (truth, main, exit) = ground_truth(program, args);
+        let elf = binaries_directory().join(program);
+        let exact = if capture.flag("wrapped") {
+            assert!(
+                stderr.lines().count() <= 1,
+                "{}: more than the cut message's warning: {stderr}",
+                capture.name
+            );
+            let end = pcs.iter().position(|&pc| pc == exit).unwrap_or(pcs.len());
+            let tail = &pcs[..end];
+            assert!(
+                tail.len() > 1000 && tail.len() < truth.len() && !tail.contains(&main),
+                "{}: {} of main's {} instructions",
+                capture.name,
+                tail.len(),
+                truth.len()
+            );
+            assert_same_execution(
+                &capture.name,
+                &elf,
+                &truth[truth.len() - tail.len()..],
+                tail,
+            );
+            tail.len()
+        } else {
+            assert!(stderr.is_empty(), "{}: {stderr}", capture.name);
+            let decoded = window(&pcs, main, exit)
+                .unwrap_or_else(|| panic!("{}: main not in the output", capture.name));
+            assert_same_execution(&capture.name, &elf, &truth, decoded);
+            truth.len()
+        };
+        eprintln!(
+            "{}: rvperf decode printed {exact} of main's {} instructions, exactly",
+            capture.name,
+            truth.len()
+        );
+    }
+}
+
 #[test]
 fn a_wrapped_circular_sink_decodes_from_its_first_synchronisation() {
     let captures = captures();

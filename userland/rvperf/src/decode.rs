@@ -760,8 +760,11 @@ impl<'c> Printer<'c> {
             } else {
                 String::new()
             };
+            // The cause usually names the gap's offset itself: say it once.
+            let at_gap = format!("at byte offset {:#x}: ", element.offset);
+            let reason = cause.strip_prefix(&at_gap).unwrap_or(&cause);
             self.gap_warnings.push(format!(
-                "rvperf: warning: {}: gap at byte offset {:#x}{hart}: {cause}; decoding resumes at the next synchronisation",
+                "rvperf: warning: {}: gap at byte offset {:#x}{hart}: {reason}; decoding resumes at the next synchronisation",
                 self.trace_name, element.offset
             ));
         }
