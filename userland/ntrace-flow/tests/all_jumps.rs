@@ -3,14 +3,17 @@
 //! by message, and the encoder model's traces of it under many settings decoded back to
 //! the exact PC sequence; decoded without the option they fail, never silently.
 
+mod support;
+
 use code_image::CodeImage;
 use ntrace_flow::{
-    BranchMode, DecoderOptions, EncoderOptions, FileDecodeInfo, FlowDecoder, FlowError,
-    InstructionDecoder, InstructionStep, TraceEncoder, WalkReplay,
+    BranchMode, DecoderOptions, EncoderOptions, FlowError, InstructionDecoder, InstructionStep,
+    TraceEncoder, WalkReplay,
 };
-use ntrace_message::{Body, CorrelationEvent, MessageEncoder, MessageOptions, SyncReason};
-use riscv_insn::DecodeOptions;
+use ntrace_message::{Body, CorrelationEvent, SyncReason};
 use trace_elements::{ElementKind, RangeEnd, TraceOffReason, TraceOnReason};
+
+use support::{decode_pcs, element_kinds, encode, files, image_of_halves, range};
 
 /// The program (riscv64-linux-gnu-as, linked at 0x100):
 ///
@@ -28,61 +31,19 @@ use trace_elements::{ElementKind, RangeEnd, TraceOffReason, TraceOnReason};
 /// 0x302 c.j 0x100
 /// ```
 fn image() -> CodeImage {
-    let mut image = CodeImage::new();
-    let file = image.add_file("all-jumps");
-    let halves = |halves: &[u16]| halves.iter().flat_map(|half| half.to_le_bytes()).collect();
-    image
-        .add_segment(
-            0x100,
-            halves(&[0x0001, 0x00ef, 0x0fe0, 0x0001, 0x0001, 0x8782]),
-            true,
-            file,
-        )
-        .unwrap();
-    image
-        .add_segment(0x200, halves(&[0xe119, 0xa011, 0x0001, 0x8082]), true, file)
-        .unwrap();
-    image
-        .add_segment(0x300, halves(&[0x0001, 0xbbfd]), true, file)
-        .unwrap();
-    image
+    image_of_halves(
+        "all-jumps",
+        &[
+            (0x100, &[0x0001, 0x00ef, 0x0fe0, 0x0001, 0x0001, 0x8782]),
+            (0x200, &[0xe119, 0xa011, 0x0001, 0x8082]),
+            (0x300, &[0x0001, 0xbbfd]),
+        ],
+    )
 }
 
-fn files() -> Vec<FileDecodeInfo> {
-    vec![FileDecodeInfo {
-        options: DecodeOptions::default(),
-        jvt_base: None,
-    }]
-}
-
-fn encode(messages: &[Body]) -> Vec<u8> {
-    let encoder = MessageEncoder::new(MessageOptions::default());
-    let mut bytes = Vec::new();
-    for body in messages {
-        encoder.encode(0, body, None, &mut bytes).unwrap();
-    }
-    bytes
-}
-
-/// Every element kind, or the text of the first error.
+/// Every element kind, or the first error.
 fn elements(bytes: &[u8], options: DecoderOptions) -> Result<Vec<ElementKind>, FlowError> {
-    let image = image();
-    let mut decoder = FlowDecoder::new(bytes, &image, files(), options);
-    let mut kinds = Vec::new();
-    while let Some(element) = decoder.next_element()? {
-        kinds.push(element.kind);
-    }
-    Ok(kinds)
-}
-
-fn range(start: u64, last: u64, instructions: u32, end: RangeEnd, next: u64) -> ElementKind {
-    ElementKind::InstructionRange {
-        start,
-        last,
-        instructions,
-        end,
-        next: Some(next),
-    }
+    element_kinds(bytes, &image(), options)
 }
 
 fn start_at(address: u64) -> Body {
@@ -252,23 +213,6 @@ fn run(iterations: usize) -> Vec<u64> {
     pcs
 }
 
-fn decode_pcs(trace: &[u8], options: DecoderOptions) -> Result<Vec<u64>, FlowError> {
-    let image = image();
-    let mut decoder = FlowDecoder::new(trace, &image, files(), options);
-    let mut pcs = Vec::new();
-    while let Some(element) = decoder.next_element()? {
-        if let ElementKind::InstructionRange {
-            start,
-            instructions,
-            ..
-        } = element.kind
-        {
-            assert!(decoder.for_each_instruction(start, instructions, |pc| pcs.push(pc)));
-        }
-    }
-    Ok(pcs)
-}
-
 #[test]
 fn the_encoder_models_traces_decode_back_exactly() {
     let image = image();
@@ -301,7 +245,7 @@ fn the_encoder_models_traces_decode_back_exactly() {
                     .with_return_stack_depth(return_stack_depth)
                     .with_all_jumps(true);
                 for replay in [WalkReplay::Replay, WalkReplay::Off] {
-                    let decoded = decode_pcs(&trace, options.with_walk_replay(replay))
+                    let decoded = decode_pcs(&trace, &image, options.with_walk_replay(replay))
                         .unwrap_or_else(|error| panic!("{encoder:?} {replay:?}: {error}"));
                     assert_eq!(decoded, pcs, "{encoder:?} {replay:?}");
                 }
@@ -315,7 +259,7 @@ fn the_encoder_models_traces_decode_back_exactly() {
                 }
                 assert_eq!(stepped, pcs, "{encoder:?}: instruction decoder");
                 // Without the option the decode must fail, not give other PCs.
-                let without = decode_pcs(&trace, options.with_all_jumps(false));
+                let without = decode_pcs(&trace, &image, options.with_all_jumps(false));
                 assert!(without.is_err(), "{encoder:?}: decoded without all-jumps");
                 configurations += 1;
             }

@@ -2,41 +2,24 @@
 //! reconstruction, timestamps, ownership, errors as gaps, vendor messages, every SYNC
 //! reason, repeat messages, the return stack across synchronisations.
 
+mod support;
+
 use code_image::CodeImage;
-use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
+use ntrace_flow::{DecoderOptions, FlowDecoder, FlowError};
 use ntrace_message::{
-    Body, BranchType, CorrelationEvent, MessageEncoder, MessageOptions, Process, ResourceFull,
-    SyncReason,
+    Body, BranchType, CorrelationEvent, MessageOptions, Process, ResourceFull, SyncReason,
 };
-use riscv_insn::DecodeOptions;
 use trace_elements::{Context, ElementKind, GapReason, RangeEnd, TraceOnReason, TrapKind};
+
+use support::{encode_with, files, image_of_halves};
 
 /// `c.nop` (0x0001) at each address, in 2-byte segments.
 fn nops(addresses: &[u64]) -> CodeImage {
-    let mut image = CodeImage::new();
-    let file = image.add_file("nops");
-    for &address in addresses {
-        image
-            .add_segment(address, vec![0x01, 0x00], true, file)
-            .unwrap();
-    }
-    image
-}
-
-fn files() -> Vec<FileDecodeInfo> {
-    vec![FileDecodeInfo {
-        options: DecodeOptions::default(),
-        jvt_base: None,
-    }]
-}
-
-fn encode(options: MessageOptions, messages: &[(Body, Option<u64>)]) -> Vec<u8> {
-    let encoder = MessageEncoder::new(options);
-    let mut bytes = Vec::new();
-    for (body, timestamp) in messages {
-        encoder.encode(0, body, *timestamp, &mut bytes).unwrap();
-    }
-    bytes
+    let segments: Vec<(u64, &[u16])> = addresses
+        .iter()
+        .map(|&address| (address, &[0x0001u16][..]))
+        .collect();
+    image_of_halves("nops", &segments)
 }
 
 fn elements(
@@ -118,7 +101,7 @@ fn u_addr_is_xored_with_the_previous_address() {
         icnt: 1,
         uaddr: uaddr << 1,
     };
-    let bytes = encode(
+    let bytes = encode_with(
         MessageOptions::default(),
         &[
             (sync(0x3fc04), None),
@@ -142,7 +125,7 @@ fn timestamps_are_absolute_in_syncs_and_relative_elsewhere() {
         icnt: 1,
         uaddr: 0x100 ^ 0x200,
     };
-    let bytes = encode(
+    let bytes = encode_with(
         options,
         &[
             (sync(0x100), Some(1000)),
@@ -168,7 +151,7 @@ fn timestamps_are_absolute_in_syncs_and_relative_elsewhere() {
 fn ownership_becomes_a_context_change() {
     let image = nops(&[0x100]);
     let process = Process::from_field(0x3b2); // spec 7.1: scontext=0x1D, VU-mode
-    let bytes = encode(
+    let bytes = encode_with(
         MessageOptions::default(),
         &[
             (sync(0x100), None),
@@ -194,7 +177,7 @@ fn error_messages_are_gaps_and_decoding_resumes_at_the_next_sync() {
         etype: 0,
         ecode: 0b100,
     };
-    let bytes = encode(
+    let bytes = encode_with(
         MessageOptions::default(),
         &[
             (sync(0x100), None),
@@ -234,10 +217,10 @@ fn error_messages_are_gaps_and_decoding_resumes_at_the_next_sync() {
 #[test]
 fn vendor_and_reserved_messages_are_surfaced() {
     let image = nops(&[0x100]);
-    let mut bytes = encode(MessageOptions::default(), &[(sync(0x100), None)]);
+    let mut bytes = encode_with(MessageOptions::default(), &[(sync(0x100), None)]);
     bytes.extend_from_slice(&[56 << 2, 0b101 << 2 | 3]); // vendor TCODE 56, one payload byte
     bytes.extend_from_slice(&[10 << 2, 3]); // reserved TCODE 10 (a message has at least two bytes)
-    bytes.extend(encode(MessageOptions::default(), &[(stop(1), None)]));
+    bytes.extend(encode_with(MessageOptions::default(), &[(stop(1), None)]));
     let kinds = elements(&image, DecoderOptions::default(), &bytes);
     assert!(
         kinds.contains(&Ok(ElementKind::Unhandled { code: 56 })),
@@ -254,7 +237,7 @@ fn vendor_and_reserved_messages_are_surfaced() {
 fn every_sync_reason_starts_decoding() {
     let image = nops(&[0x100]);
     for reason in 0..16 {
-        let bytes = encode(
+        let bytes = encode_with(
             MessageOptions::default(),
             &[
                 (
@@ -301,7 +284,7 @@ fn traps_carry_their_kind() {
             icnt: 1,
             uaddr: 0x100 ^ 0x200,
         };
-        let bytes = encode(
+        let bytes = encode_with(
             MessageOptions::default(),
             &[(sync(0x100), None), (trap, None), (stop(1), None)],
         );
@@ -322,7 +305,7 @@ fn repeat_branch_replays_the_previous_branch_message() {
     // A loop: 0x100 c.nop, 0x102 c.bnez a0, -2 (0xfd75 = c.bnez a0,0x100). In BTM every
     // iteration is DirectBranch(I-CNT=2); RepeatBranch(B-CNT=4) stands for 4 more.
     let image = loop_image();
-    let bytes = encode(
+    let bytes = encode_with(
         MessageOptions::default(),
         &[
             (sync(0x100), None),
@@ -364,7 +347,7 @@ fn repeated_history_plays_its_pattern_hrepeat_times() {
         icnt: 91 * 2 + 1,
         hist: Some(0b10),
     };
-    let bytes = encode(
+    let bytes = encode_with(
         MessageOptions::default(),
         &[(sync(0x100), None), (repeated, None), (last, None)],
     );
@@ -382,7 +365,7 @@ fn a_return_without_a_stack_entry_is_an_error_not_a_guess() {
     image
         .add_segment(0x100, vec![0x82, 0x80, 0x01, 0x00], true, file)
         .unwrap();
-    let bytes = encode(
+    let bytes = encode_with(
         MessageOptions::default(),
         &[(sync(0x100), None), (stop(2), None)],
     );

@@ -1,12 +1,13 @@
 //! The worked examples of the N-Trace specification, chapter 8.4, decoded exactly.
 
+mod support;
+
 use code_image::CodeImage;
-use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder, FlowError};
-use ntrace_message::{
-    Body, BranchType, CorrelationEvent, MessageEncoder, MessageOptions, SyncReason,
-};
-use riscv_insn::DecodeOptions;
+use ntrace_flow::{DecoderOptions, FlowDecoder, FlowError};
+use ntrace_message::{Body, BranchType, CorrelationEvent, SyncReason};
 use trace_elements::{ElementKind, RangeEnd};
+
+use support::{decode_pcs, encode, files};
 
 /// Spec 8.4.1's program (encodings from riscv64-linux-gnu-as):
 /// 0x100 c.add; 0x102 beq ->0x200; 0x106 add; 0x10a beq ->0x300; 0x10e c.add; 0x110 add;
@@ -47,37 +48,8 @@ fn section_8_4_4_image() -> CodeImage {
     image
 }
 
-fn encode(messages: &[Body]) -> Vec<u8> {
-    let encoder = MessageEncoder::new(MessageOptions::default());
-    let mut bytes = Vec::new();
-    for body in messages {
-        encoder.encode(0, body, None, &mut bytes).unwrap();
-    }
-    bytes
-}
-
-fn files() -> Vec<FileDecodeInfo> {
-    vec![FileDecodeInfo {
-        options: DecodeOptions::default(),
-        jvt_base: None,
-    }]
-}
-
 fn decode(image: &CodeImage, messages: &[Body]) -> Result<Vec<u64>, FlowError> {
-    let bytes = encode(messages);
-    let mut decoder = FlowDecoder::new(&bytes, image, files(), DecoderOptions::default());
-    let mut pcs = Vec::new();
-    while let Some(element) = decoder.next_element()? {
-        if let ElementKind::InstructionRange {
-            start,
-            instructions,
-            ..
-        } = element.kind
-        {
-            assert!(decoder.for_each_instruction(start, instructions, |pc| pcs.push(pc)));
-        }
-    }
-    Ok(pcs)
+    decode_pcs(&encode(messages), image, DecoderOptions::default())
 }
 
 fn start() -> Body {

@@ -6,17 +6,20 @@
 //! serially, with walks replayed and not, and in parallel: the same elements and
 //! statistics.
 
+mod support;
+
 use code_image::CodeImage;
 use ntrace_flow::{
-    DecoderOptions, FileDecodeInfo, FlowDecoder, FlowStatistics, ParallelDecoder, ParallelOptions,
-    Recovery, WalkReplay,
+    DecoderOptions, FlowDecoder, FlowStatistics, ParallelDecoder, ParallelOptions, Recovery,
+    WalkReplay,
 };
 use ntrace_message::{
-    Body, BranchType, CorrelationEvent, MessageEncoder, MessageOptions, Process, ProcessFormat,
-    ResourceFull, SyncReason,
+    Body, BranchType, CorrelationEvent, MessageOptions, Process, ProcessFormat, ResourceFull,
+    SyncReason,
 };
-use riscv_insn::DecodeOptions;
 use trace_elements::{Context, ElementKind, GapReason, RangeEnd, TraceOffReason, TraceOnReason};
+
+use support::{encode_with, files, image_of_halves, range};
 
 /// ```text
 /// 0x100 c.nop
@@ -26,32 +29,13 @@ use trace_elements::{Context, ElementKind, GapReason, RangeEnd, TraceOffReason, 
 /// 0x200 c.nop (x4)
 /// ```
 fn image() -> CodeImage {
-    let mut image = CodeImage::new();
-    let file = image.add_file("control");
-    let halves = |halves: &[u16]| halves.iter().flat_map(|half| half.to_le_bytes()).collect();
-    image
-        .add_segment(0x100, halves(&[0x0001, 0xfd7d, 0x0001, 0x8782]), true, file)
-        .unwrap();
-    image
-        .add_segment(0x200, halves(&[0x0001; 4]), true, file)
-        .unwrap();
-    image
-}
-
-fn files() -> Vec<FileDecodeInfo> {
-    vec![FileDecodeInfo {
-        options: DecodeOptions::default(),
-        jvt_base: None,
-    }]
-}
-
-fn encode(options: MessageOptions, messages: &[(Body, Option<u64>)]) -> Vec<u8> {
-    let encoder = MessageEncoder::new(options);
-    let mut bytes = Vec::new();
-    for (body, timestamp) in messages {
-        encoder.encode(0, body, *timestamp, &mut bytes).unwrap();
-    }
-    bytes
+    image_of_halves(
+        "control",
+        &[
+            (0x100, &[0x0001, 0xfd7d, 0x0001, 0x8782]),
+            (0x200, &[0x0001; 4]),
+        ],
+    )
 }
 
 /// Every element and the statistics, the same serially with walks replayed and walked,
@@ -132,16 +116,6 @@ fn ownership(format: ProcessFormat, privilege: u8, context: u64) -> Body {
     }
 }
 
-fn range(start: u64, last: u64, instructions: u32, end: RangeEnd, next: u64) -> ElementKind {
-    ElementKind::InstructionRange {
-        start,
-        last,
-        instructions,
-        end,
-        next: Some(next),
-    }
-}
-
 fn process(privilege: u8, context: Option<u64>) -> ElementKind {
     ElementKind::ContextChange {
         privilege,
@@ -216,7 +190,7 @@ fn trace_disabled_then_enabled_elsewhere() {
             ));
         }
         let options = MessageOptions::default().with_timestamps(true);
-        let bytes = encode(options, &messages);
+        let bytes = encode_with(options, &messages);
         let (kinds, statistics) = decode(&bytes, DecoderOptions::default().with_message(options));
         let mut expected = vec![
             ElementKind::TraceOn {
@@ -266,7 +240,7 @@ fn the_stop_places_exactly_its_i_cnt_and_hist() {
     // The stop's HIST says the branch at 0x102 was taken once, then not: 0x100, 0x102,
     // 0x100, 0x102, 0x104 (5 units). A message of the stopped hart before the restart
     // is skipped and counted.
-    let bytes = encode(
+    let bytes = encode_with(
         MessageOptions::default(),
         &[
             (sync(SyncReason::EXIT_FROM_DEBUG, 0x100), None),
@@ -318,7 +292,7 @@ fn lost_messages_are_a_gap_and_decoding_resumes_at_the_overrun_restart() {
     // HTM: an I-CNT overflow arms 8 units, walked up to the first branch, whose HIST
     // was in a message the FIFO lost. The Error drops the walk (its units are counted as
     // lost), the restart after the overrun synchronises at 0x200.
-    let bytes = encode(
+    let bytes = encode_with(
         MessageOptions::default(),
         &[
             (sync(SyncReason::EXIT_FROM_DEBUG, 0x100), None),
@@ -380,7 +354,7 @@ fn an_overrun_restart_without_its_error_message_is_still_a_gap() {
     // The Error message is required before it but may itself be lost with a corrupt
     // byte: a SYNC=7 still says messages were lost, so its I-CNT is not walked from
     // where the flow stood.
-    let bytes = encode(
+    let bytes = encode_with(
         MessageOptions::default(),
         &[
             (sync(SyncReason::EXIT_FROM_DEBUG, 0x100), None),
