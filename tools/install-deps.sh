@@ -5,9 +5,13 @@
 #     binutils-riscv64-linux-gnu (riscv64-linux-gnu-gcc / -objdump)
 #   - the host compiler and binutils (build-essential: cc, make, objcopy, readelf,
 #     nm, addr2line), which tests use to build host programs and inspect ELFs
-#   - QEMU user-mode emulator: qemu-user (/usr/bin/qemu-riscv64, qemu-x86_64);
-#     bookworm's 7.2 or the 10 the VM tier installs from backports: the tests
-#     pick the one-instruction flag by version (trace_gen::qemu::QemuUser)
+#   - QEMU user-mode emulator: qemu-user (/usr/bin/qemu-riscv64, qemu-x86_64), 10.0
+#     from bookworm-backports, as the VM tier's system emulator. Bookworm's 7.2 runs
+#     the tracing tools (trace_gen::qemu::QemuUser picks the one-instruction flag by
+#     version), but it gives programs another auxiliary vector than Linux, their start-up
+#     allocates otherwise and glibc's malloc trims its heap at other points: the runs
+#     that are the ground truth of traces made in the riscv64 guest
+#     (tests/tests/ntrace_guest.rs) must be QEMU 10's, which agree with the guest.
 #   - Linux perf (linux-perf), which the perf.data interoperability tests run
 #   - GNU time, for the benchmarks' peak-memory figures
 #   - clang-19, llvm-19 (llvm-profdata-19, llvm-profgen-19), lld-19: the consumers the
@@ -63,12 +67,36 @@ run_apt() {
     exit 1
 }
 
+# The major version of the installed qemu-riscv64 (0 when there is none).
+qemu_user_major() {
+    local version
+    version=$(qemu-riscv64 --version 2>/dev/null | sed -n 's/.*version \([0-9]*\)\..*/\1/p' | head -n 1 || true)
+    echo "${version:-0}"
+}
+
+# bookworm-backports, the suite of QEMU 10 (tools/vm/lib.sh adds the same file).
+BACKPORTS_SOURCES=/etc/apt/sources.list.d/rvperf-backports.sources
+add_backports() {
+    [ -f "$BACKPORTS_SOURCES" ] && return
+    printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: bookworm-backports" \
+        "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" |
+        "${SUDO[@]}" tee "$BACKPORTS_SOURCES" >/dev/null
+}
+
 updated=0
 for i in "${!GROUP_NAMES[@]}"; do
     missing=()
     for pkg in ${GROUP_PKGS[$i]}; do
         is_installed "$pkg" || missing+=("$pkg")
     done
+    if [ "${GROUP_PKGS[$i]}" = qemu-user ] && [ "$(qemu_user_major)" -lt 10 ]; then
+        add_backports
+        run_apt apt-get update -qq
+        updated=1
+        run_apt apt-get install -y -qq --no-install-recommends -t bookworm-backports qemu-user
+        echo "install-deps: ${GROUP_NAMES[$i]}: installed qemu-user $(qemu_user_major) from bookworm-backports"
+        continue
+    fi
     if [ "${#missing[@]}" -eq 0 ]; then
         echo "install-deps: ${GROUP_NAMES[$i]}: already installed"
         continue
@@ -80,6 +108,11 @@ for i in "${!GROUP_NAMES[@]}"; do
     run_apt apt-get install -y -qq --no-install-recommends "${missing[@]}"
     echo "install-deps: ${GROUP_NAMES[$i]}: installed ${missing[*]}"
 done
+
+if [ "$(qemu_user_major)" -lt 10 ]; then
+    echo "install-deps: qemu-riscv64 is $(qemu_user_major).x after installation, not 10" >&2
+    exit 1
+fi
 
 # Sanity check that the tools the build/trace scripts use are on PATH.
 for tool in cc make readelf riscv64-linux-gnu-gcc riscv64-linux-gnu-objdump qemu-riscv64 qemu-x86_64 perf /usr/bin/time clang-19 strace; do

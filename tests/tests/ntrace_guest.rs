@@ -303,8 +303,23 @@ fn window(pcs: &[u64], main: u64, exit: u64) -> Option<&[u64]> {
     Some(&pcs[start..end])
 }
 
+/// The oldest `qemu-riscv64` whose runs are the guest's: 7.2 (bookworm's) gives a
+/// program another auxiliary vector than Linux (`_dl_aux_init` loops otherwise), its
+/// start-up allocates otherwise and glibc's malloc trims the heap at other points than
+/// in the guest (`qsort 1`: a `systrim` 103 instructions longer); 10.0
+/// (bookworm-backports, what tools/install-deps.sh installs) agrees with the guest's
+/// Linux on every capture.
+const GROUND_TRUTH_QEMU: (u32, u32, u32) = (10, 0, 0);
+
 /// The program's `main` as `qemu-riscv64` runs it, and the addresses that bound it.
 fn ground_truth(program: &str, args: &[String]) -> (Vec<u64>, u64, u64) {
+    let qemu = trace_gen::qemu::QemuUser::detect().expect("qemu-riscv64 (tools/install-deps.sh)");
+    assert!(
+        qemu.version() >= GROUND_TRUTH_QEMU,
+        "{} is QEMU {:?}: the ground truth of the guest's traces needs QEMU {GROUND_TRUTH_QEMU:?} or later user mode, whose programs run as under the guest's Linux (tools/install-deps.sh installs it from bookworm-backports)",
+        qemu.binary.display(),
+        qemu.version()
+    );
     let elf = binaries_directory().join(program);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let pcs = retired_pcs_of(&elf, &args);
