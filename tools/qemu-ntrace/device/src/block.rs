@@ -404,6 +404,11 @@ impl TraceBlock {
         );
         self.publish(base, &old, &new);
         if stored.stopped {
+            // The sink left the enabled state: stores to its other registers made while
+            // it was enabled take effect now, as a store to its control would apply
+            // them, not at some later poll (until which the guest would read them back
+            // unlegalised).
+            self.apply_pending_stores(&mut model);
             self.set_overflow(hart);
             Emitted::Stopped {
                 stored: stored.bytes,
