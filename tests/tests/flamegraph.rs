@@ -295,8 +295,7 @@ fn folded_map(folded: &str) -> BTreeMap<String, u64> {
 /// `ADDRESS [unknown] ([unknown])` and inferno folds that to `[unknown]`. Such lines of
 /// the kernel's half of the address space are given rvperf's name before folding.
 fn perf_script_collapsed(case: &Path) -> (BTreeMap<String, u64>, bool) {
-    let output = Command::new("perf")
-        .env("PAGER", "cat")
+    let output = common::perf_for_recordings()
         .args(["script", "-i", "perf.data", "--symfs", "symfs"])
         .current_dir(case)
         .output()

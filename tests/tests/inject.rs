@@ -67,9 +67,7 @@ fn run(command: &mut Command) -> String {
 }
 
 fn perf() -> Command {
-    let mut command = Command::new("perf");
-    command.env("PAGER", "cat");
-    command
+    common::perf_for_recordings()
 }
 
 fn rvperf() -> Command {

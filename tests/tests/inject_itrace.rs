@@ -135,9 +135,7 @@ fn rvperf_inject(trace: &Path, output: &Path, extra: &[&str]) -> Output {
 }
 
 fn perf() -> Command {
-    let mut command = Command::new("perf");
-    command.env("PAGER", "cat");
-    command
+    common::perf_for_recordings()
 }
 
 /// Runs `command`, which must succeed; its standard output.

@@ -527,9 +527,8 @@ fn host_perf_agrees(case: &Case) {
         with_version7_attrs(&std::fs::read(case.data()).unwrap()),
     )
     .unwrap();
-    let mut perf = Command::new("perf");
-    perf.env("PAGER", "cat")
-        .arg("script")
+    let mut perf = common::perf_for_recordings();
+    perf.arg("script")
         .arg("-i")
         .arg(&copy)
         .arg("--symfs")

@@ -23,8 +23,7 @@ pub fn run_tool(command: &mut Command, hint: &str) -> Output {
 /// llvm-profgen reads.
 pub fn perf_script_branch_stacks(data: &Path, hint: &str) -> String {
     let script = run_tool(
-        Command::new("perf")
-            .env("PAGER", "cat")
+        super::perf_for_recordings()
             .args(["script", "-F", "ip,brstack", "-i"])
             .arg(data),
         hint,

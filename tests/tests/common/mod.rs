@@ -367,3 +367,35 @@ pub fn stop_start_and_overrun_trace(
     }
     (trace, stop, start)
 }
+
+/// Linux `perf`, to read a recording made on another machine (the riscv64 guest, a
+/// fixture), with `PAGER=cat`.
+///
+/// perf looks for a recorded thread's files in the mount namespace of *this* machine's
+/// process that has the thread's pid (`/proc/PID/ns/mnt`, meant for containers). Where
+/// such a process lives in another mount namespace (every process, when the tests run in
+/// a chroot with mounts of its own as `tools/ci/fresh-machine` runs them), perf enters
+/// it, finds nothing and prints every sample of that thread as `[unknown]`. Without
+/// CAP_SYS_ADMIN it cannot enter (`setns` fails) and stays where the files are: root
+/// runs it through `setpriv --bounding-set=-sys_admin`; anyone else lacks the
+/// capability already and runs it plainly.
+pub fn perf_for_recordings() -> Command {
+    static CAN_DROP: OnceLock<bool> = OnceLock::new();
+    let can_drop = *CAN_DROP.get_or_init(|| {
+        Command::new("setpriv")
+            .args(["--bounding-set=-sys_admin", "true"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    });
+    let mut command = if can_drop {
+        let mut command = Command::new("setpriv");
+        command.args(["--bounding-set=-sys_admin", "perf"]);
+        command
+    } else {
+        Command::new("perf")
+    };
+    command.env("PAGER", "cat");
+    command
+}
