@@ -162,13 +162,19 @@ static const struct component *find(uint32_t type, uint32_t hart)
     return NULL;
 }
 
+/* tr??Active = 0: the component in reset, its registers back to their reset values. */
+static void enter_reset(const struct component *component)
+{
+    reg_write(component->offset, TC_CONTROL, 0);
+    if (wait_for(component->offset, TC_CONTROL, TC_ACTIVE, 0))
+        die("a component does not enter reset");
+}
+
 /* Reset and discovery (spec "Reset and Discovery"): reset, release, check Impl. */
 static void reset(const struct component *component)
 {
     uint32_t base = component->offset;
-    reg_write(base, TC_CONTROL, 0);
-    if (wait_for(base, TC_CONTROL, TC_ACTIVE, 0))
-        die("a component does not enter reset");
+    enter_reset(component);
     reg_write(base, TC_CONTROL, TC_ACTIVE);
     if (wait_for(base, TC_CONTROL, TC_ACTIVE, TC_ACTIVE))
         die("a component does not leave reset");
@@ -359,6 +365,19 @@ static void stop_trace(const struct options *options)
         die("the RAM sink does not flush");
 }
 
+/* Once the sink is read: every component used back in reset (tr??Active = 0), as a
+ * driver leaves hardware it has finished with, encoders first. A block left active keeps
+ * the emulation polling it on every translation block (docs/trace-device.md). */
+static void power_down(const struct options *options)
+{
+    for (unsigned hart = 0; hart < options->harts; hart++)
+        enter_reset(find(TC_TYPE_ENCODER, hart));
+    const struct component *funnel = find(TC_TYPE_FUNNEL, 0);
+    if (funnel)
+        enter_reset(funnel);
+    enter_reset(find(TC_TYPE_RAM_SINK, 0));
+}
+
 #define MAX_PROGRAMS 8
 
 /* The Linux CPU number of the hart with `hartid`: the boot hart (OpenSBI picks one) is
@@ -492,6 +511,7 @@ static int record(struct options *options, char **commands)
             WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), (unsigned long long)start,
             (unsigned long long)limit, (unsigned long long)wp);
     fclose(info);
+    power_down(options);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 

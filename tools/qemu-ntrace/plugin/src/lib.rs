@@ -198,22 +198,27 @@ impl State {
         } else {
             Mode::Poll
         };
-        if mode != hart.mode {
-            let entry = self.mode_of(vcpu);
-            match mode {
-                // The watcher may have armed it meanwhile: only from Poll to Idle.
-                Mode::Idle => {
+        let entry = self.mode_of(vcpu);
+        match mode {
+            // This callback runs only while the entry is not Idle, whatever `hart.mode`
+            // says (the watcher arms Idle -> Poll, and the encoder may go from Observe
+            // straight to Idle): replace what is there, unless the watcher armed it
+            // again in between.
+            Mode::Idle => {
+                let current = entry.load(Ordering::Relaxed);
+                if current != Mode::Idle as u64 {
                     let _ = entry.compare_exchange(
-                        Mode::Poll as u64,
+                        current,
                         Mode::Idle as u64,
                         Ordering::Relaxed,
                         Ordering::Relaxed,
                     );
                 }
-                _ => entry.store(mode as u64, Ordering::Relaxed),
             }
-            hart.mode = mode;
+            _ if mode != hart.mode => entry.store(mode as u64, Ordering::Relaxed),
+            _ => {}
         }
+        hart.mode = mode;
     }
 
     /// The watcher thread: sweeps the block every [`WATCH_INTERVAL`] and, when the guest
