@@ -476,6 +476,11 @@ riscv_userland_dir() {
 GUEST_DIR="$CACHE_DIR/guest"
 RISCV_TARGET=riscv64gc-unknown-linux-gnu
 
+# Where the guest's rvperf is linked: away from the workloads' 0x10000 and
+# rvtrace-ctl's 0x40000000, so that a user-mode trace `rvperf trace record` makes (its
+# own code runs on the traced harts) names one ELF at each address.
+GUEST_RVPERF_TEXT=0x60000000
+
 build_rvperf_riscv64() {
     log "cross-building rvperf for riscv64"
     # Debian ships no riscv64 std for rustc-web, so std is built from
@@ -484,7 +489,7 @@ build_rvperf_riscv64() {
     (cd "$REPO_DIR" &&
         RUSTC_BOOTSTRAP=1 RUSTC="$DEBIAN_RUSTC" \
             CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_LINKER=riscv64-linux-gnu-gcc \
-            CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
+            CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static -C link-arg=-Wl,-Ttext-segment=$GUEST_RVPERF_TEXT" \
             "$DEBIAN_CARGO" build --quiet --locked --release -p rvperf \
             -Zbuild-std=std,panic_abort --target "$RISCV_TARGET" \
             --target-dir "$CACHE_DIR/target-riscv64") >&2 ||
@@ -536,6 +541,10 @@ build_guest_programs() {
     riscv64-linux-gnu-gcc -O1 -g -static -Wall -Wextra -Werror -Wl,-Ttext-segment=0x40000000 \
         -o "$GUEST_DIR/bin/rvtrace-ctl" "$REPO_DIR/tools/qemu-ntrace/guest/rvtrace-ctl.c" ||
         die "cannot build tools/qemu-ntrace/guest/rvtrace-ctl.c for riscv64"
+    # The rvtrace driver's checks, with the driver's own uapi header.
+    riscv64-linux-gnu-gcc -O1 -g -static -Wall -Wextra -Werror -I"$REPO_DIR/kmod-shim/include/uapi" \
+        -o "$GUEST_DIR/bin/rvtrace-driver-tests" "$VM_DIR/guest/rvtrace-driver-tests.c" ||
+        die "cannot build tools/vm/guest/rvtrace-driver-tests.c for riscv64"
 }
 
 # Out-of-tree modules of the project (kmod-shim/*/ with a Kbuild) built
@@ -544,9 +553,12 @@ build_guest_programs() {
 build_kmod_shim() {
     local tree=$1 work=$2
     shift 2
-    rm -rf "$work"
-    mkdir -p "$(dirname "$work")"
+    rm -rf "$work" "$(dirname "$work")/userland"
+    mkdir -p "$(dirname "$work")/userland"
     cp -r "$REPO_DIR/kmod-shim" "$work"
+    # The Rust module compiles the register map userland does (userland/trace-control,
+    # by relative #[path]): the copy keeps the checkout's layout.
+    cp -r "$REPO_DIR/userland/trace-control" "$(dirname "$work")/userland/"
     local dir
     for dir in "$work"/*/; do
         [ -f "$dir/Kbuild" ] || continue

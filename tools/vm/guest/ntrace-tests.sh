@@ -35,6 +35,37 @@ capture() {
     fi
 }
 
+# rvperf_capture NAME RVPERF-OPTIONS -- PROGRAM ARGS...: one trace through the rvtrace
+# driver by `rvperf trace record`, listed in the manifest likewise.
+rvperf_capture() {
+    name=$1
+    shift
+    options=""
+    while [ "$1" != "--" ]; do options="$options $1"; shift; done
+    shift
+    # The program's standard output is a pipe, as under rvtrace-ctl and in the host's
+    # ground-truth run (glibc's stdio buffers a file otherwise: another execution), and
+    # nothing reads it until the trace is over (a reader would run on the traced hart):
+    # a FIFO held open read-write, read through a second descriptor afterwards.
+    fifo=/tmp/$name.fifo
+    rm -f "$fifo"
+    mkfifo "$fifo"
+    exec 3<>"$fifo"
+    # shellcheck disable=SC2086 # options are words
+    rvperf trace record $options -o "$OUT/$name.nt" -- "$@" >"$fifo" 2>"$OUT/$name.stderr"
+    status=$?
+    exec 4<"$fifo" 3>&-
+    cat <&4 >"$OUT/$name.stdout"
+    exec 4<&-
+    rm -f "$fifo"
+    if [ "$status" = 0 ]; then
+        echo "$name $*" >>"$OUT/manifest"
+        ok "$name: rvperf trace record$options -- $*: $(tail -n 1 "$OUT/$name.stderr")"
+    else
+        not_ok "$name: rvperf trace record$options -- $* failed: $(tail -n 3 "$OUT/$name.stderr")"
+    fi
+}
+
 : >"$OUT/manifest"
 if [ "${1:-}" = smp ]; then
     [ "$(nproc)" -ge 2 ] || { not_ok "the guest has two harts"; exit 1; }
@@ -68,6 +99,40 @@ else
     # after the oldest byte), and stop-on-wrap (the trace stops, the overflow is reported).
     capture qsort-wrap --mode htm --privilege user --sink-bytes 65536 --sync-max 6 -- "$BIN/qsort" 2
     capture qsort-stop --mode htm --privilege user --sink-bytes 65536 --stop-on-wrap -- "$BIN/qsort" 2
+
+    # The rvtrace driver (kmod-shim/rvtrace), after rvtrace-ctl: it claims the BAR that
+    # rvtrace-ctl maps through sysfs. Its interface, security and lifetime checks...
+    "$BIN/rvtrace-driver-tests" >"$OUT/driver.tap" 2>&1
+    while IFS= read -r line; do
+        case "$line" in
+        "ok "*) ok "rvtrace: ${line#ok * - }" ;;
+        "not ok "*) not_ok "rvtrace: ${line#not ok * - }" ;;
+        "#"*) echo "$line" | tee -a "$TAP" ;;
+        esac
+    done <"$OUT/driver.tap"
+    # ... its KUnit suite (the shared register map, the plan, the wrap arithmetic) ...
+    if modprobe rvtrace_test && grep -qE '^ok [0-9]+ rvtrace_logic$' /sys/kernel/debug/kunit/rvtrace_logic/results &&
+        ! grep -q 'not ok' /sys/kernel/debug/kunit/rvtrace_logic/results; then
+        ok "KUnit suite rvtrace_logic passed ($(grep -cE '^ +ok ' /sys/kernel/debug/kunit/rvtrace_logic/results) cases ok)"
+    else
+        not_ok "KUnit suite rvtrace_logic passed: $(tail -n 8 /sys/kernel/debug/kunit/rvtrace_logic/results 2>&1)"
+    fi
+    cp /sys/kernel/debug/kunit/rvtrace_logic/results "$OUT/kunit-rvtrace_logic.tap" 2>/dev/null
+    rmmod rvtrace_test 2>/dev/null
+    # ... and traces recorded through it by rvperf, for the host to decode like the others.
+    if modprobe rvtrace; then
+        rvperf_capture rvperf-qsort-htm --mode htm --user -- "$BIN/qsort" 2
+        rvperf_capture rvperf-qsort-btm-ts --mode btm --user --timestamps --no-implicit-return -- "$BIN/qsort" 2
+        rvperf_capture rvperf-switch-alljumps --mode htm --user --all-jumps --sequential-jumps -- "$BIN/switch"
+        # A 16 KiB buffer drained once a tick (4 ms, 4 M instructions under -icount;
+        # qsort writes 16 KiB of trace in 0.2 ms): the sink overtakes the reader again
+        # and again; qsort 12 (13.4 M instructions) lasts a few ticks.
+        rvperf_capture rvperf-qsort-overrun --mode htm --user --buffer-bytes 16384 --sync-max 4 \
+            --poll-ms 1 --wake-bytes 1000000000 -- "$BIN/qsort" 12
+        rmmod rvtrace || not_ok "rmmod rvtrace after rvperf trace record"
+    else
+        not_ok "modprobe rvtrace for rvperf trace record"
+    fi
 fi
 echo "1..$count" | tee -a "$TAP"
 [ "$failed" -eq 0 ]

@@ -7,7 +7,8 @@
 //! One loop serves every recording; an AUX source plugs into it. rvperf_ctr (RISC-V
 //! branch stacks from kmod-shim's PMU) is the first: its records become branch-stack
 //! samples (`perf_data::ctr`) or are kept as PERF_RECORD_AUXTRACE. An N-Trace sink
-//! will be the second.
+//! is the second: [`record_trace`] drains the `rvtrace` driver's sink while a command
+//! runs.
 //!
 //! The library never prints: what a recording missed is returned as
 //! [`RecordWarning`]s in its [`Recording`], and errors are typed ([`RecordError`]).
@@ -21,6 +22,7 @@ mod output;
 mod plan;
 mod recorder;
 mod stop;
+mod trace;
 mod workload;
 
 pub use ctr::pmu_type as ctr_pmu_type;
@@ -31,6 +33,7 @@ pub use options::{
 };
 pub use recorder::record;
 pub use stop::{StopFlag, StopHandlerError};
+pub use trace::{record_trace, TraceRecordError, TraceRecordOptions, TraceRecording};
 pub use workload::{Workload, WorkloadError, WorkloadExit};
 
 pub(crate) use options::Scope;

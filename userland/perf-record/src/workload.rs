@@ -176,6 +176,11 @@ impl Workload {
         self.wait()
     }
 
+    /// Waits for the released workload to end by itself.
+    pub fn wait_for_exit(&mut self) -> Result<WorkloadExit, WorkloadError> {
+        self.wait()
+    }
+
     /// Waits for the workload to end.
     fn wait(&mut self) -> Result<WorkloadExit, WorkloadError> {
         // Released workloads no longer read the go pipe; held ones exit on its end.

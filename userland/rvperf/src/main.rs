@@ -10,6 +10,7 @@ mod perf_file;
 mod record;
 mod report;
 mod script;
+mod trace;
 mod trace_file;
 mod trace_input;
 
@@ -47,6 +48,8 @@ enum Command {
     Autofdo(autofdo::AutofdoArgs),
     /// The events and PMUs this machine can record (with CTR and SBI PMU counters).
     List(list::ListArgs),
+    /// Hardware trace (N-Trace) through the rvtrace driver.
+    Trace(trace::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +58,10 @@ fn main() -> ExitCode {
         Command::Decode(arguments) => decode::run(&arguments),
         // Its exit status is the workload's, as perf record's is.
         Command::Record(arguments) => match record::run(&arguments) {
+            Ok(outcome) => return outcome.exit(),
+            Err(error) => Err(error),
+        },
+        Command::Trace(arguments) => match trace::run(&arguments) {
             Ok(outcome) => return outcome.exit(),
             Err(error) => Err(error),
         },

@@ -254,7 +254,7 @@ mod tests {
         assert_eq!(parsed.encoder(1).unwrap().registers, 0x2000);
         assert_eq!(parsed.encoder(1).unwrap().implementation, 0x2001_0101);
         assert_eq!(parsed.funnel().unwrap().implementation, 0x801);
-        assert_eq!(parsed.ram_sink().unwrap().implementation, 0x2901);
+        assert_eq!(parsed.ram_sink().unwrap().implementation, 0x0100_2901);
         assert_eq!(parsed.components().len(), 4);
     }
 }

@@ -11,9 +11,12 @@ use trace_control::{ComponentType, Version};
 
 use crate::memory::SharedMemory;
 
-/// `trRamImpl`: version 1.0, type RAM sink, SMEM only.
-pub(crate) const IMPLEMENTATION: u32 = registers::implementation::HAS_SMEM.with(
-    implementation_value(ComponentType::RamSink, Version::V1_0),
+/// `trRamImpl`: version 1.0, type RAM sink, SMEM only, with the wrap count.
+pub(crate) const IMPLEMENTATION: u32 = registers::implementation::HAS_WRAP_COUNT.with(
+    registers::implementation::HAS_SMEM.with(
+        implementation_value(ComponentType::RamSink, Version::V1_0),
+        true,
+    ),
     true,
 );
 
@@ -27,7 +30,7 @@ const WORD: usize = ADDRESS_ALIGNMENT as usize;
 /// The registers the poll watches, in the order of [`Registers`]. RP is watched though
 /// not implemented: software probes it (writes the limit, reads back) to choose between
 /// `trRamData` and memory reads, so it must read 0 at once.
-pub(crate) const WATCHED: [usize; 10] = [
+pub(crate) const WATCHED: [usize; 11] = [
     registers::CONTROL,
     registers::IMPLEMENTATION,
     registers::START_LOW,
@@ -38,6 +41,7 @@ pub(crate) const WATCHED: [usize; 10] = [
     registers::WRITE_POINTER_HIGH,
     registers::READ_POINTER_LOW,
     registers::READ_POINTER_HIGH,
+    registers::WRAP_COUNT,
 ];
 
 /// Indices in [`Registers`].
@@ -46,6 +50,7 @@ pub(crate) const IMPLEMENTATION_INDEX: usize = 1;
 pub(crate) const START: usize = 2;
 pub(crate) const LIMIT: usize = 4;
 pub(crate) const WRITE_POINTER: usize = 6;
+pub(crate) const WRAP_COUNT: usize = 10;
 
 /// Values of the [`WATCHED`] registers.
 pub(crate) type Registers = [u32; WATCHED.len()];
@@ -166,7 +171,7 @@ pub(crate) fn apply(old: &Registers, written: &Registers, memory: &SinkMemory) -
         };
         set_write_pointer(&mut new, memory.clamp(address), wrap);
     }
-    // RP is not implemented: 0.
+    // RP is not implemented: 0. The wrap count is read-only: `new` keeps the old one.
     new
 }
 
@@ -214,6 +219,9 @@ fn store_word(
     let wraps = at == limit(registers) || next >= memory.end;
     let next = if wraps { start(registers) } else { next };
     set_write_pointer(registers, next, wrapped(registers) || wraps);
+    if wraps {
+        registers[WRAP_COUNT] = registers[WRAP_COUNT].wrapping_add(1);
+    }
     wraps
 }
 

@@ -30,7 +30,8 @@ const FUNNEL_IMPLEMENTATION: u32 = 0x801;
 const SINK_CONTROL_RESET: u32 = 0x18;
 const SINK_CONTROL_ACTIVE: u32 = 0x19;
 // trRamImpl: version 1.0, type 9, HasSMEM.
-const SINK_IMPLEMENTATION: u32 = 0x2901;
+const SINK_IMPLEMENTATION: u32 = 0x0100_2901;
+const WRAP_COUNT: usize = 0xe00;
 
 // Encoder register offsets.
 const CONTROL: usize = 0x000;
@@ -920,6 +921,26 @@ fn the_sink_wraps_at_the_limit() {
     );
     assert_eq!(load(&block, wp), (start + 8) | 1);
     assert_eq!(load(&block, encoder(&block, 0) + CONTROL) & OVERFLOW, 0);
+}
+
+#[test]
+fn the_wrap_count_counts_every_lap_and_ignores_stores() {
+    let block = block(1);
+    start_trace(&block, 0);
+    set_buffer(&block, 4);
+    let count = sink(&block) + WRAP_COUNT;
+    assert_eq!(load(&block, count), 0);
+    // A 16-byte buffer: 100 bytes are six laps and 4 bytes.
+    let data: Vec<u8> = (0..100).collect();
+    assert_eq!(block.emit(0, &data), Emitted::Stored { wrapped: true });
+    assert_eq!(load(&block, count), 6);
+    // Read-only: a store is undone; a new trRamWP does not change it.
+    write(&block, count, 77);
+    write(&block, sink(&block) + WP_LOW, sink_start(&block));
+    assert_eq!(load(&block, count), 6);
+    // Reset clears it.
+    write(&block, sink(&block) + CONTROL, 0);
+    assert_eq!(load(&block, count), 0);
 }
 
 #[test]

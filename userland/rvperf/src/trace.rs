@@ -1,0 +1,271 @@
+//! `rvperf trace`: hardware trace through the `rvtrace` driver (`/dev/rvtrace`).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use perf_record::{record_trace, StopFlag, TraceRecordOptions, TraceRecording, WorkloadExit};
+use trace_device::abi::{feature, mode, privilege, status_flag, SYNC_NONE};
+use trace_device::{Config, TraceDevice};
+
+use crate::output::write_atomically;
+use crate::record::Outcome;
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    command: TraceCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum TraceCommand {
+    /// Trace a command with the machine's N-Trace hardware: the raw trace to FILE and
+    /// its configuration (what decoding needs) to FILE.info.
+    Record(TraceRecordArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum TraceMode {
+    /// Branch trace messaging: one bit per conditional branch, addresses of indirect jumps.
+    Btm,
+    /// History trace messaging: branch histories in fewer messages.
+    Htm,
+}
+
+#[derive(Debug, Args)]
+pub struct TraceRecordArgs {
+    /// The trace file (its configuration goes to FILE.info).
+    #[arg(short = 'o', long, default_value = "trace.nt")]
+    output: PathBuf,
+    #[arg(long, value_enum, default_value = "htm")]
+    mode: TraceMode,
+    /// User mode only.
+    #[arg(long, conflicts_with = "kernel")]
+    user: bool,
+    /// Supervisor mode (the kernel) only.
+    #[arg(long)]
+    kernel: bool,
+    /// Timestamps (the hart's `time`) in the messages.
+    #[arg(long)]
+    timestamps: bool,
+    /// Report every return's address instead of inferring it from the call stack.
+    #[arg(long)]
+    no_implicit_return: bool,
+    /// Report repeated branch histories as they come, not as repeat counts.
+    #[arg(long)]
+    no_repeated_history: bool,
+    /// Report direct jumps too.
+    #[arg(long)]
+    all_jumps: bool,
+    /// Sequential jumps (an address loaded just before the jump) inferred, not reported.
+    #[arg(long)]
+    sequential_jumps: bool,
+    /// Addresses whose high bits are all ones sent shortened.
+    #[arg(long)]
+    msb_extension: bool,
+    /// Ownership messages (privilege and context) on every change.
+    #[arg(long)]
+    context: bool,
+    /// A synchronisation every 2^(N+4) instruction half-words (0..15).
+    #[arg(long, value_name = "N")]
+    sync_max: Option<u32>,
+    /// Bytes of sink memory to use (default: all of it).
+    #[arg(long, value_name = "BYTES")]
+    buffer_bytes: Option<u64>,
+    /// Stop the trace when the buffer is full instead of overwriting it.
+    #[arg(long)]
+    stop_on_wrap: bool,
+    /// Drain the sink when this many new bytes are in it (default: a quarter of it).
+    #[arg(long, value_name = "BYTES")]
+    wake_bytes: Option<u64>,
+    /// Drain the sink at least every MS milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 10)]
+    poll_ms: u32,
+    /// The trace device.
+    #[arg(long, default_value = trace_device::DEVICE_PATH)]
+    device: PathBuf,
+    /// The command to trace.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+pub fn run(arguments: &TraceArgs) -> Result<Outcome> {
+    match &arguments.command {
+        TraceCommand::Record(record) => run_record(record),
+    }
+}
+
+fn config(arguments: &TraceRecordArgs) -> Config {
+    let mut config = Config::new(match arguments.mode {
+        TraceMode::Btm => mode::BTM,
+        TraceMode::Htm => mode::HTM,
+    });
+    for (wanted, bit) in [
+        (!arguments.no_implicit_return, feature::IMPLICIT_RETURN),
+        (!arguments.no_repeated_history, feature::REPEATED_HISTORY),
+        (arguments.all_jumps, feature::ALL_JUMPS),
+        (arguments.sequential_jumps, feature::SEQUENTIAL_JUMPS),
+        (arguments.msb_extension, feature::MSB_EXTENSION),
+        (arguments.timestamps, feature::TIMESTAMPS),
+        (arguments.context, feature::CONTEXT),
+        (arguments.stop_on_wrap, feature::STOP_ON_WRAP),
+    ] {
+        if wanted {
+            config.features |= bit;
+        }
+    }
+    config.privileges = if arguments.user {
+        privilege::USER
+    } else if arguments.kernel {
+        privilege::SUPERVISOR
+    } else {
+        0
+    };
+    config.sync_max = arguments.sync_max.unwrap_or(SYNC_NONE);
+    config.buffer_bytes = arguments.buffer_bytes.unwrap_or(0);
+    config
+}
+
+fn run_record(arguments: &TraceRecordArgs) -> Result<Outcome> {
+    let device = TraceDevice::open(&arguments.device)?;
+    let mut config = config(arguments);
+    // Implicit return needs the encoders' return stack: without one, returns are reported.
+    if device.info().return_stack_depth == 0 {
+        config.features &= !feature::IMPLICIT_RETURN;
+    }
+    let options = TraceRecordOptions {
+        config,
+        wake_bytes: arguments.wake_bytes,
+        poll_milliseconds: arguments.poll_ms.max(1),
+    };
+    let stop = StopFlag::new();
+    stop.install_signal_handlers()?;
+    let recording = record_trace(&device, &options, &arguments.command, Some(&stop))?;
+    write_atomically(&arguments.output, |out| {
+        out.write_all(&recording.trace)?;
+        Ok(())
+    })
+    .with_context(|| format!("cannot write {}", arguments.output.display()))?;
+    let mut info_path = arguments.output.clone().into_os_string();
+    info_path.push(".info");
+    let info_path = PathBuf::from(info_path);
+    write_atomically(&info_path, |out| {
+        out.write_all(info_text(&recording).as_bytes())?;
+        Ok(())
+    })
+    .with_context(|| format!("cannot write {}", info_path.display()))?;
+    let lost: u64 = recording.gaps.iter().map(|gap| gap.lost).sum();
+    eprintln!(
+        "rvperf: {} bytes of trace in {} ({} drains, {} wraps{})",
+        recording.trace.len(),
+        arguments.output.display(),
+        recording.drains,
+        recording.status.wraps,
+        if lost > 0 {
+            format!(", {lost} bytes lost in {} gaps", recording.gaps.len())
+        } else {
+            String::new()
+        }
+    );
+    Ok(Outcome::of_workload(recording.exit, stop.requested()))
+}
+
+/// The configuration and the outcome, one `key=value` per line (the keys
+/// `rvtrace-ctl` writes, for the same decoders and tests).
+fn info_text(recording: &TraceRecording) -> String {
+    let config = &recording.config;
+    let status = &recording.status;
+    let flag = |bit: u32| u8::from(config.features & bit != 0);
+    let exit_status = match recording.exit {
+        WorkloadExit::Code(code) => code,
+        WorkloadExit::Signal(signal) => 128 + signal as i32,
+    };
+    let harts = if config.harts == 0 {
+        recording.info.harts
+    } else {
+        config.harts
+    };
+    let gaps: Vec<String> = recording
+        .gaps
+        .iter()
+        .map(|gap| format!("{:#x}:{}", gap.offset, gap.lost))
+        .collect();
+    let lines = [
+        ("recorder", "rvperf".to_string()),
+        (
+            "mode",
+            if config.mode == mode::BTM {
+                "btm"
+            } else {
+                "htm"
+            }
+            .to_string(),
+        ),
+        (
+            "implicit_return",
+            flag(feature::IMPLICIT_RETURN).to_string(),
+        ),
+        (
+            "return_stack_depth",
+            recording.info.return_stack_depth.to_string(),
+        ),
+        (
+            "repeated_history",
+            flag(feature::REPEATED_HISTORY).to_string(),
+        ),
+        ("all_jumps", flag(feature::ALL_JUMPS).to_string()),
+        (
+            "sequential_jumps",
+            flag(feature::SEQUENTIAL_JUMPS).to_string(),
+        ),
+        ("msb_extension", flag(feature::MSB_EXTENSION).to_string()),
+        ("timestamps", flag(feature::TIMESTAMPS).to_string()),
+        ("context", flag(feature::CONTEXT).to_string()),
+        ("privileges", config.privileges.to_string()),
+        (
+            "sync_max",
+            if config.sync_max == SYNC_NONE {
+                "-1".to_string()
+            } else {
+                config.sync_max.to_string()
+            },
+        ),
+        ("harts", harts.count_ones().to_string()),
+        ("hart_mask", format!("{harts:#x}")),
+        ("src_bits", status.src_bits.to_string()),
+        ("sink_bytes", status.buffer_bytes.to_string()),
+        ("stop_on_wrap", flag(feature::STOP_ON_WRAP).to_string()),
+        (
+            "wrapped",
+            u8::from(status.flags & status_flag::WRAPPED != 0).to_string(),
+        ),
+        (
+            "stopped_on_wrap",
+            u8::from(status.flags & status_flag::STOPPED_ON_WRAP != 0).to_string(),
+        ),
+        ("overflow_harts", status.overflow_harts.to_string()),
+        ("exit_status", exit_status.to_string()),
+        ("bytes_written", status.bytes_written.to_string()),
+        ("wraps", status.wraps.to_string()),
+        (
+            "wraps_counted_by_sink",
+            u8::from(recording.info.flags & trace_device::abi::info_flag::WRAP_COUNT != 0)
+                .to_string(),
+        ),
+        ("drains", recording.drains.to_string()),
+        (
+            "lost_bytes",
+            recording
+                .gaps
+                .iter()
+                .map(|gap| gap.lost)
+                .sum::<u64>()
+                .to_string(),
+        ),
+        ("gaps", gaps.join(",")),
+    ];
+    lines
+        .iter()
+        .map(|(key, value)| format!("{key}={value}\n"))
+        .collect()
+}
