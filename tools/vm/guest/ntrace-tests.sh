@@ -35,31 +35,56 @@ capture() {
     fi
 }
 
-# rvperf_capture NAME RVPERF-OPTIONS -- PROGRAM ARGS...: one trace through the rvtrace
-# driver by `rvperf trace record`, listed in the manifest likewise.
+# quiet_pipe_run STDOUT-FILE COMMAND...: runs COMMAND with its standard output a pipe,
+# as under rvtrace-ctl and in the host's ground-truth run (glibc's stdio buffers a file
+# otherwise: another execution), that nothing reads until COMMAND is over (a reader
+# would run on the traced hart): a FIFO held open read-write, read through a second
+# descriptor afterwards. Returns COMMAND's status.
+quiet_pipe_run() {
+    stdout_file=$1
+    shift
+    fifo=/tmp/quiet-pipe.$$
+    rm -f "$fifo"
+    mkfifo "$fifo"
+    exec 3<>"$fifo"
+    "$@" >"$fifo"
+    run_status=$?
+    exec 4<"$fifo" 3>&-
+    cat <&4 >"$stdout_file"
+    exec 4<&-
+    rm -f "$fifo"
+    return "$run_status"
+}
+
+# rvperf_capture NAME RVPERF-OPTIONS -- PROGRAM ARGS...: one raw trace through the
+# rvtrace driver by `rvperf trace record --format raw`, listed in the manifest like
+# rvtrace-ctl's.
 rvperf_capture() {
     name=$1
     shift
     options=""
     while [ "$1" != "--" ]; do options="$options $1"; shift; done
     shift
-    # The program's standard output is a pipe, as under rvtrace-ctl and in the host's
-    # ground-truth run (glibc's stdio buffers a file otherwise: another execution), and
-    # nothing reads it until the trace is over (a reader would run on the traced hart):
-    # a FIFO held open read-write, read through a second descriptor afterwards.
-    fifo=/tmp/$name.fifo
-    rm -f "$fifo"
-    mkfifo "$fifo"
-    exec 3<>"$fifo"
     # shellcheck disable=SC2086 # options are words
-    rvperf trace record $options -o "$OUT/$name.nt" -- "$@" >"$fifo" 2>"$OUT/$name.stderr"
-    status=$?
-    exec 4<"$fifo" 3>&-
-    cat <&4 >"$OUT/$name.stdout"
-    exec 4<&-
-    rm -f "$fifo"
-    if [ "$status" = 0 ]; then
+    if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record --format raw $options -o "$OUT/$name.nt" -- "$@" 2>"$OUT/$name.stderr"; then
         echo "$name $*" >>"$OUT/manifest"
+        ok "$name: rvperf trace record --format raw$options -- $*: $(tail -n 1 "$OUT/$name.stderr")"
+    else
+        not_ok "$name: rvperf trace record --format raw$options -- $* failed: $(tail -n 3 "$OUT/$name.stderr")"
+    fi
+}
+
+# rvperf_recording NAME RVPERF-OPTIONS -- PROGRAM ARGS...: a perf.data by `rvperf trace
+# record` (trace, configuration and side-band), listed in perf-data-manifest.
+rvperf_recording() {
+    name=$1
+    shift
+    options=""
+    while [ "$1" != "--" ]; do options="$options $1"; shift; done
+    shift
+    # shellcheck disable=SC2086 # options are words
+    if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record $options -o "$OUT/$name.perf.data" -- "$@" 2>"$OUT/$name.stderr"; then
+        echo "$name $*" >>"$OUT/perf-data-manifest"
         ok "$name: rvperf trace record$options -- $*: $(tail -n 1 "$OUT/$name.stderr")"
     else
         not_ok "$name: rvperf trace record$options -- $* failed: $(tail -n 3 "$OUT/$name.stderr")"
@@ -67,6 +92,7 @@ rvperf_capture() {
 }
 
 : >"$OUT/manifest"
+: >"$OUT/perf-data-manifest"
 if [ "${1:-}" = smp ]; then
     [ "$(nproc)" -ge 2 ] || { not_ok "the guest has two harts"; exit 1; }
     "$BIN/rvtrace-ctl" discover >"$OUT/discover-smp.txt" 2>&1 || not_ok "rvtrace-ctl discover"
@@ -129,6 +155,17 @@ else
         # and again; qsort 12 (13.4 M instructions) lasts a few ticks.
         rvperf_capture rvperf-qsort-overrun --mode htm --user --buffer-bytes 16384 --sync-max 4 \
             --poll-ms 1 --wake-bytes 1000000000 -- "$BIN/qsort" 12
+        # perf.data recordings: the trace with its configuration and side-band.
+        rvperf_recording rvperf-qsort-htm-perf --mode htm --user -- "$BIN/qsort" 2
+        rvperf_recording rvperf-recursion-btm-perf --mode btm --user --timestamps -- "$BIN/recursion"
+        rvperf_recording rvperf-qsort-overrun-perf --mode htm --user --buffer-bytes 16384 --sync-max 4 -- "$BIN/qsort" 12
+        if rvperf trace record --user -o /tmp/refused.perf.data -- /nonexistent/program 2>"$OUT/refused.stderr"; then
+            not_ok "rvperf trace record of a missing program fails"
+        elif [ -e /tmp/refused.perf.data ]; then
+            not_ok "rvperf trace record of a missing program leaves no perf.data"
+        else
+            ok "rvperf trace record of a missing program fails, leaving nothing: $(tail -n 1 "$OUT/refused.stderr")"
+        fi
         rmmod rvtrace || not_ok "rmmod rvtrace after rvperf trace record"
     else
         not_ok "modprobe rvtrace for rvperf trace record"

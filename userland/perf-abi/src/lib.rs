@@ -15,6 +15,7 @@ mod branch;
 pub mod ctr;
 mod event;
 mod event_list;
+pub mod ntrace;
 mod pmu_list;
 mod record;
 

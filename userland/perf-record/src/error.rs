@@ -36,6 +36,8 @@ pub enum RecordError {
     StopHandler(#[from] StopHandlerError),
     #[error(transparent)]
     Write(#[from] WriteError),
+    #[error(transparent)]
+    TraceDevice(#[from] trace_device::DeviceError),
     #[error("cannot map the ring buffer of {event}")]
     MapRing { event: String, source: RingError },
     #[error("cannot map the AUX area of {event}")]

@@ -22,7 +22,9 @@ mod output;
 mod plan;
 mod recorder;
 mod stop;
+mod synthesize;
 mod trace;
+mod trace_source;
 mod workload;
 
 pub use ctr::pmu_type as ctr_pmu_type;
@@ -34,6 +36,7 @@ pub use options::{
 pub use recorder::record;
 pub use stop::{StopFlag, StopHandlerError};
 pub use trace::{record_trace, TraceRecordError, TraceRecordOptions, TraceRecording};
+pub use trace_source::TraceOptions;
 pub use workload::{Workload, WorkloadError, WorkloadExit};
 
 pub(crate) use options::Scope;

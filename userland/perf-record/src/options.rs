@@ -102,6 +102,9 @@ pub struct RecordOptions {
     pub sysfs: PathBuf,
     /// The recorder's command line, for the perf.data header (`perf report --header`).
     pub command_line: Vec<String>,
+    /// Record the trace device's N-Trace instead of sampling `events` (`rvperf trace
+    /// record`): the events are then a system-wide dummy event for the side-band.
+    pub trace: Option<crate::TraceOptions>,
 }
 
 impl Default for RecordOptions {
@@ -120,6 +123,7 @@ impl Default for RecordOptions {
             output: PathBuf::from("perf.data"),
             sysfs: PathBuf::from("/sys"),
             command_line: Vec::new(),
+            trace: None,
         }
     }
 }
@@ -163,6 +167,9 @@ pub enum RecordWarning {
     /// rvperf_ctr recorded during only `share` (0 to 1) of the time its event was
     /// enabled: its trigger could not always get a hardware counter.
     LowCoverage { share: f64 },
+    /// The trace sink overwrote `bytes` of trace before they were read, in `gaps`
+    /// places (recorded as discontinuities of the AUXTRACE offsets).
+    TraceLost { bytes: u64, gaps: usize },
     /// perf throttled the rvperf_ctr trigger `count` times
     /// (kernel.perf_event_max_sample_rate): samples are missing after each.
     Throttled { count: u64 },
@@ -189,6 +196,11 @@ impl fmt::Display for RecordWarning {
                 }
                 Ok(())
             }
+            RecordWarning::TraceLost { bytes, gaps } => write!(
+                f,
+                "the trace sink overtook the recorder: {bytes} bytes of trace lost in {gaps} \
+                 gaps (a larger --buffer-bytes, or a trace of fewer instructions)"
+            ),
             RecordWarning::LowCoverage { share } => write!(
                 f,
                 "rvperf_ctr recorded during only {:.1}% of the time the event was \

@@ -37,7 +37,8 @@ pub(crate) struct Plan {
     pub(crate) aux: Option<AuxPlan>,
 }
 
-/// An AUX source and the size of the AUX area it reads on each CPU.
+/// An AUX source and the size of the AUX area it reads on each CPU (0: it maps none,
+/// as the trace device's sink is mapped from its own device).
 pub(crate) struct AuxPlan {
     pub(crate) pages: usize,
     pub(crate) source: Box<dyn AuxSource>,
@@ -57,6 +58,12 @@ pub(crate) trait AuxSource {
         writer: &mut Writer,
         counts: &mut Counts,
     ) -> Result<(), RecordError>;
+
+    /// How often the loop must drain this source at least (the loop's poll wakes on
+    /// the rings only); `None`: the loop's own interval.
+    fn poll_interval(&self) -> Option<std::time::Duration> {
+        None
+    }
 
     /// Once the events are disabled, before the last drain.
     fn events_disabled(&mut self, cpus: &[CpuRing], events: &[Event]);

@@ -21,6 +21,7 @@ use crate::output::TemporaryOutput;
 use crate::plan::{
     quarter_watermark, sampling_options, AuxSource, Counts, CpuRing, Plan, PlannedEvent, Writer,
 };
+use crate::trace_source;
 use crate::{
     AuxData, CallChains, RecordError, RecordOptions, Recording, Scope, StopFlag, Summary, Target,
     Workload,
@@ -76,9 +77,13 @@ pub fn record(options: &RecordOptions, stop: StopFlag) -> Result<Recording, Reco
     if let Some(workload) = workload.as_mut() {
         workload.release()?;
     }
+    let interval = source
+        .as_deref()
+        .and_then(AuxSource::poll_interval)
+        .map_or(POLL_INTERVAL, |interval| interval.min(POLL_INTERVAL));
     loop {
         let fds: Vec<_> = opened.events.iter().map(AsFd::as_fd).collect();
-        poll_readable(&fds, Some(POLL_INTERVAL))?;
+        poll_readable(&fds, Some(interval))?;
         drain(&mut opened, source.as_deref_mut(), &mut writer, &mut state)?;
         file.flush_round()?;
         if let Some(workload) = workload.as_mut() {
@@ -147,6 +152,9 @@ struct LoopState {
 /// The events to open: rvperf_ctr's where it is loaded and asked for (by name, or by
 /// a branch stack), else the events as given.
 fn plan(options: &RecordOptions) -> Result<Plan, RecordError> {
+    if let Some(trace) = &options.trace {
+        return trace_source::plan(options, trace);
+    }
     let ctr_type = ctr::pmu_type(&options.sysfs);
     let names_ctr = options
         .events
@@ -254,7 +262,7 @@ fn open(plan: &Plan, pid: i32) -> Result<Opened, RecordError> {
                         source,
                     }
                 })?;
-                if let Some(aux) = &plan.aux {
+                if let Some(aux) = plan.aux.as_ref().filter(|aux| aux.pages > 0) {
                     ring.map_aux(aux.pages, AuxMode::Consume)
                         .map_err(|source| RecordError::MapAux {
                             event: planned.name.clone(),

@@ -11,4 +11,5 @@ pub use event::{Event, EventError};
 pub use poll::{poll_readable, PollError, PollStatus};
 pub use ring::{
     page_size, AuxChunk, AuxMode, RawData, RawRecord, RecordBatch, RingBuffer, RingError,
+    TimeConversion,
 };

@@ -171,6 +171,38 @@ struct AuxArea {
     mode: AuxMode,
 }
 
+/// `perf_event_mmap_page`'s time conversion: perf time of a counter value `counter` is
+/// [`TimeConversion::perf_time`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeConversion {
+    pub shift: u16,
+    pub mult: u32,
+    pub zero: u64,
+    /// With a short counter (`cap_user_time_short`): the counter value `cycles` and the
+    /// counter's `mask`; otherwise 0 and all ones.
+    pub cycles: u64,
+    pub mask: u64,
+}
+
+impl TimeConversion {
+    /// Perf time (nanoseconds of the kernel's perf clock) of counter value `counter`,
+    /// as perf_event.h's comment computes it.
+    pub fn perf_time(&self, counter: u64) -> u64 {
+        let counter = if self.mask == u64::MAX {
+            counter
+        } else {
+            self.cycles
+                .wrapping_add(counter.wrapping_sub(self.cycles) & self.mask)
+        };
+        let shift = u32::from(self.shift.min(63));
+        let quotient = counter >> shift;
+        let remainder = counter & ((1u64 << shift) - 1);
+        self.zero
+            .wrapping_add(quotient.wrapping_mul(u64::from(self.mult)))
+            .wrapping_add((remainder.wrapping_mul(u64::from(self.mult))) >> shift)
+    }
+}
+
 /// The metadata page plus 2^n data pages of one event (and whatever events
 /// were redirected into it with [`Event::set_output`]).
 #[derive(Debug)]
@@ -249,6 +281,46 @@ impl RingBuffer {
         // of u64 fields); all concurrent access (ours and the kernel's) to the
         // head/tail words is atomic-sized.
         unsafe { AtomicU64::from_ptr(field(self.meta())) }
+    }
+
+    /// The conversion from the hardware's time counter (on RISC-V the `time` CSR) to
+    /// perf time that the kernel publishes in the metadata page, when it does
+    /// (`cap_user_time_zero`): how perf turns Intel PT's TSC into sample times. Read
+    /// under the page's sequence lock.
+    pub fn time_conversion(&self) -> Option<TimeConversion> {
+        let meta = self.meta();
+        for _ in 0..1000 {
+            // SAFETY: `meta` points at the live metadata page (mapped while `self`
+            // lives); the kernel updates these fields under `lock`, a sequence count
+            // read before and after with volatile loads, as the perf_event.h comment
+            // prescribes for user-space readers.
+            let (before, page, after) = unsafe {
+                let before = std::ptr::read_volatile(addr_of_mut!((*meta).lock));
+                std::sync::atomic::fence(Ordering::Acquire);
+                let page = std::ptr::read_volatile(meta);
+                std::sync::atomic::fence(Ordering::Acquire);
+                let after = std::ptr::read_volatile(addr_of_mut!((*meta).lock));
+                (before, page, after)
+            };
+            if before != after || before % 2 == 1 {
+                continue;
+            }
+            // SAFETY: the capabilities union is a u64 of bit fields either way.
+            let capabilities = unsafe { page.__bindgen_anon_1.capabilities };
+            // Bit 4: cap_user_time_zero; bit 5: cap_user_time_short.
+            if capabilities & (1 << 4) == 0 {
+                return None;
+            }
+            let short = capabilities & (1 << 5) != 0;
+            return Some(TimeConversion {
+                shift: page.time_shift,
+                mult: page.time_mult,
+                zero: page.time_zero,
+                cycles: if short { page.time_cycles } else { 0 },
+                mask: if short { page.time_mask } else { u64::MAX },
+            });
+        }
+        None
     }
 
     /// Bytes of data area.

@@ -27,6 +27,7 @@ pub mod aux;
 pub mod fold;
 pub mod inject;
 pub mod lost;
+pub mod ntrace_recording;
 pub mod ordered;
 pub mod processes;
 pub mod report;
@@ -37,6 +38,9 @@ pub mod trace_inject;
 pub use aux::{AuxDecoder, CorruptAux, UndecodedAux};
 pub use fold::{fold, FoldOptions, Split, Weight};
 pub use lost::Lost;
+pub use ntrace_recording::{
+    read_ntrace_recording, ExecutableMapping, NtraceRecording, NtraceRecordingError, TracePiece,
+};
 pub use ordered::OrderedEvents;
 pub use processes::{thread_id, InlineFrames, Place, Processes, SymbolOptions};
 pub use session::{Session, SessionError, SessionSample};

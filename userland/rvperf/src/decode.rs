@@ -35,10 +35,22 @@ pub enum Output {
 }
 
 #[derive(Debug, Args)]
-#[command(mut_arg("trace", |trace| trace.required(true)))]
+#[command(mut_arg("trace", |trace| trace.required_unless_present("recording")))]
 pub struct DecodeArgs {
     #[command(flatten)]
     input: TraceArgs,
+    /// A perf.data of `rvperf trace record`: the trace, the encoders' configuration and
+    /// the files that ran, instead of --trace and the encoder options (--elf adds files).
+    #[arg(
+        short = 'i',
+        long = "input",
+        value_name = "PERF_DATA",
+        conflicts_with = "trace"
+    )]
+    recording: Option<std::path::PathBuf>,
+    /// With -i: the directory the recorded file names are under (the target's root).
+    #[arg(long, value_name = "DIR", requires = "recording")]
+    symfs: Option<std::path::PathBuf>,
     /// What to print.
     #[arg(long, value_enum, default_value_t = Output::Summary)]
     output: Output,
@@ -53,33 +65,43 @@ pub struct DecodeArgs {
 }
 
 pub fn run(arguments: &DecodeArgs) -> Result<()> {
-    let code = if arguments.input.elf.is_empty() {
+    let (input, trace, trace_name) = match &arguments.recording {
+        Some(path) => {
+            let loaded =
+                crate::trace_recording::load(path, arguments.symfs.as_deref(), &arguments.input)?;
+            (loaded.arguments, loaded.trace, loaded.name)
+        }
+        None => {
+            let trace_path = arguments
+                .input
+                .trace
+                .as_ref()
+                .context("--trace is required")?;
+            let trace = TraceFile::open(trace_path)?;
+            (
+                arguments.input.clone(),
+                trace,
+                trace_path.display().to_string(),
+            )
+        }
+    };
+    let code = if input.elf.is_empty() {
         if arguments.output != Output::Messages {
             bail!("--elf is required to follow the program flow (only --output messages works without it)");
         }
         None
     } else {
-        Some(arguments.input.load_code()?)
+        Some(input.load_code()?)
     };
-    let trace_path = arguments
-        .input
-        .trace
-        .as_ref()
-        .context("--trace is required")?;
-    let trace = TraceFile::open(trace_path)?;
-    let message_options = arguments
-        .input
-        .message_options(code.as_ref().and_then(TraceCode::xlen));
+    let message_options = input.message_options(code.as_ref().and_then(TraceCode::xlen));
     let stdout = std::io::stdout().lock();
     let mut out = LineWriter::new(stdout);
-    let trace_name = trace_path.display().to_string();
     match (arguments.output, code) {
         (Output::Messages, _) => dump_messages(&trace, message_options, &mut out, &trace_name)?,
         (mode, Some(code)) => {
             // A summary needs counts and the block profile, not each range: the decoder's
             // fast path skips building range elements.
-            let options = arguments
-                .input
+            let options = input
                 .decoder_options(&code)
                 .with_instruction_ranges(mode != Output::Summary);
             let jobs = arguments.jobs.jobs();
@@ -89,7 +111,7 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
                 Output::Summary => jobs,
                 _ => jobs.saturating_sub(1).max(1),
             };
-            let multi_hart = arguments.input.src_bits > 0;
+            let multi_hart = input.src_bits > 0;
             let formatting = if mode == Output::Pcs && !multi_hart && jobs > 1 {
                 Formatting::OwnThread
             } else {

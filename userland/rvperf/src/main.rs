@@ -13,6 +13,7 @@ mod script;
 mod trace;
 mod trace_file;
 mod trace_input;
+mod trace_recording;
 
 use std::process::ExitCode;
 

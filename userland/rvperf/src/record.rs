@@ -85,7 +85,7 @@ impl Outcome {
         }
     }
 
-    fn new(recording: &Recording) -> Outcome {
+    pub(crate) fn new(recording: &Recording) -> Outcome {
         match recording.workload {
             Some(WorkloadExit::Signal(signal)) => Outcome {
                 signal: Some(signal),

@@ -2,9 +2,12 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use perf_record::{record_trace, StopFlag, TraceRecordOptions, TraceRecording, WorkloadExit};
+use perf_record::{
+    record_trace, RecordOptions, StopFlag, Target, TraceOptions, TraceRecordOptions,
+    TraceRecording, WorkloadExit,
+};
 use trace_device::abi::{feature, mode, privilege, status_flag, SYNC_NONE};
 use trace_device::{Config, TraceDevice};
 
@@ -19,8 +22,8 @@ pub struct TraceArgs {
 
 #[derive(Debug, Subcommand)]
 enum TraceCommand {
-    /// Trace a command with the machine's N-Trace hardware: the raw trace to FILE and
-    /// its configuration (what decoding needs) to FILE.info.
+    /// Trace a command (or the system) with the machine's N-Trace hardware, through the
+    /// rvtrace driver, into a perf.data (or a raw trace).
     Record(TraceRecordArgs),
 }
 
@@ -32,11 +35,27 @@ enum TraceMode {
     Htm,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum TraceFormat {
+    /// A perf.data: the trace as AUXTRACE data, its configuration in AUXTRACE_INFO, and
+    /// the side-band (MMAP2, COMM, FORK/EXIT, context switches) of the whole system.
+    PerfData,
+    /// The raw N-Trace bytes, and the configuration in FILE.info (`key=value` lines).
+    Raw,
+}
+
 #[derive(Debug, Args)]
 pub struct TraceRecordArgs {
-    /// The trace file (its configuration goes to FILE.info).
-    #[arg(short = 'o', long, default_value = "trace.nt")]
-    output: PathBuf,
+    /// The output (default: perf.data, or trace.nt with --format raw).
+    #[arg(short = 'o', long)]
+    output: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "perf-data")]
+    format: TraceFormat,
+    /// Trace the whole system until SIGINT/SIGTERM (or, with a command, until it ends).
+    /// The trace is of every hart either way: the hardware does not tell processes
+    /// apart; the side-band does.
+    #[arg(short = 'a', long = "all-cpus")]
+    all_cpus: bool,
     #[arg(long, value_enum, default_value = "htm")]
     mode: TraceMode,
     /// User mode only.
@@ -85,7 +104,7 @@ pub struct TraceRecordArgs {
     #[arg(long, default_value = trace_device::DEVICE_PATH)]
     device: PathBuf,
     /// The command to trace.
-    #[arg(last = true, required = true)]
+    #[arg(last = true)]
     command: Vec<String>,
 }
 
@@ -127,6 +146,62 @@ fn config(arguments: &TraceRecordArgs) -> Config {
 }
 
 fn run_record(arguments: &TraceRecordArgs) -> Result<Outcome> {
+    match arguments.format {
+        TraceFormat::PerfData => record_perf_data(arguments),
+        TraceFormat::Raw => record_raw(arguments),
+    }
+}
+
+fn record_perf_data(arguments: &TraceRecordArgs) -> Result<Outcome> {
+    let target = match (arguments.command.is_empty(), arguments.all_cpus) {
+        (false, _) => Target::SystemWhileCommand(arguments.command.clone()),
+        (true, true) => Target::System,
+        (true, false) => bail!("nothing to trace: give -- COMMAND, or -a"),
+    };
+    let output = arguments
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("perf.data"));
+    let stop = StopFlag::new();
+    stop.install_signal_handlers()?;
+    let mut options = RecordOptions::default();
+    options.target = target;
+    options.output = output.clone();
+    options.command_line = std::env::args().collect();
+    options.trace = Some(TraceOptions {
+        device: arguments.device.clone(),
+        config: config(arguments),
+    });
+    let recording = perf_record::record(&options, stop)?;
+    let summary = &recording.summary;
+    let lost = if summary.lost > 0 {
+        format!(", {} side-band records lost", summary.lost)
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "[ rvperf trace record: {} bytes written to {}{lost} ]",
+        summary.bytes_written,
+        output.display()
+    );
+    match recording.workload {
+        Some(WorkloadExit::Code(0)) | None => {}
+        Some(exit) => eprintln!("rvperf trace record: the command {exit}"),
+    }
+    for warning in &recording.warnings {
+        eprintln!("rvperf trace record: warning: {warning}");
+    }
+    Ok(Outcome::new(&recording))
+}
+
+fn record_raw(arguments: &TraceRecordArgs) -> Result<Outcome> {
+    if arguments.command.is_empty() {
+        bail!("--format raw traces a command: give -- COMMAND");
+    }
+    let output = arguments
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("trace.nt"));
     let device = TraceDevice::open(&arguments.device)?;
     let mut config = config(arguments);
     // Implicit return needs the encoders' return stack: without one, returns are reported.
@@ -141,12 +216,12 @@ fn run_record(arguments: &TraceRecordArgs) -> Result<Outcome> {
     let stop = StopFlag::new();
     stop.install_signal_handlers()?;
     let recording = record_trace(&device, &options, &arguments.command, Some(&stop))?;
-    write_atomically(&arguments.output, |out| {
+    write_atomically(&output, |out| {
         out.write_all(&recording.trace)?;
         Ok(())
     })
-    .with_context(|| format!("cannot write {}", arguments.output.display()))?;
-    let mut info_path = arguments.output.clone().into_os_string();
+    .with_context(|| format!("cannot write {}", output.display()))?;
+    let mut info_path = output.clone().into_os_string();
     info_path.push(".info");
     let info_path = PathBuf::from(info_path);
     write_atomically(&info_path, |out| {
@@ -158,7 +233,7 @@ fn run_record(arguments: &TraceRecordArgs) -> Result<Outcome> {
     eprintln!(
         "rvperf: {} bytes of trace in {} ({} drains, {} wraps{})",
         recording.trace.len(),
-        arguments.output.display(),
+        output.display(),
         recording.drains,
         recording.status.wraps,
         if lost > 0 {

@@ -19,6 +19,9 @@ const RELEASE_POLL: Duration = Duration::from_millis(10);
 pub struct TraceFile {
     map: Mmap,
     released: AtomicUsize,
+    /// Whether pages may be given back: a file's come back from the file; the pages of
+    /// a trace made in memory ([`TraceFile::from_bytes`]) would come back as zeros.
+    releasable: bool,
 }
 
 impl TraceFile {
@@ -42,6 +45,25 @@ impl TraceFile {
         Ok(Self {
             map,
             released: AtomicUsize::new(0),
+            releasable: true,
+        })
+    }
+
+    /// A trace assembled in memory (from a perf.data's AUXTRACE chunks).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        if bytes.is_empty() {
+            bail!("the recording holds no trace");
+        }
+        let mut map =
+            memmap2::MmapMut::map_anon(bytes.len()).context("cannot allocate the trace")?;
+        map.copy_from_slice(bytes);
+        let map = map
+            .make_read_only()
+            .context("cannot make the trace read-only")?;
+        Ok(Self {
+            map,
+            released: AtomicUsize::new(0),
+            releasable: false,
         })
     }
 
@@ -56,7 +78,7 @@ impl TraceFile {
             .unwrap_or(usize::MAX)
             .min(self.map.len());
         let page_aligned = position & !0xfff;
-        if page_aligned >= self.released.load(Ordering::Relaxed) + RELEASE_STEP {
+        if self.releasable && page_aligned >= self.released.load(Ordering::Relaxed) + RELEASE_STEP {
             // SAFETY: DONTNEED on a private read-only file mapping only drops cached
             // pages; later reads fault them back in from the file, so no data changes.
             // The decoder never goes back before `position` anyway.

@@ -20,7 +20,7 @@ use crate::trace_file::TraceFile;
 use trace_elements::{ElementKind, ElementSource, GapReason, TraceElement};
 
 /// The trace and the code it ran: `#[command(flatten)]` into a command's arguments.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct TraceArgs {
     /// An ELF file the traced code came from; `FILE@LOAD_ADDR` places its lowest loadable
     /// segment at LOAD_ADDR (for shared objects and PIE). Repeat for several files.

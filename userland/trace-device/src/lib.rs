@@ -380,3 +380,125 @@ impl Drain {
         &self.gaps
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sink memory of `bytes` (a stand-in for the device's mapping).
+    fn sink(bytes: &[u8]) -> SinkMemory {
+        let mut map = memmap2::MmapMut::map_anon(bytes.len()).unwrap();
+        map.copy_from_slice(bytes);
+        SinkMemory {
+            map: map.make_read_only().unwrap(),
+        }
+    }
+
+    fn status(buffer_offset: u64, buffer_bytes: u64, bytes_written: u64, running: bool) -> Status {
+        let write_offset = buffer_offset + bytes_written % buffer_bytes;
+        Status {
+            size: size_of::<Status>() as u32,
+            flags: if running {
+                abi::status_flag::RUNNING
+            } else {
+                0
+            },
+            buffer_offset,
+            buffer_bytes,
+            write_offset,
+            bytes_written,
+            ..Status::default()
+        }
+    }
+
+    #[test]
+    fn new_bytes_come_in_order_round_the_buffer_end() {
+        // A 16-byte buffer at offset 4 of the mapping.
+        let memory: Vec<u8> = (0..24).collect();
+        let sink = sink(&memory);
+        let mut drain = Drain::new();
+        let mut out = Vec::new();
+        let first = status(4, 16, 10, true);
+        assert_eq!(
+            drain
+                .drain_with(&first, &sink, &mut out, || Ok(first))
+                .unwrap(),
+            10
+        );
+        assert_eq!(out, (4..14).collect::<Vec<u8>>());
+        // 12 more: 6 to the buffer's end, 6 from its start.
+        out.clear();
+        let second = status(4, 16, 22, true);
+        assert_eq!(
+            drain
+                .drain_with(&second, &sink, &mut out, || Ok(second))
+                .unwrap(),
+            12
+        );
+        assert_eq!(out, [14, 15, 16, 17, 18, 19, 4, 5, 6, 7, 8, 9]);
+        assert_eq!((drain.drained(), drain.lost()), (22, 0));
+        assert!(drain.gaps().is_empty());
+    }
+
+    #[test]
+    fn an_overtaken_reader_records_a_gap_and_reads_from_the_oldest_byte() {
+        let memory: Vec<u8> = (0..16).collect();
+        let sink = sink(&memory);
+        let mut drain = Drain::new();
+        let mut out = Vec::new();
+        // 40 bytes written into a 16-byte buffer: 24 lost, the 16 newest start at 8.
+        let status = status(0, 16, 40, false);
+        assert_eq!(
+            drain
+                .drain_with(&status, &sink, &mut out, || unreachable!())
+                .unwrap(),
+            16
+        );
+        assert_eq!(out, [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(
+            drain.gaps(),
+            [Gap {
+                offset: 0,
+                lost: 24
+            }]
+        );
+    }
+
+    #[test]
+    fn bytes_overwritten_during_the_copy_are_dropped_as_one_gap() {
+        let memory: Vec<u8> = (0..16).collect();
+        let sink = sink(&memory);
+        let mut drain = Drain::new();
+        let mut out = Vec::new();
+        let before = status(0, 16, 20, true);
+        // While copying, the sink wrote 6 more: the 6 oldest copied bytes are stale.
+        let after = status(0, 16, 26, true);
+        assert_eq!(
+            drain
+                .drain_with(&before, &sink, &mut out, || Ok(after))
+                .unwrap(),
+            10
+        );
+        assert_eq!(out, [10, 11, 12, 13, 14, 15, 0, 1, 2, 3]);
+        // 4 lost before the copy and 6 during it: one gap of 10.
+        assert_eq!(
+            drain.gaps(),
+            [Gap {
+                offset: 0,
+                lost: 10
+            }]
+        );
+        assert_eq!((drain.drained(), drain.lost()), (10, 10));
+    }
+
+    #[test]
+    fn a_status_outside_the_mapping_is_refused() {
+        let sink = sink(&[0; 16]);
+        let mut drain = Drain::new();
+        let bad = status(8, 16, 4, false);
+        assert!(matches!(
+            drain.drain_with(&bad, &sink, &mut Vec::new(), || unreachable!()),
+            Err(DeviceError::BufferOutsideMapping { .. })
+        ));
+    }
+}

@@ -1,0 +1,232 @@
+//! The PERF_RECORD_AUXTRACE_INFO of an N-Trace recording (`rvperf trace record`): what a
+//! decoder needs to read the AUXTRACE data with no flags (the encoders' configuration)
+//! and to place it in perf time (the kernel's conversion of the `time` counter).
+//!
+//! Private words, little-endian u64, in this order (layout version 1):
+//!
+//! | word | field |
+//! | --- | --- |
+//! | 0 | layout version, 1 |
+//! | 1 | trTeInstMode: 3 BTM, 6 HTM |
+//! | 2 | `rvtrace_config.features` (`RVTRACE_FEATURE_*`) |
+//! | 3 | privilege filter (`RVTRACE_PRIVILEGE_*`; 0: every level) |
+//! | 4 | periodic sync: trTeInstSyncMax, or `u32::MAX` for none |
+//! | 5 | SRC bits in messages |
+//! | 6 | the encoders' return stack depth |
+//! | 7 | the traced harts (bit i: hart i) |
+//! | 8 | bytes of sink buffer |
+//! | 9 | time conversion present (1) or not (0) |
+//! | 10 | time_shift |
+//! | 11 | time_mult |
+//! | 12 | time_zero |
+//! | 13 | time_cycles (short counters; else 0) |
+//! | 14 | time_mask (short counters; else all ones) |
+//! | 15 | timestamp prescaler (timestamps count `time` / 4^prescale) |
+//!
+//! Each PERF_RECORD_AUXTRACE holds bytes of the sink's stream: `offset` is the position
+//! of its first byte in everything the sink wrote since the start, `reference` the
+//! number of trace bytes in it (the rest, to 8 bytes, is N-Trace idle padding, 0xff),
+//! `idx` 0 (one sink), `cpu` and `tid` all ones. A chunk whose offset is past the end of
+//! the one before is a gap: the sink overwrote those bytes before they were read.
+
+/// The `auxtrace_type` of an N-Trace recording ("RVNT"; far from Linux perf's 1..8, as
+/// [`crate::ctr::RVPERF_AUXTRACE_CTR`]).
+pub const RVPERF_AUXTRACE_NTRACE: u32 = 0x5256_4e54;
+
+/// The layout version this crate writes and reads.
+pub const NTRACE_INFO_VERSION: u64 = 1;
+
+const WORDS: usize = 16;
+
+/// `rvtrace_config.features` bits (`RVTRACE_FEATURE_*` of the driver's uapi header).
+pub mod feature {
+    pub const IMPLICIT_RETURN: u64 = 1 << 0;
+    pub const REPEATED_HISTORY: u64 = 1 << 1;
+    pub const ALL_JUMPS: u64 = 1 << 2;
+    pub const SEQUENTIAL_JUMPS: u64 = 1 << 3;
+    pub const MSB_EXTENSION: u64 = 1 << 4;
+    pub const TIMESTAMPS: u64 = 1 << 5;
+    pub const CONTEXT: u64 = 1 << 6;
+    pub const STOP_ON_WRAP: u64 = 1 << 7;
+}
+
+/// The kernel's conversion of the hart's `time` counter to perf time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeConversionWords {
+    pub shift: u16,
+    pub mult: u32,
+    pub zero: u64,
+    pub cycles: u64,
+    pub mask: u64,
+}
+
+/// The configuration an N-Trace recording ran with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NtraceInfo {
+    /// 3 (BTM) or 6 (HTM).
+    pub mode: u32,
+    pub features: u64,
+    pub privileges: u32,
+    /// trTeInstSyncMax, `None` without periodic synchronisation.
+    pub sync_max: Option<u32>,
+    pub src_bits: u8,
+    pub return_stack_depth: u32,
+    pub harts: u64,
+    pub buffer_bytes: u64,
+    pub time: Option<TimeConversionWords>,
+    pub timestamp_prescale: u32,
+}
+
+/// Why an AUXTRACE_INFO's words are not an N-Trace recording's.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NtraceInfoError {
+    #[error("N-Trace AUXTRACE_INFO has {found} words, layout 1 needs {WORDS}")]
+    Truncated { found: usize },
+    #[error("N-Trace AUXTRACE_INFO layout version {version}; this rvperf reads 1")]
+    Version { version: u64 },
+    #[error("N-Trace AUXTRACE_INFO word {word} ({name}) holds {value:#x}, out of range")]
+    OutOfRange {
+        word: usize,
+        name: &'static str,
+        value: u64,
+    },
+}
+
+impl NtraceInfo {
+    pub fn has(&self, feature: u64) -> bool {
+        self.features & feature != 0
+    }
+
+    /// The private words of the AUXTRACE_INFO.
+    pub fn to_words(&self) -> Vec<u64> {
+        let time = self.time;
+        vec![
+            NTRACE_INFO_VERSION,
+            u64::from(self.mode),
+            self.features,
+            u64::from(self.privileges),
+            u64::from(self.sync_max.unwrap_or(u32::MAX)),
+            u64::from(self.src_bits),
+            u64::from(self.return_stack_depth),
+            self.harts,
+            self.buffer_bytes,
+            u64::from(time.is_some()),
+            time.map_or(0, |time| u64::from(time.shift)),
+            time.map_or(0, |time| u64::from(time.mult)),
+            time.map_or(0, |time| time.zero),
+            time.map_or(0, |time| time.cycles),
+            time.map_or(u64::MAX, |time| time.mask),
+            u64::from(self.timestamp_prescale),
+        ]
+    }
+
+    /// Reads the private words (after the type and its padding).
+    pub fn from_words(words: &[u64]) -> Result<NtraceInfo, NtraceInfoError> {
+        if words
+            .first()
+            .is_some_and(|&version| version != NTRACE_INFO_VERSION)
+        {
+            return Err(NtraceInfoError::Version { version: words[0] });
+        }
+        if words.len() < WORDS {
+            return Err(NtraceInfoError::Truncated { found: words.len() });
+        }
+        let narrow = |word: usize, name: &'static str, max: u64| -> Result<u64, NtraceInfoError> {
+            let value = words[word];
+            if value > max {
+                return Err(NtraceInfoError::OutOfRange { word, name, value });
+            }
+            Ok(value)
+        };
+        let mode = narrow(1, "mode", u64::from(u32::MAX))? as u32;
+        if mode != 3 && mode != 6 {
+            return Err(NtraceInfoError::OutOfRange {
+                word: 1,
+                name: "mode",
+                value: words[1],
+            });
+        }
+        let sync_max = narrow(4, "sync_max", u64::from(u32::MAX))? as u32;
+        let time = (narrow(9, "time conversion present", 1)? == 1).then(|| TimeConversionWords {
+            shift: words[10].min(63) as u16,
+            mult: words[11] as u32,
+            zero: words[12],
+            cycles: words[13],
+            mask: words[14],
+        });
+        Ok(NtraceInfo {
+            mode,
+            features: words[2],
+            privileges: narrow(3, "privileges", 0xff)? as u32,
+            sync_max: (sync_max != u32::MAX).then_some(sync_max),
+            src_bits: narrow(5, "src_bits", 12)? as u8,
+            return_stack_depth: narrow(6, "return_stack_depth", 1024)? as u32,
+            harts: words[7],
+            buffer_bytes: words[8],
+            time,
+            timestamp_prescale: narrow(15, "timestamp_prescale", 3)? as u32,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info() -> NtraceInfo {
+        NtraceInfo {
+            mode: 6,
+            features: feature::IMPLICIT_RETURN | feature::TIMESTAMPS,
+            privileges: 1,
+            sync_max: Some(4),
+            src_bits: 1,
+            return_stack_depth: 32,
+            harts: 0b11,
+            buffer_bytes: 16 << 20,
+            time: Some(TimeConversionWords {
+                shift: 21,
+                mult: 209_715_200,
+                zero: 12_345,
+                cycles: 0,
+                mask: u64::MAX,
+            }),
+            timestamp_prescale: 0,
+        }
+    }
+
+    #[test]
+    fn words_round_trip() {
+        let words = info().to_words();
+        assert_eq!(words.len(), WORDS);
+        assert_eq!(NtraceInfo::from_words(&words), Ok(info()));
+        let untimed = NtraceInfo {
+            time: None,
+            sync_max: None,
+            ..info()
+        };
+        assert_eq!(NtraceInfo::from_words(&untimed.to_words()), Ok(untimed));
+    }
+
+    #[test]
+    fn bad_words_name_the_word() {
+        let mut words = info().to_words();
+        words[5] = 13;
+        assert_eq!(
+            NtraceInfo::from_words(&words),
+            Err(NtraceInfoError::OutOfRange {
+                word: 5,
+                name: "src_bits",
+                value: 13
+            })
+        );
+        assert_eq!(
+            NtraceInfo::from_words(&words[..3]),
+            Err(NtraceInfoError::Truncated { found: 3 })
+        );
+        words[0] = 2;
+        assert_eq!(
+            NtraceInfo::from_words(&words),
+            Err(NtraceInfoError::Version { version: 2 })
+        );
+    }
+}

@@ -1,0 +1,173 @@
+//! The side-band of what already ran when a recording started, as perf synthesizes it
+//! from /proc (`perf_event__synthesize_mmap_events`): a COMM and the executable file
+//! mappings (PERF_RECORD_MMAP2, inode form) of every process. A trace of the whole
+//! system (`rvperf trace record`) holds the code of processes that were running before
+//! it, the recorder's own among them; without these, that code has no file.
+//! Synthesized records have time 0 (perf's convention: not ordered by time).
+
+use std::path::Path;
+
+use perf_abi::sys::bindings as b;
+use perf_abi::{CommRecord, Mmap2FileId, Mmap2Record, SampleId};
+
+use crate::plan::Writer;
+use crate::RecordError;
+
+/// One executable file mapping of a `/proc/PID/maps` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MapsLine {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) prot: u32,
+    pub(crate) private: bool,
+    pub(crate) offset: u64,
+    pub(crate) major: u32,
+    pub(crate) minor: u32,
+    pub(crate) inode: u64,
+    pub(crate) path: String,
+}
+
+/// An executable mapping of a file in one line of `/proc/PID/maps`, `None` for other
+/// lines (anonymous, `[vdso]`, not executable, malformed).
+pub(crate) fn parse_maps_line(line: &str) -> Option<MapsLine> {
+    let mut fields = line.splitn(6, ' ');
+    let range = fields.next()?;
+    let perms = fields.next()?;
+    let offset = fields.next()?;
+    let device = fields.next()?;
+    let inode = fields.next()?;
+    let path = fields.next().unwrap_or("").trim_start();
+    if !path.starts_with('/') || perms.as_bytes().get(2) != Some(&b'x') {
+        return None;
+    }
+    let (start, end) = range.split_once('-')?;
+    let (major, minor) = device.split_once(':')?;
+    let perm = |index: usize, flag: u32| {
+        if perms.as_bytes().get(index).is_some_and(|&c| c != b'-') {
+            flag
+        } else {
+            0
+        }
+    };
+    Some(MapsLine {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        prot: perm(0, libc::PROT_READ as u32)
+            | perm(1, libc::PROT_WRITE as u32)
+            | perm(2, libc::PROT_EXEC as u32),
+        private: perms.as_bytes().get(3) == Some(&b'p'),
+        offset: u64::from_str_radix(offset, 16).ok()?,
+        major: u32::from_str_radix(major, 16).ok()?,
+        minor: u32::from_str_radix(minor, 16).ok()?,
+        inode: inode.parse().ok()?,
+        // A deleted file's mapping says so after its name.
+        path: path.trim_end_matches(" (deleted)").to_owned(),
+    })
+}
+
+/// COMM and executable MMAP2 records of every process in `proc` (a process that ends
+/// meanwhile is skipped).
+pub(crate) fn synthesize_processes(writer: &mut Writer, proc: &Path) -> Result<u64, RecordError> {
+    let mut records = 0;
+    let Ok(entries) = std::fs::read_dir(proc) else {
+        return Ok(0);
+    };
+    let mut pids: Vec<u32> = entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    for pid in pids {
+        let directory = proc.join(pid.to_string());
+        let (Ok(comm), Ok(maps)) = (
+            std::fs::read_to_string(directory.join("comm")),
+            std::fs::read_to_string(directory.join("maps")),
+        ) else {
+            continue;
+        };
+        let sample_id = SampleId {
+            pid: Some(pid),
+            tid: Some(pid),
+            time: Some(0),
+            ..SampleId::default()
+        };
+        writer.write_comm(
+            0,
+            &CommRecord {
+                pid,
+                tid: pid,
+                comm: comm.trim_end().as_bytes(),
+                exec: false,
+                sample_id,
+            },
+        )?;
+        records += 1;
+        for line in maps.lines().filter_map(parse_maps_line) {
+            let flags = if line.private {
+                libc::MAP_PRIVATE as u32
+            } else {
+                libc::MAP_SHARED as u32
+            };
+            writer.write_mmap2(
+                0,
+                u16::try_from(b::PERF_RECORD_MISC_USER).unwrap_or(2),
+                &Mmap2Record {
+                    pid,
+                    tid: pid,
+                    addr: line.start,
+                    len: line.end - line.start.min(line.end),
+                    pgoff: line.offset,
+                    file_id: Mmap2FileId::Inode {
+                        maj: line.major,
+                        min: line.minor,
+                        ino: line.inode,
+                        ino_generation: 0,
+                    },
+                    prot: line.prot,
+                    flags,
+                    filename: line.path.as_bytes(),
+                    sample_id,
+                },
+            )?;
+            records += 1;
+        }
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn executable_file_mappings_are_read_and_others_skipped() {
+        let text = "00010000-00075000 r-xp 00000000 00:1f 1234                               /opt/rvperf/bin/qsort";
+        assert_eq!(
+            parse_maps_line(text),
+            Some(MapsLine {
+                start: 0x10000,
+                end: 0x75000,
+                prot: (libc::PROT_READ | libc::PROT_EXEC) as u32,
+                private: true,
+                offset: 0,
+                major: 0,
+                minor: 0x1f,
+                inode: 1234,
+                path: "/opt/rvperf/bin/qsort".to_owned(),
+            })
+        );
+        let deleted = "7f00-8f00 r-xs 00001000 fd:01 9 /tmp/lib.so (deleted)";
+        let line = parse_maps_line(deleted).unwrap();
+        assert_eq!(
+            (line.path.as_str(), line.private, line.offset, line.major),
+            ("/tmp/lib.so", false, 0x1000, 0xfd)
+        );
+        for skipped in [
+            "00075000-00077000 rw-p 00065000 00:1f 1234 /opt/rvperf/bin/qsort",
+            "7ffd0000-7ffd2000 r-xp 00000000 00:00 0                          [vdso]",
+            "55550000-55560000 r-xp 00000000 00:00 0 ",
+            "garbage",
+        ] {
+            assert_eq!(parse_maps_line(skipped), None, "{skipped}");
+        }
+    }
+}

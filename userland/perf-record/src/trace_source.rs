@@ -1,0 +1,206 @@
+//! The N-Trace sink of the `rvtrace` driver as an AUX source of the recording loop
+//! (`rvperf trace record`): the trace device is opened and configured when the
+//! recording is planned (so a refusal comes before anything runs), started before the
+//! workload is released, drained every round into PERF_RECORD_AUXTRACE chunks (layout:
+//! `perf_abi::ntrace`), and stopped when the events are disabled. The events are one
+//! system-wide dummy event per CPU for the side-band the trace needs to be attributed
+//! and symbolised: MMAP2, COMM, FORK/EXIT and PERF_RECORD_SWITCH_CPU_WIDE.
+
+use std::path::Path;
+use std::time::Duration;
+
+use perf_abi::ntrace::{NtraceInfo, TimeConversionWords, RVPERF_AUXTRACE_NTRACE};
+use perf_abi::{build_attr, parse_event};
+use perf_data::AuxtraceChunk;
+use perf_ring::{online_cpus, Event};
+use trace_device::{Config, Drain, SinkMemory, TraceDevice};
+
+use crate::plan::{
+    sampling_options, AuxPlan, AuxSource, Counts, CpuRing, Plan, PlannedEvent, Writer,
+};
+use crate::synthesize::synthesize_processes;
+use crate::{RecordError, RecordOptions, RecordWarning};
+
+/// What `rvperf trace record` asks of the trace device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceOptions {
+    /// The device (`/dev/rvtrace`).
+    pub device: std::path::PathBuf,
+    /// The encoders' configuration.
+    pub config: Config,
+}
+
+/// How often the sink is drained at least (the loop's poll wakes on the rings only).
+const DRAIN_INTERVAL: Duration = Duration::from_millis(10);
+
+/// N-Trace idle bytes pad a chunk to 8 bytes (PERF_RECORD_AUXTRACE data is 8-aligned).
+const IDLE: u8 = 0xff;
+
+pub(crate) fn plan(options: &RecordOptions, trace: &TraceOptions) -> Result<Plan, RecordError> {
+    let device = TraceDevice::open(&trace.device)?;
+    let mut config = trace.config;
+    if device.info().return_stack_depth == 0 {
+        config.features &= !trace_device::abi::feature::IMPLICIT_RETURN;
+    }
+    // Configured now: a configuration the block refuses fails before anything runs.
+    device.configure(&config)?;
+    let sink = device.map_sink()?;
+    let cpus = online_cpus()?;
+    let mut attr_options = sampling_options(options);
+    attr_options.sampling = perf_abi::Sampling::Period(1);
+    attr_options.mmap = true;
+    attr_options.mmap2 = true;
+    attr_options.comm = true;
+    attr_options.task = true;
+    attr_options.context_switch = true;
+    attr_options.inherit = false;
+    attr_options.enable_on_exec = false;
+    let spec = parse_event("dummy", &options.sysfs)?;
+    let attr = build_attr(&spec, &attr_options);
+    Ok(Plan {
+        events: vec![PlannedEvent {
+            name: "dummy".to_owned(),
+            attr,
+            header_name: "dummy:u".to_owned(),
+            header_attr: attr,
+            group_leader: None,
+        }],
+        cpus,
+        data_pages: options.data_pages,
+        aux: Some(AuxPlan {
+            pages: 0,
+            source: Box::new(TraceSource {
+                device,
+                sink,
+                config,
+                drain: Drain::new(),
+                info_written: false,
+                chunk: Vec::new(),
+                started: false,
+                stop_error: None,
+            }),
+        }),
+    })
+}
+
+struct TraceSource {
+    device: TraceDevice,
+    sink: SinkMemory,
+    config: Config,
+    drain: Drain,
+    info_written: bool,
+    /// This round's bytes, then padded into a chunk.
+    chunk: Vec<u8>,
+    started: bool,
+    /// A failed stop, reported at the end.
+    stop_error: Option<trace_device::DeviceError>,
+}
+
+impl TraceSource {
+    fn write_info(&mut self, cpus: &[CpuRing], writer: &mut Writer) -> Result<(), RecordError> {
+        let status = self.device.status()?;
+        let time = cpus
+            .first()
+            .and_then(|cpu| cpu.ring.time_conversion())
+            .map(|time| TimeConversionWords {
+                shift: time.shift,
+                mult: time.mult,
+                zero: time.zero,
+                cycles: time.cycles,
+                mask: time.mask,
+            });
+        let harts = if self.config.harts == 0 {
+            self.device.info().harts
+        } else {
+            self.config.harts
+        };
+        let info = NtraceInfo {
+            mode: self.config.mode,
+            features: u64::from(self.config.features),
+            privileges: self.config.privileges,
+            sync_max: (self.config.sync_max != trace_device::abi::SYNC_NONE)
+                .then_some(self.config.sync_max),
+            src_bits: u8::try_from(status.src_bits).unwrap_or(12),
+            return_stack_depth: self.device.info().return_stack_depth,
+            harts,
+            buffer_bytes: status.buffer_bytes,
+            time,
+            timestamp_prescale: self.config.timestamp_prescale,
+        };
+        writer.write_auxtrace_info(RVPERF_AUXTRACE_NTRACE, &info.to_words())?;
+        self.info_written = true;
+        Ok(())
+    }
+}
+
+impl AuxSource for TraceSource {
+    fn begin(&mut self, writer: &mut Writer, _pid: i32) -> Result<(), RecordError> {
+        // The code of what already runs (this recorder among it), as perf synthesizes it.
+        synthesize_processes(writer, Path::new("/proc"))?;
+        // Before the workload is released: its first instruction is traced.
+        self.device.start()?;
+        self.started = true;
+        Ok(())
+    }
+
+    fn poll_interval(&self) -> Option<Duration> {
+        Some(DRAIN_INTERVAL)
+    }
+
+    fn drain(
+        &mut self,
+        cpus: &mut [CpuRing],
+        writer: &mut Writer,
+        counts: &mut Counts,
+    ) -> Result<(), RecordError> {
+        if !self.info_written {
+            self.write_info(cpus, writer)?;
+        }
+        self.chunk.clear();
+        let device = &self.device;
+        let status = device.status()?;
+        let kept = self
+            .drain
+            .drain_with(&status, &self.sink, &mut self.chunk, || device.status())?;
+        if kept == 0 {
+            return Ok(());
+        }
+        // Everything before these bytes was read or lost: the stream position.
+        let offset = self.drain.drained() + self.drain.lost() - kept;
+        let length = self.chunk.len();
+        self.chunk.resize(length.next_multiple_of(8), IDLE);
+        writer.write_auxtrace(&AuxtraceChunk {
+            offset,
+            reference: kept,
+            idx: 0,
+            tid: u32::MAX,
+            cpu: u32::MAX,
+            data: &self.chunk,
+        })?;
+        counts.bytes += self.chunk.len() as u64;
+        Ok(())
+    }
+
+    fn events_disabled(&mut self, _cpus: &[CpuRing], _events: &[Event]) {
+        // The last drain comes after this: the encoders flushed, the sink stopped.
+        if self.started {
+            if let Err(error) = self.device.stop() {
+                self.stop_error = Some(error);
+            }
+        }
+    }
+
+    fn end(&mut self, _counts: &Counts) -> Result<Vec<RecordWarning>, RecordError> {
+        if let Some(error) = self.stop_error.take() {
+            return Err(error.into());
+        }
+        let mut warnings = Vec::new();
+        if self.drain.lost() > 0 {
+            warnings.push(RecordWarning::TraceLost {
+                bytes: self.drain.lost(),
+                gaps: self.drain.gaps().len(),
+            });
+        }
+        Ok(warnings)
+    }
+}
