@@ -150,15 +150,16 @@ else
         rvperf_capture rvperf-qsort-htm --mode htm --user -- "$BIN/qsort" 2
         rvperf_capture rvperf-qsort-btm-ts --mode btm --user --timestamps --no-implicit-return -- "$BIN/qsort" 2
         rvperf_capture rvperf-switch-alljumps --mode htm --user --all-jumps --sequential-jumps -- "$BIN/switch"
-        # A 16 KiB buffer drained once a tick (4 ms, 4 M instructions under -icount;
-        # qsort writes 16 KiB of trace in 0.2 ms): the sink overtakes the reader again
-        # and again; qsort 12 (13.4 M instructions) lasts a few ticks.
-        rvperf_capture rvperf-qsort-overrun --mode htm --user --buffer-bytes 16384 --sync-max 4 \
-            --poll-ms 1 --wake-bytes 1000000000 -- "$BIN/qsort" 12
+        # A 16 KiB buffer and bursts of a round each (about 100 KiB of trace in 1 ms
+        # under -icount) with 30 ms sleeps between them: the sink overtakes the reader in
+        # every round, and the reader, draining while the program sleeps, gets the end
+        # of each round: pieces of main with a gap before each.
+        rvperf_capture rvperf-bursts-overrun --mode htm --user --buffer-bytes 16384 --sync-max 4 \
+            -- "$BIN/bursts" 4 30
         # perf.data recordings: the trace with its configuration and side-band.
         rvperf_recording rvperf-qsort-htm-perf --mode htm --user -- "$BIN/qsort" 2
         rvperf_recording rvperf-recursion-btm-perf --mode btm --user --timestamps -- "$BIN/recursion"
-        rvperf_recording rvperf-qsort-overrun-perf --mode htm --user --buffer-bytes 16384 --sync-max 4 -- "$BIN/qsort" 12
+        rvperf_recording rvperf-bursts-overrun-perf --mode htm --user --buffer-bytes 16384 --sync-max 4 -- "$BIN/bursts" 4 30
         if rvperf trace record --user -o /tmp/refused.perf.data -- /nonexistent/program 2>"$OUT/refused.stderr"; then
             not_ok "rvperf trace record of a missing program fails"
         elif [ -e /tmp/refused.perf.data ]; then
