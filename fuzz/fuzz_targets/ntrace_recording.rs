@@ -1,0 +1,22 @@
+//! Arbitrary bytes as an N-Trace recording (`rvperf trace record`'s perf.data):
+//! `read_ntrace_recording` (AUXTRACE_INFO words, AUXTRACE chunks and their offsets and
+//! lengths, MMAP2 records) and `NtraceInfo::from_words` on the raw words must fail with
+//! an error or succeed, never panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use perf_abi::ntrace::NtraceInfo;
+use perf_data::PerfDataReader;
+
+fuzz_target!(|data: &[u8]| {
+    let words: Vec<u64> = data
+        .chunks_exact(8)
+        .map(|word| u64::from_le_bytes(word.try_into().unwrap_or([0; 8])))
+        .collect();
+    let _ = NtraceInfo::from_words(&words);
+    if let Ok(reader) = PerfDataReader::from_bytes(data, "fuzz") {
+        if let Ok(recording) = perf_session::read_ntrace_recording(&reader) {
+            let _ = recording.placed_files(|_| Err(std::io::Error::from(std::io::ErrorKind::NotFound)));
+        }
+    }
+});
