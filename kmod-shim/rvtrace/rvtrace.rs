@@ -34,44 +34,8 @@ use kernel::{
     uaccess::{UserPtr, UserSlice},
 };
 
-// The shared register map (userland/trace-control/src; `crate::Field`, `crate::component`
-// and `crate::ram_sink` are the paths its files use).
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../userland/trace-control/src/component.rs"]
-mod component;
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../userland/trace-control/src/discovery.rs"]
-mod discovery;
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../userland/trace-control/src/encoder.rs"]
-mod encoder;
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../userland/trace-control/src/field.rs"]
-mod field;
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../userland/trace-control/src/funnel.rs"]
-mod funnel;
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../userland/trace-control/src/ram_sink.rs"]
-mod ram_sink;
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../userland/trace-control/src/timestamp.rs"]
-mod timestamp;
-use field::Field;
-
-/// The ABI, generated from `kmod-shim/include/uapi/rvtrace.h` by the kernel's bindgen
-/// at build time (Kbuild), so the header is the one definition.
-#[allow(
-    dead_code,
-    non_camel_case_types,
-    non_upper_case_globals,
-    unreachable_pub,
-    missing_docs
-)]
-#[path = "rvtrace_uapi.rs"]
-mod uapi;
-
-mod plan;
+// The register map, the ABI and the plan (shared.rs says why they are shared).
+include!("shared.rs");
 
 use component::{ComponentType, COMPONENT_SIZE};
 use discovery::{ComponentEntry, DiscoveryTable, MAGIC};

@@ -6,41 +6,8 @@
 
 use kernel::prelude::*;
 
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../userland/trace-control/src/component.rs"]
-mod component;
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../userland/trace-control/src/discovery.rs"]
-mod discovery;
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../userland/trace-control/src/encoder.rs"]
-mod encoder;
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../userland/trace-control/src/field.rs"]
-mod field;
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../userland/trace-control/src/funnel.rs"]
-mod funnel;
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../userland/trace-control/src/ram_sink.rs"]
-mod ram_sink;
-#[allow(dead_code, unreachable_pub, missing_docs)]
-#[path = "../../userland/trace-control/src/timestamp.rs"]
-mod timestamp;
-use field::Field;
-
-#[allow(
-    dead_code,
-    non_camel_case_types,
-    non_upper_case_globals,
-    unreachable_pub,
-    missing_docs
-)]
-#[path = "rvtrace_uapi.rs"]
-mod uapi;
-
-#[allow(dead_code)]
-mod plan;
+// The register map, the ABI and the plan (shared.rs says why they are shared).
+include!("shared.rs");
 
 struct RvTraceTest;
 

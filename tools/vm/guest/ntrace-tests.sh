@@ -56,38 +56,27 @@ quiet_pipe_run() {
     return "$run_status"
 }
 
-# rvperf_capture NAME RVPERF-OPTIONS -- PROGRAM ARGS...: one raw trace through the
-# rvtrace driver by `rvperf trace record --format raw`, listed in the manifest like
-# rvtrace-ctl's.
+# rvperf_capture NAME FORMAT RVPERF-OPTIONS -- PROGRAM ARGS...: one trace through the
+# rvtrace driver by `rvperf trace record`: FORMAT raw (NAME.nt and NAME.nt.info, listed
+# in the manifest like rvtrace-ctl's) or perf-data (NAME.perf.data, listed in
+# perf-data-manifest).
 rvperf_capture() {
     name=$1
-    shift
+    format=$2
+    shift 2
     options=""
     while [ "$1" != "--" ]; do options="$options $1"; shift; done
     shift
+    case "$format" in
+    raw) output=$OUT/$name.nt manifest=$OUT/manifest ;;
+    *) output=$OUT/$name.perf.data manifest=$OUT/perf-data-manifest ;;
+    esac
     # shellcheck disable=SC2086 # options are words
-    if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record --format raw $options -o "$OUT/$name.nt" -- "$@" 2>"$OUT/$name.stderr"; then
-        echo "$name $*" >>"$OUT/manifest"
-        ok "$name: rvperf trace record --format raw$options -- $*: $(tail -n 1 "$OUT/$name.stderr")"
+    if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record --format "$format" $options -o "$output" -- "$@" 2>"$OUT/$name.stderr"; then
+        echo "$name $*" >>"$manifest"
+        ok "$name: rvperf trace record --format $format$options -- $*: $(tail -n 1 "$OUT/$name.stderr")"
     else
-        not_ok "$name: rvperf trace record --format raw$options -- $* failed: $(tail -n 3 "$OUT/$name.stderr")"
-    fi
-}
-
-# rvperf_recording NAME RVPERF-OPTIONS -- PROGRAM ARGS...: a perf.data by `rvperf trace
-# record` (trace, configuration and side-band), listed in perf-data-manifest.
-rvperf_recording() {
-    name=$1
-    shift
-    options=""
-    while [ "$1" != "--" ]; do options="$options $1"; shift; done
-    shift
-    # shellcheck disable=SC2086 # options are words
-    if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record $options -o "$OUT/$name.perf.data" -- "$@" 2>"$OUT/$name.stderr"; then
-        echo "$name $*" >>"$OUT/perf-data-manifest"
-        ok "$name: rvperf trace record$options -- $*: $(tail -n 1 "$OUT/$name.stderr")"
-    else
-        not_ok "$name: rvperf trace record$options -- $* failed: $(tail -n 3 "$OUT/$name.stderr")"
+        not_ok "$name: rvperf trace record --format $format$options -- $* failed: $(tail -n 3 "$OUT/$name.stderr")"
     fi
 }
 
@@ -147,19 +136,19 @@ else
     rmmod rvtrace_test 2>/dev/null
     # ... and traces recorded through it by rvperf, for the host to decode like the others.
     if modprobe rvtrace; then
-        rvperf_capture rvperf-qsort-htm --mode htm --user -- "$BIN/qsort" 2
-        rvperf_capture rvperf-qsort-btm-ts --mode btm --user --timestamps --no-implicit-return -- "$BIN/qsort" 2
-        rvperf_capture rvperf-switch-alljumps --mode htm --user --all-jumps --sequential-jumps -- "$BIN/switch"
+        rvperf_capture rvperf-qsort-htm raw --mode htm --user -- "$BIN/qsort" 2
+        rvperf_capture rvperf-qsort-btm-ts raw --mode btm --user --timestamps --no-implicit-return -- "$BIN/qsort" 2
+        rvperf_capture rvperf-switch-alljumps raw --mode htm --user --all-jumps --sequential-jumps -- "$BIN/switch"
         # A 16 KiB buffer and bursts of a round each (about 100 KiB of trace in 1 ms
         # under -icount) with 30 ms sleeps between them: the sink overtakes the reader in
         # every round, and the reader, draining while the program sleeps, gets the end
         # of each round: pieces of main with a gap before each.
-        rvperf_capture rvperf-bursts-overrun --mode htm --user --buffer-bytes 16384 --sync-max 4 \
+        rvperf_capture rvperf-bursts-overrun raw --mode htm --user --buffer-bytes 16384 --sync-max 4 \
             -- "$BIN/bursts" 4 30
         # perf.data recordings: the trace with its configuration and side-band.
-        rvperf_recording rvperf-qsort-htm-perf --mode htm --user -- "$BIN/qsort" 2
-        rvperf_recording rvperf-recursion-btm-perf --mode btm --user --timestamps -- "$BIN/recursion"
-        rvperf_recording rvperf-bursts-overrun-perf --mode htm --user --buffer-bytes 16384 --sync-max 4 -- "$BIN/bursts" 4 30
+        rvperf_capture rvperf-qsort-htm-perf perf-data --mode htm --user -- "$BIN/qsort" 2
+        rvperf_capture rvperf-recursion-btm-perf perf-data --mode btm --user --timestamps -- "$BIN/recursion"
+        rvperf_capture rvperf-bursts-overrun-perf perf-data --mode htm --user --buffer-bytes 16384 --sync-max 4 -- "$BIN/bursts" 4 30
         if rvperf trace record --user -o /tmp/refused.perf.data -- /nonexistent/program 2>"$OUT/refused.stderr"; then
             not_ok "rvperf trace record of a missing program fails"
         elif [ -e /tmp/refused.perf.data ]; then

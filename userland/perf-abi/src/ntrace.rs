@@ -38,7 +38,8 @@ pub const NTRACE_INFO_VERSION: u64 = 1;
 
 const WORDS: usize = 16;
 
-/// `rvtrace_config.features` bits (`RVTRACE_FEATURE_*` of the driver's uapi header).
+/// `rvtrace_config.features` bits (`RVTRACE_FEATURE_*` of the driver's uapi header;
+/// `userland/trace-device/tests/uapi_layout.rs` checks they are the header's).
 pub mod feature {
     pub const IMPLICIT_RETURN: u64 = 1 << 0;
     pub const REPEATED_HISTORY: u64 = 1 << 1;

@@ -75,6 +75,11 @@ nix::ioctl_read!(
 );
 nix::ioctl_readwrite!(ioctl_wait, abi::IOC_MAGIC, abi::number::WAIT, abi::Wait);
 
+/// The error of an ioctl the device refused.
+fn refused(operation: &'static str) -> impl Fn(Errno) -> DeviceError {
+    move |source| DeviceError::Ioctl { operation, source }
+}
+
 /// An open `/dev/rvtrace`: while it is open, this process owns the trace block; closing
 /// it (or dying) stops the trace and resets the block.
 #[derive(Debug)]
@@ -109,12 +114,7 @@ impl TraceDevice {
         let mut info = Info::default();
         // SAFETY: GET_INFO writes one `struct rvtrace_info`, which `Info` is (layout
         // checked against the header by tests/uapi_layout.rs), into `info`.
-        unsafe { ioctl_get_info(file.as_raw_fd(), &mut info) }.map_err(|source| {
-            DeviceError::Ioctl {
-                operation: "GET_INFO",
-                source,
-            }
-        })?;
+        unsafe { ioctl_get_info(file.as_raw_fd(), &mut info) }.map_err(refused("GET_INFO"))?;
         if info.abi_version != abi::ABI_VERSION {
             return Err(DeviceError::AbiVersion {
                 found: info.abi_version,
@@ -133,20 +133,14 @@ impl TraceDevice {
         // SAFETY: CONFIGURE reads one `struct rvtrace_config` from `config`.
         unsafe { ioctl_configure(self.file.as_raw_fd(), config) }
             .map(drop)
-            .map_err(|source| DeviceError::Ioctl {
-                operation: "the configuration",
-                source,
-            })
+            .map_err(refused("the configuration"))
     }
 
     pub fn start(&self) -> Result<(), DeviceError> {
         // SAFETY: START takes no argument.
         unsafe { ioctl_start(self.file.as_raw_fd()) }
             .map(drop)
-            .map_err(|source| DeviceError::Ioctl {
-                operation: "START",
-                source,
-            })
+            .map_err(refused("START"))
     }
 
     /// Stops tracing: the encoders, funnel and sink flushed, the block back in reset;
@@ -155,21 +149,14 @@ impl TraceDevice {
         // SAFETY: STOP takes no argument.
         unsafe { ioctl_stop(self.file.as_raw_fd()) }
             .map(drop)
-            .map_err(|source| DeviceError::Ioctl {
-                operation: "STOP",
-                source,
-            })
+            .map_err(refused("STOP"))
     }
 
     pub fn status(&self) -> Result<Status, DeviceError> {
         let mut status = Status::default();
         // SAFETY: GET_STATUS writes one `struct rvtrace_status` into `status`.
-        unsafe { ioctl_get_status(self.file.as_raw_fd(), &mut status) }.map_err(|source| {
-            DeviceError::Ioctl {
-                operation: "GET_STATUS",
-                source,
-            }
-        })?;
+        unsafe { ioctl_get_status(self.file.as_raw_fd(), &mut status) }
+            .map_err(refused("GET_STATUS"))?;
         Ok(status)
     }
 

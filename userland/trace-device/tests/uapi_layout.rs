@@ -211,6 +211,26 @@ fn c_values(names: &[String]) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// perf.data recordings keep the configuration's feature bits (`perf_abi::ntrace`, a
+/// crate below this one): the same bits as the header's.
+#[test]
+fn recordings_keep_the_header_feature_bits() {
+    use perf_abi::ntrace::feature as recorded;
+    let pairs = [
+        (recorded::IMPLICIT_RETURN, feature::IMPLICIT_RETURN),
+        (recorded::REPEATED_HISTORY, feature::REPEATED_HISTORY),
+        (recorded::ALL_JUMPS, feature::ALL_JUMPS),
+        (recorded::SEQUENTIAL_JUMPS, feature::SEQUENTIAL_JUMPS),
+        (recorded::MSB_EXTENSION, feature::MSB_EXTENSION),
+        (recorded::TIMESTAMPS, feature::TIMESTAMPS),
+        (recorded::CONTEXT, feature::CONTEXT),
+        (recorded::STOP_ON_WRAP, feature::STOP_ON_WRAP),
+    ];
+    for (recorded, header) in pairs {
+        assert_eq!(recorded, u64::from(header));
+    }
+}
+
 #[test]
 fn the_abi_matches_the_uapi_header() {
     let expected = expected();
