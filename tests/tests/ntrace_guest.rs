@@ -1000,21 +1000,50 @@ fn rvperf_trace_record_perf_data_decodes_with_no_flags_to_the_exact_execution() 
             .into_owned();
         let args: Vec<String> = words.map(String::from).collect();
         let recording = directory.join(format!("{name}.perf.data"));
-        let output = std::process::Command::new(common::rvperf_binary())
+        // A recording with timestamps is split by thread: the program's alone is
+        // decoded (--comm), against its own files; one without is one address space.
+        let timed = {
+            let reader = perf_data::PerfDataReader::open(&recording).expect("read the perf.data");
+            let info = perf_session::read_ntrace_recording(&reader)
+                .expect("an N-Trace recording")
+                .info;
+            info.has(perf_abi::ntrace::feature::TIMESTAMPS)
+        };
+        let mut command = std::process::Command::new(common::rvperf_binary());
+        command
             .args(["decode", "--output", "pcs", "--jobs", "2", "-i"])
             .arg(&recording)
             .arg("--symfs")
-            .arg(&symfs)
-            .output()
-            .expect("run rvperf decode");
+            .arg(&symfs);
+        if timed {
+            command.args(["--comm", &program]);
+        }
+        let output = command.output().expect("run rvperf decode");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
             output.status.success(),
             "{name}: rvperf decode -i failed: {stderr}"
         );
-        let pcs: Vec<u64> = String::from_utf8(output.stdout)
-            .expect("UTF-8")
+        let stdout = String::from_utf8(output.stdout).expect("UTF-8");
+        if timed {
+            let header = stdout.lines().next().unwrap_or_default();
+            assert!(
+                header.starts_with(&format!("# thread {program}-")),
+                "{name}: {header}"
+            );
+            assert_eq!(
+                stdout.lines().filter(|line| line.starts_with('#')).count(),
+                1
+            );
+        } else {
+            assert!(
+                stderr.contains("not split by thread"),
+                "{name}: no note that the trace is one address space: {stderr}"
+            );
+        }
+        let pcs: Vec<u64> = stdout
             .lines()
+            .filter(|line| !line.starts_with('#'))
             .map(|line| u64::from_str_radix(line.trim_start_matches("0x"), 16).expect("an address"))
             .collect();
         let (truth, main, exit) = ground_truth(&program, &args);
@@ -1031,6 +1060,10 @@ fn rvperf_trace_record_perf_data_decodes_with_no_flags_to_the_exact_execution() 
                 capture_of_recording(name, vec![(program.clone(), args.clone())], &recording);
             check_pieces_between_gaps(&capture, 2);
         } else {
+            if timed {
+                // The program's process alone: every gap would be a lost stretch of it.
+                assert!(!stderr.contains("gap"), "{name}: {stderr}");
+            }
             let decoded =
                 window(&pcs, main, exit).unwrap_or_else(|| panic!("{name}: main not decoded"));
             let retries = assert_same_execution(name, &elf, &truth, decoded);
@@ -1043,4 +1076,367 @@ fn rvperf_trace_record_perf_data_decodes_with_no_flags_to_the_exact_execution() 
         "{checked} perf.data recordings in {}",
         directory.display()
     );
+}
+
+/// A function's address range, from its symbol.
+fn function_range(elf: &Path, name: &str) -> std::ops::Range<u64> {
+    let bytes = std::fs::read(elf).expect("read ELF");
+    let file = object::File::parse(&*bytes).expect("parse ELF");
+    let symbol = file
+        .symbols()
+        .find(|symbol| symbol.name() == Ok(name))
+        .unwrap_or_else(|| panic!("{}: no symbol {name}", elf.display()));
+    symbol.address()..symbol.address() + symbol.size()
+}
+
+/// Runs rvperf on the host, which must succeed; its standard output.
+fn rvperf_on_host(arguments: &[&std::ffi::OsStr]) -> Vec<u8> {
+    let output = std::process::Command::new(common::rvperf_binary())
+        .args(arguments)
+        .output()
+        .expect("run rvperf");
+    assert!(
+        output.status.success(),
+        "rvperf {arguments:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+/// `0xADDRESS COUNT` lines of `rvperf autofdo --instruction-counts`.
+fn parse_instruction_counts(text: &str) -> HashMap<u64, u64> {
+    text.lines()
+        .map(|line| {
+            let (address, count) = line.split_once(' ').expect("ADDRESS COUNT");
+            (
+                u64::from_str_radix(address.trim_start_matches("0x"), 16).expect("an address"),
+                count.parse().expect("a count"),
+            )
+        })
+        .collect()
+}
+
+/// What `rvperf flamegraph`, `autofdo` and `script` make of a recording in the guest
+/// (`-i` with no other input): the flame graph's stacks under `main` weigh exactly the
+/// instructions `main` ran in `qemu-riscv64`'s run; the AutoFDO profile counts each
+/// instruction only `main` ran exactly as often as that run; clang 19 and GCC 12 take
+/// the profile; perf script's reading of `rvperf inject --itrace` of the recording is
+/// `rvperf script -i`'s line for line. And the host's rvperf, reading the same recording
+/// against the guest's root (`--symfs`), makes the same bytes as the guest's.
+#[test]
+#[ignore = "needs the guest tier's perf.data recordings (tools/vm/test runs it)"]
+fn products_of_a_recording_made_in_the_guest_are_exact_and_the_hosts() {
+    use common::consumers::{
+        assert_entry_counts_are_head_counts, assert_gcc_takes_the_head_counts,
+        clang_ir_with_profile, parse_text_profile, run_tool,
+    };
+    const INSTALL: &str =
+        "run tools/install-deps.sh (clang-19, llvm-19, gcc-riscv64-linux-gnu, linux-perf)";
+    let name = "rvperf-autofdo-perf";
+    let directory = captures_directory();
+    let products = directory.join("products");
+    let symfs = PathBuf::from(
+        std::env::var_os("RVPERF_NTRACE_SYMFS")
+            .expect("RVPERF_NTRACE_SYMFS: the guest's root for the recorded files"),
+    );
+    let recording = directory.join(format!("{name}.perf.data"));
+    let elf = binaries_directory().join("autofdo");
+    let args = ["60".to_string()];
+    let product = |suffix: &str| {
+        let path = products.join(format!("{name}.{suffix}"));
+        std::fs::read(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+    };
+    let work = common::scratch().join(format!("ntrace-products-{}", std::process::id()));
+    std::fs::create_dir_all(&work).unwrap();
+    let os = |text: &str| std::ffi::OsString::from(text);
+
+    // The flame graph: every decoded instruction once, main's exactly as qemu ran them.
+    let (truth, main, _) = ground_truth("autofdo", &args);
+    let main_range = function_range(&elf, "main");
+    // The window ends at the call of exit: the instructions of __libc_start_call_main
+    // after main returned are not under main.
+    let after_main = truth
+        .iter()
+        .rev()
+        .take_while(|pc| !main_range.contains(pc))
+        .count();
+    let under_main = (truth.len() - after_main) as u64;
+    let folded = String::from_utf8(product("folded")).expect("UTF-8");
+    let mut weight_under_main = 0;
+    for line in folded.lines() {
+        let (stack, weight) = line.rsplit_once(' ').expect("STACK WEIGHT");
+        let weight: u64 = weight.parse().expect("a weight");
+        // The program's own process (the recorder and the shell are in the trace too).
+        if stack.starts_with("autofdo;") && stack.split(';').any(|frame| frame == "main") {
+            weight_under_main += weight;
+        }
+    }
+    assert_eq!(
+        weight_under_main, under_main,
+        "the guest's flame graph under main against qemu-riscv64's run of main ({main:#x})"
+    );
+    let host_folded = work.join("host.folded");
+    rvperf_on_host(&[
+        &os("flamegraph"),
+        &os("-i"),
+        recording.as_os_str(),
+        &os("--symfs"),
+        symfs.as_os_str(),
+        &os("--folded"),
+        &os("-o"),
+        host_folded.as_os_str(),
+    ]);
+    assert_eq!(
+        std::fs::read_to_string(&host_folded).unwrap(),
+        folded,
+        "the host's flame graph of the recording"
+    );
+
+    // AutoFDO: the instructions only main ran, counted exactly; the host's profile is
+    // the guest's.
+    let whole_run = retired_pcs_of(&elf, &["60"]);
+    let mut in_run: HashMap<u64, u64> = HashMap::new();
+    for &pc in &whole_run {
+        *in_run.entry(pc).or_default() += 1;
+    }
+    let mut in_main: HashMap<u64, u64> = HashMap::new();
+    for &pc in &truth {
+        *in_main.entry(pc).or_default() += 1;
+    }
+    let counts = parse_instruction_counts(&String::from_utf8(product("counts")).unwrap());
+    let mut checked = 0;
+    for (pc, count) in &in_main {
+        if in_run[pc] != *count {
+            continue;
+        }
+        assert_eq!(
+            counts.get(pc),
+            Some(count),
+            "the guest's profile's count of {pc:#x}, which only main ran"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 200, "only {checked} instructions only main ran");
+    let host_profile = work.join("host.afdo.txt");
+    let host_gcc = work.join("host.gcov");
+    for (format, output) in [("llvm-text", &host_profile), ("gcc", &host_gcc)] {
+        rvperf_on_host(&[
+            &os("autofdo"),
+            &os("-i"),
+            recording.as_os_str(),
+            &os("--symfs"),
+            symfs.as_os_str(),
+            &os("--binary"),
+            elf.as_os_str(),
+            &os("--format"),
+            &os(format),
+            &os("-o"),
+            output.as_os_str(),
+        ]);
+    }
+    assert_eq!(
+        std::fs::read(&host_profile).unwrap(),
+        product("afdo.txt"),
+        "the host's LLVM profile of the recording"
+    );
+    assert_eq!(
+        std::fs::read(&host_gcc).unwrap(),
+        product("gcov"),
+        "the host's GCC profile of the recording"
+    );
+    let guest_profile = products.join(format!("{name}.afdo.txt"));
+    let ours = parse_text_profile(&String::from_utf8(product("afdo.txt")).unwrap());
+    let shown = String::from_utf8(
+        run_tool(
+            std::process::Command::new("llvm-profdata-19")
+                .args(["show", "--sample"])
+                .arg(&guest_profile),
+            INSTALL,
+        )
+        .stdout,
+    )
+    .unwrap();
+    for (function, (total, head, _)) in &ours {
+        assert!(
+            shown.contains(&format!("Function: {function}: {total}, {head},")),
+            "llvm-profdata does not show {function}: {total}, {head}"
+        );
+    }
+    let source = repository().join("tests/programs/vm/autofdo.c");
+    let ir = clang_ir_with_profile(
+        "riscv64-linux-gnu",
+        &source,
+        &guest_profile,
+        &work.join("autofdo.ll"),
+        INSTALL,
+    );
+    let entered = assert_entry_counts_are_head_counts(&ir, &ours, "the guest's profile");
+    assert!(
+        entered >= 5,
+        "only {entered} profiled functions in clang's IR"
+    );
+    assert_gcc_takes_the_head_counts(
+        &source,
+        &products.join(format!("{name}.gcov")),
+        &ours,
+        &work,
+        INSTALL,
+    );
+
+    // perf script: the host's rvperf script -i is the guest's, and Linux perf reads
+    // rvperf inject --itrace of the recording as the same samples.
+    let script = String::from_utf8(product("script")).unwrap();
+    let host_script = rvperf_on_host(&[
+        &os("script"),
+        &os("-i"),
+        recording.as_os_str(),
+        &os("--symfs"),
+        symfs.as_os_str(),
+        &os("--itrace=997"),
+        &os("-F"),
+        &os("ip,brstack"),
+    ]);
+    assert_eq!(String::from_utf8(host_script).unwrap(), script);
+    let injected = work.join("injected.data");
+    rvperf_on_host(&[
+        &os("inject"),
+        &os("-i"),
+        recording.as_os_str(),
+        &os("--symfs"),
+        symfs.as_os_str(),
+        &os("--itrace=997"),
+        &os("-o"),
+        injected.as_os_str(),
+    ]);
+    let theirs = String::from_utf8(
+        run_tool(
+            common::perf_for_recordings()
+                .args(["script", "-F", "ip,brstack", "-i"])
+                .arg(&injected),
+            INSTALL,
+        )
+        .stdout,
+    )
+    .unwrap();
+    let samples = script.lines().count();
+    assert!(
+        samples as u64 >= truth.len() as u64 / 997,
+        "{samples} samples of {} instructions of main alone",
+        truth.len()
+    );
+    for (index, (ours, theirs)) in script.lines().zip(theirs.lines()).enumerate() {
+        assert_eq!(ours.trim(), theirs.trim(), "sample {index}");
+    }
+    assert_eq!(
+        samples,
+        theirs.lines().count(),
+        "samples perf script printed"
+    );
+    eprintln!(
+        "{name}: flame graph under main {weight_under_main} instructions, exactly; {checked} instructions only main ran counted exactly; {entered} functions with clang's entry counts; {samples} samples as perf script reads them"
+    );
+}
+
+/// `rvperf trace record -a` on two harts: `qsort 2` and `autofdo 200`, both static
+/// executables at 0x10000, take turns on CPU 1 while `hot` keeps CPU 0 busy. Split by
+/// thread (timestamps against the context switches), each program's trace decodes
+/// against its own ELF alone to exactly `qemu-riscv64`'s run of its `main`, with no gap;
+/// the side-band shows they did alternate; every message of the trace is some
+/// process's.
+#[test]
+#[ignore = "needs the guest tier's two-hart recording (tools/vm/test runs it)"]
+fn rvperf_trace_record_a_attributes_each_instruction_to_its_process() {
+    let directory = captures_directory();
+    let recording = directory.join("rvperf-alternating.perf.data");
+    let symfs = std::env::var_os("RVPERF_NTRACE_SYMFS")
+        .expect("RVPERF_NTRACE_SYMFS: the guest's root for the recorded files");
+    let reader = perf_data::PerfDataReader::open(&recording)
+        .unwrap_or_else(|error| panic!("{}: {error}", recording.display()));
+    let parsed = perf_session::read_ntrace_recording(&reader).expect("an N-Trace recording");
+    let options = MessageOptions::default()
+        .with_src_bits(parsed.info.src_bits)
+        .with_timestamps(true)
+        .with_address_width(AddressWidth::Bits64);
+    let attribution = parsed
+        .attribute(options)
+        .expect("the trace split by process");
+    let unattributed = attribution.unattributed;
+    assert_eq!(
+        unattributed.no_task_messages
+            + unattributed.unknown_hart_messages
+            + unattributed.unreadable_messages,
+        0,
+        "{unattributed:?}"
+    );
+    let pid_of = |comm: &str| {
+        attribution
+            .threads
+            .iter()
+            .find(|thread| thread.comm == comm && thread.run.execs > 0)
+            .unwrap_or_else(|| {
+                panic!(
+                    "no {comm} among {:?}",
+                    attribution
+                        .threads
+                        .iter()
+                        .map(|thread| (&thread.comm, thread.run))
+                        .collect::<Vec<_>>()
+                )
+            })
+            .run
+            .pid
+    };
+    let (qsort, autofdo) = (pid_of("qsort"), pid_of("autofdo"));
+    assert!(
+        attribution
+            .threads
+            .iter()
+            .any(|thread| thread.comm == "hot" && thread.messages > 0),
+        "the other hart's busy program is in the trace"
+    );
+    // They took turns: the CPU went from one to the other more than once.
+    let turns = parsed
+        .switches
+        .iter()
+        .filter(|switch| {
+            let pids = (
+                switch.previous.map(|task| task.pid),
+                switch.next.map(|task| task.pid),
+            );
+            pids == (Some(qsort), Some(autofdo)) || pids == (Some(autofdo), Some(qsort))
+        })
+        .count();
+    assert!(turns >= 2, "qsort and autofdo switched {turns} times");
+    for (program, args) in [("qsort", "2"), ("autofdo", "200")] {
+        let output = std::process::Command::new(common::rvperf_binary())
+            .args(["decode", "--output", "pcs", "-i"])
+            .arg(&recording)
+            .arg("--symfs")
+            .arg(&symfs)
+            .args(["--comm", program])
+            .output()
+            .expect("run rvperf decode");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{program}: {stderr}");
+        assert!(!stderr.contains("gap"), "{program}: {stderr}");
+        // Two harts: `HART 0xPC` lines.
+        let pcs: Vec<u64> = String::from_utf8(output.stdout)
+            .expect("UTF-8")
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .map(|line| {
+                let pc = line.split_whitespace().last().expect("a PC");
+                u64::from_str_radix(pc.trim_start_matches("0x"), 16).expect("an address")
+            })
+            .collect();
+        let (truth, main, exit) = ground_truth(program, &[args.to_string()]);
+        let elf = binaries_directory().join(program);
+        let decoded =
+            window(&pcs, main, exit).unwrap_or_else(|| panic!("{program}: main not decoded"));
+        let retries = assert_same_execution(program, &elf, &truth, decoded);
+        eprintln!(
+            "rvperf-alternating: {program} decoded alone to {} instructions of main, exactly ({retries} failed store-conditionals retried), {turns} turns on its CPU",
+            truth.len()
+        );
+    }
 }

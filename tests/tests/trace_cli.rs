@@ -334,3 +334,65 @@ fn all_jumps_traces_give_the_profiles_of_plain_ones() {
         }
     }
 }
+
+/// The options of N-Trace recordings (`-i` of `rvperf trace record`'s perf.data: their
+/// decoding is checked on the guest tier's recordings in ntrace_guest.rs) are refused
+/// on what is not one, in one line, with nothing written.
+#[test]
+fn recording_options_on_a_sampled_perf_data_are_refused() {
+    let directory = work("recording-options");
+    let sampled = fixture().join("perf.data");
+    let binary = fixture().join("autofdo");
+    let output = directory.join("out");
+    let trace = fixture().join("trace.nt");
+    let cases: [&[&str]; 5] = [
+        &[
+            "flamegraph",
+            "-i",
+            text(&sampled),
+            "--weight",
+            "time",
+            "-o",
+            text(&output),
+        ],
+        &[
+            "autofdo",
+            "-i",
+            text(&sampled),
+            "--binary",
+            text(&binary),
+            "--sample-period",
+            "1000",
+            "-o",
+            text(&output),
+        ],
+        &["script", "-i", text(&sampled), "--itrace=1000"],
+        &[
+            "inject",
+            "-i",
+            text(&sampled),
+            "--itrace=1000",
+            "-o",
+            text(&output),
+        ],
+        &[
+            "decode",
+            "--trace",
+            text(&trace),
+            "--elf",
+            text(&binary),
+            "--pid",
+            "1",
+        ],
+    ];
+    for arguments in cases {
+        let result = rvperf(arguments);
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(
+            !result.status.success(),
+            "{arguments:?} succeeded: {stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{arguments:?}: {stderr}");
+        assert!(!output.exists(), "{arguments:?} left {}", output.display());
+    }
+}

@@ -80,6 +80,29 @@ rvperf_capture() {
     fi
 }
 
+# rvperf_products NAME BINARY: what rvperf makes of NAME.perf.data in the guest, in
+# $OUT/products for the host to compare with its own and with the program's exact run:
+# the flame graph's folded stacks, the AutoFDO profile of BINARY (LLVM text, GCC, and
+# every instruction's count), and perf script's samples of the trace (--itrace).
+rvperf_products() {
+    name=$1
+    binary=$2
+    recording=$OUT/$name.perf.data
+    products=$OUT/products
+    mkdir -p "$products"
+    if rvperf flamegraph -i "$recording" --folded -o "$products/$name.folded" 2>"$products/$name.stderr" &&
+        rvperf autofdo -i "$recording" --binary "$binary" -o "$products/$name.afdo.txt" \
+            --instruction-counts "$products/$name.counts" 2>>"$products/$name.stderr" &&
+        rvperf autofdo -i "$recording" --binary "$binary" --format gcc -o "$products/$name.gcov" \
+            2>>"$products/$name.stderr" &&
+        rvperf script -i "$recording" --itrace=997 -F ip,brstack >"$products/$name.script" \
+            2>>"$products/$name.stderr"; then
+        ok "$name: rvperf flamegraph, autofdo and script -i in the guest ($(wc -l <"$products/$name.folded") stacks, $(wc -l <"$products/$name.script") samples)"
+    else
+        not_ok "$name: rvperf flamegraph, autofdo or script -i in the guest failed: $(tail -n 3 "$products/$name.stderr")"
+    fi
+}
+
 : >"$OUT/manifest"
 : >"$OUT/perf-data-manifest"
 if [ "${1:-}" = smp ]; then
@@ -88,6 +111,25 @@ if [ "${1:-}" = smp ]; then
     # Both workloads at once, one per hart, through the funnel (SRC: the hart).
     capture smp-qsort --harts 2 --src-bits 1 --pin --privilege user -- \
         "$BIN/qsort" 1 :: "$BIN/qsort" 2
+    # rvperf trace record -a through the driver: two programs at the same addresses
+    # (static, non-PIE) take turns on CPU 1 while a third keeps CPU 0 busy; the host
+    # splits the trace by process and decodes each against its own program.
+    if modprobe rvtrace; then
+        taskset -c 0 "$BIN/hot" 100000 >/dev/null &
+        spinner=$!
+        name=rvperf-alternating
+        if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record -a --user -o "$OUT/$name.perf.data" -- \
+            sh -c "taskset -c 1 $BIN/qsort 2 & taskset -c 1 $BIN/autofdo 200 & wait" 2>"$OUT/$name.stderr"; then
+            ok "$name: rvperf trace record -a of qsort and autofdo on one CPU, hot on the other: $(tail -n 1 "$OUT/$name.stderr")"
+        else
+            not_ok "$name: rvperf trace record -a failed: $(tail -n 3 "$OUT/$name.stderr")"
+        fi
+        kill "$spinner"
+        wait "$spinner" 2>/dev/null
+        rmmod rvtrace || not_ok "rmmod rvtrace after rvperf trace record -a"
+    else
+        not_ok "modprobe rvtrace for rvperf trace record -a"
+    fi
 else
     "$BIN/rvtrace-ctl" discover >"$OUT/discover.txt" 2>&1 && ok "rvtrace-ctl discovers the trace block: $(head -n 1 "$OUT/discover.txt")" ||
         not_ok "rvtrace-ctl discover: $(cat "$OUT/discover.txt")"
@@ -149,6 +191,11 @@ else
         rvperf_capture rvperf-qsort-htm-perf perf-data --mode htm --user -- "$BIN/qsort" 2
         rvperf_capture rvperf-recursion-btm-perf perf-data --mode btm --user --timestamps -- "$BIN/recursion"
         rvperf_capture rvperf-bursts-overrun-perf perf-data --mode htm --user --buffer-bytes 16384 --sync-max 4 -- "$BIN/bursts" 4 30
+        # The products of a recording, made in the guest.
+        rvperf_capture rvperf-autofdo-perf perf-data --mode htm --user -- "$BIN/autofdo" 60
+        # Without timestamps: not split by process, decoded as one address space.
+        rvperf_capture rvperf-qsort-untimed-perf perf-data --mode htm --user --no-timestamps -- "$BIN/qsort" 1
+        rvperf_products rvperf-autofdo-perf "$BIN/autofdo"
         if rvperf trace record --user -o /tmp/refused.perf.data -- /nonexistent/program 2>"$OUT/refused.stderr"; then
             not_ok "rvperf trace record of a missing program fails"
         elif [ -e /tmp/refused.perf.data ]; then

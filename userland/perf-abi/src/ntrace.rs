@@ -22,6 +22,12 @@
 //! | 13 | time_cycles (short counters; else 0) |
 //! | 14 | time_mask (short counters; else all ones) |
 //! | 15 | timestamp prescaler (timestamps count `time` / 4^prescale) |
+//! | 16 | optional: N, the harts whose Linux CPU is known (at most 64) |
+//! | 17 .. 17 + N | the CPU number of hart 0, 1, ... (all ones: the hart is no CPU) |
+//!
+//! Messages name their hart by SRC, the hart's index; perf's side-band names CPUs, which
+//! Linux numbers in its own order (the boot hart is CPU 0): words 16.. map one to the
+//! other. Without them (a recording of an older rvperf), hart i is CPU i.
 //!
 //! Each PERF_RECORD_AUXTRACE holds bytes of the sink's stream: `offset` is the position
 //! of its first byte in everything the sink wrote since the start, `reference` the
@@ -37,6 +43,9 @@ pub const RVPERF_AUXTRACE_NTRACE: u32 = 0x5256_4e54;
 pub const NTRACE_INFO_VERSION: u64 = 1;
 
 const WORDS: usize = 16;
+
+/// The most harts whose CPUs the words can hold (the traced harts are a 64-bit mask).
+pub const MAX_HARTS: usize = 64;
 
 /// `rvtrace_config.features` bits (`RVTRACE_FEATURE_*` of the driver's uapi header;
 /// `userland/trace-device/tests/uapi_layout.rs` checks they are the header's).
@@ -61,8 +70,29 @@ pub struct TimeConversionWords {
     pub mask: u64,
 }
 
+impl TimeConversionWords {
+    /// Perf time (ns) of a `time` counter value: the conversion `perf_event_mmap_page`
+    /// documents for `cap_user_time_zero`, with its `cap_user_time_short` extension
+    /// (a counter narrower than 64 bits is first extended from `time_cycles`).
+    pub fn perf_time(&self, cycles: u64) -> u64 {
+        let cycles = if self.mask == u64::MAX {
+            cycles
+        } else {
+            self.cycles
+                .wrapping_add(cycles.wrapping_sub(self.cycles) & self.mask)
+        };
+        let shift = u32::from(self.shift.min(63));
+        let quotient = cycles >> shift;
+        let remainder = cycles & ((1u64 << shift) - 1);
+        let mult = u64::from(self.mult);
+        self.zero
+            .wrapping_add(quotient.wrapping_mul(mult))
+            .wrapping_add(remainder.wrapping_mul(mult) >> shift)
+    }
+}
+
 /// The configuration an N-Trace recording ran with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NtraceInfo {
     /// 3 (BTM) or 6 (HTM).
     pub mode: u32,
@@ -76,6 +106,9 @@ pub struct NtraceInfo {
     pub buffer_bytes: u64,
     pub time: Option<TimeConversionWords>,
     pub timestamp_prescale: u32,
+    /// The Linux CPU of each hart, by hart index (`None`: the hart is no CPU); empty
+    /// when the recording does not say.
+    pub hart_cpus: Vec<Option<u32>>,
 }
 
 /// Why an AUXTRACE_INFO's words are not an N-Trace recording's.
@@ -98,10 +131,25 @@ impl NtraceInfo {
         self.features & feature != 0
     }
 
+    /// The perf time of a trace timestamp (which counts `time` / 4^prescale), when the
+    /// recording has the kernel's conversion.
+    pub fn perf_time_of_timestamp(&self, timestamp: u64) -> Option<u64> {
+        let cycles = timestamp.checked_shl(2 * self.timestamp_prescale)?;
+        Some(self.time?.perf_time(cycles))
+    }
+
+    /// The Linux CPU hart `hart` is (hart i is CPU i when the recording does not say).
+    pub fn cpu_of_hart(&self, hart: u16) -> Option<u32> {
+        if self.hart_cpus.is_empty() {
+            return Some(u32::from(hart));
+        }
+        self.hart_cpus.get(usize::from(hart)).copied().flatten()
+    }
+
     /// The private words of the AUXTRACE_INFO.
     pub fn to_words(&self) -> Vec<u64> {
         let time = self.time;
-        vec![
+        let mut words = vec![
             NTRACE_INFO_VERSION,
             u64::from(self.mode),
             self.features,
@@ -118,7 +166,13 @@ impl NtraceInfo {
             time.map_or(0, |time| time.cycles),
             time.map_or(u64::MAX, |time| time.mask),
             u64::from(self.timestamp_prescale),
-        ]
+        ];
+        if !self.hart_cpus.is_empty() {
+            let harts = &self.hart_cpus[..self.hart_cpus.len().min(MAX_HARTS)];
+            words.push(harts.len() as u64);
+            words.extend(harts.iter().map(|cpu| cpu.map_or(u64::MAX, u64::from)));
+        }
+        words
     }
 
     /// Reads the private words (after the type and its padding).
@@ -166,6 +220,16 @@ impl NtraceInfo {
             buffer_bytes: words[8],
             time,
             timestamp_prescale: narrow(15, "timestamp_prescale", 3)? as u32,
+            hart_cpus: match words.get(WORDS) {
+                None => Vec::new(),
+                Some(_) => {
+                    let count = narrow(WORDS, "harts with CPUs", MAX_HARTS as u64)? as usize;
+                    let cpus = words
+                        .get(WORDS + 1..WORDS + 1 + count)
+                        .ok_or(NtraceInfoError::Truncated { found: words.len() })?;
+                    cpus.iter().map(|&cpu| u32::try_from(cpu).ok()).collect()
+                }
+            },
         })
     }
 }
@@ -192,20 +256,56 @@ mod tests {
                 mask: u64::MAX,
             }),
             timestamp_prescale: 0,
+            hart_cpus: vec![Some(1), Some(0)],
         }
     }
 
     #[test]
     fn words_round_trip() {
         let words = info().to_words();
-        assert_eq!(words.len(), WORDS);
+        assert_eq!(words.len(), WORDS + 3);
         assert_eq!(NtraceInfo::from_words(&words), Ok(info()));
+        assert_eq!(info().cpu_of_hart(0), Some(1));
+        assert_eq!(info().cpu_of_hart(2), None);
+        // An older recording's 16 words: hart i is CPU i.
+        let unmapped = NtraceInfo::from_words(&words[..WORDS]).unwrap();
+        assert!(unmapped.hart_cpus.is_empty());
+        assert_eq!(unmapped.cpu_of_hart(3), Some(3));
         let untimed = NtraceInfo {
             time: None,
             sync_max: None,
             ..info()
         };
         assert_eq!(NtraceInfo::from_words(&untimed.to_words()), Ok(untimed));
+    }
+
+    #[test]
+    fn timestamps_convert_to_perf_time() {
+        // 10 MHz: 100 ns a tick (mult / 2^shift = 100).
+        let time = TimeConversionWords {
+            shift: 21,
+            mult: 209_715_200,
+            zero: 12_345,
+            cycles: 0,
+            mask: u64::MAX,
+        };
+        assert_eq!(time.perf_time(0), 12_345);
+        assert_eq!(time.perf_time(10_000_000), 12_345 + 1_000_000_000);
+        // No overflow for a counter of years: the quotient and remainder are scaled apart.
+        let years = 10_000_000u64 * 86_400 * 365 * 50;
+        assert_eq!(time.perf_time(years), 12_345 + years * 100);
+        let info = NtraceInfo {
+            timestamp_prescale: 1,
+            ..info()
+        };
+        assert_eq!(info.perf_time_of_timestamp(25), Some(12_345 + 10_000));
+        // A short counter is extended from time_cycles.
+        let short = TimeConversionWords {
+            cycles: 0x1_0000_0000,
+            mask: 0xffff_ffff,
+            ..time
+        };
+        assert_eq!(short.perf_time(5), 12_345 + (0x1_0000_0005u64) * 100);
     }
 
     #[test]
@@ -223,6 +323,10 @@ mod tests {
         assert_eq!(
             NtraceInfo::from_words(&words[..3]),
             Err(NtraceInfoError::Truncated { found: 3 })
+        );
+        assert_eq!(
+            NtraceInfo::from_words(&info().to_words()[..WORDS + 2]),
+            Err(NtraceInfoError::Truncated { found: WORDS + 2 })
         );
         words[0] = 2;
         assert_eq!(

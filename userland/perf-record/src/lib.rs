@@ -7,8 +7,8 @@
 //! One loop serves every recording; an AUX source plugs into it. rvperf_ctr (RISC-V
 //! branch stacks from kmod-shim's PMU) is the first: its records become branch-stack
 //! samples (`perf_data::ctr`) or are kept as PERF_RECORD_AUXTRACE. An N-Trace sink
-//! is the second: [`record_trace`] drains the `rvtrace` driver's sink while a command
-//! runs.
+//! is the second ([`TraceOptions`]): the `rvtrace` driver's sink drained into
+//! PERF_RECORD_AUXTRACE, with the side-band that attributes it to processes.
 //!
 //! The library never prints: what a recording missed is returned as
 //! [`RecordWarning`]s in its [`Recording`], and errors are typed ([`RecordError`]).
@@ -23,7 +23,6 @@ mod plan;
 mod recorder;
 mod stop;
 mod synthesize;
-mod trace;
 mod trace_source;
 mod workload;
 
@@ -35,8 +34,7 @@ pub use options::{
 };
 pub use recorder::record;
 pub use stop::{StopFlag, StopHandlerError};
-pub use trace::{record_trace, TraceRecordError, TraceRecordOptions, TraceRecording};
-pub use trace_source::TraceOptions;
+pub use trace_source::{TraceOptions, TraceOutcome, DEFAULT_DRAIN_INTERVAL};
 pub use workload::{Workload, WorkloadError, WorkloadExit};
 
 pub(crate) use options::Scope;

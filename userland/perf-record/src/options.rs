@@ -140,6 +140,8 @@ pub struct Recording {
     pub summary: Summary,
     /// What the recording missed, in the order found.
     pub warnings: Vec<RecordWarning>,
+    /// What the trace device did (an N-Trace recording).
+    pub trace: Option<crate::TraceOutcome>,
 }
 
 /// What a recording wrote.

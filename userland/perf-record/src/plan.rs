@@ -37,6 +37,13 @@ pub(crate) struct Plan {
     pub(crate) aux: Option<AuxPlan>,
 }
 
+/// An executable file mapped by a process that ran before the recording started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SynthesizedFile {
+    pub(crate) filename: String,
+    pub(crate) pid: u32,
+}
+
 /// An AUX source and the size of the AUX area it reads on each CPU (0: it maps none,
 /// as the trace device's sink is mapped from its own device).
 pub(crate) struct AuxPlan {
@@ -63,6 +70,17 @@ pub(crate) trait AuxSource {
     /// the rings only); `None`: the loop's own interval.
     fn poll_interval(&self) -> Option<std::time::Duration> {
         None
+    }
+
+    /// What the trace device did, for a trace source, once the recording ended.
+    fn trace_outcome(&self) -> Option<crate::TraceOutcome> {
+        None
+    }
+
+    /// The executable files of the mappings this source wrote itself (synthesized from
+    /// /proc), for the header's build ids.
+    fn synthesized_files(&self) -> &[SynthesizedFile] {
+        &[]
     }
 
     /// Once the events are disabled, before the last drain.

@@ -117,6 +117,18 @@ pub fn record(options: &RecordOptions, stop: StopFlag) -> Result<Recording, Reco
         Some(source) => source.end(&state.counts)?,
         None => Vec::new(),
     };
+    for file in source
+        .as_deref()
+        .map_or(&[][..], |source| source.synthesized_files())
+    {
+        state
+            .mappings
+            .entry(file.filename.clone())
+            .or_insert(ExecutableMapping {
+                pid: i32::try_from(file.pid).unwrap_or(-1),
+                build_id: None,
+            });
+    }
     let metadata = metadata(&state.mappings, options.command_line.clone());
     let mut inner = writer.finish(&metadata)?;
     inner
@@ -139,6 +151,7 @@ pub fn record(options: &RecordOptions, stop: StopFlag) -> Result<Recording, Reco
             throttled: state.counts.throttled,
         },
         warnings,
+        trace: source.as_deref().and_then(|source| source.trace_outcome()),
     })
 }
 

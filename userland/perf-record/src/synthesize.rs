@@ -10,7 +10,7 @@ use std::path::Path;
 use perf_abi::sys::bindings as b;
 use perf_abi::{CommRecord, Mmap2FileId, Mmap2Record, SampleId};
 
-use crate::plan::Writer;
+use crate::plan::{SynthesizedFile, Writer};
 use crate::RecordError;
 
 /// One executable file mapping of a `/proc/PID/maps` line.
@@ -65,12 +65,48 @@ pub(crate) fn parse_maps_line(line: &str) -> Option<MapsLine> {
     })
 }
 
+/// The Linux CPU of each hart, by hart id, from /proc/cpuinfo's `processor` and `hart`
+/// lines (RISC-V's); empty when it names no hart.
+pub(crate) fn hart_cpus(cpuinfo: &str) -> Vec<Option<u32>> {
+    let mut cpus: Vec<Option<u32>> = Vec::new();
+    let mut processor = None;
+    for line in cpuinfo.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim().parse::<u32>().ok();
+        match key.trim() {
+            "processor" => processor = value,
+            "hart" => {
+                let (Some(cpu), Some(hart)) = (processor, value) else {
+                    continue;
+                };
+                let Ok(hart) = usize::try_from(hart) else {
+                    continue;
+                };
+                if hart >= perf_abi::ntrace::MAX_HARTS {
+                    continue;
+                }
+                if cpus.len() <= hart {
+                    cpus.resize(hart + 1, None);
+                }
+                cpus[hart] = Some(cpu);
+            }
+            _ => {}
+        }
+    }
+    cpus
+}
+
 /// COMM and executable MMAP2 records of every process in `proc` (a process that ends
-/// meanwhile is skipped).
-pub(crate) fn synthesize_processes(writer: &mut Writer, proc: &Path) -> Result<u64, RecordError> {
-    let mut records = 0;
+/// meanwhile is skipped); the files mapped, once each.
+pub(crate) fn synthesize_processes(
+    writer: &mut Writer,
+    proc: &Path,
+) -> Result<Vec<SynthesizedFile>, RecordError> {
+    let mut files: Vec<SynthesizedFile> = Vec::new();
     let Ok(entries) = std::fs::read_dir(proc) else {
-        return Ok(0);
+        return Ok(files);
     };
     let mut pids: Vec<u32> = entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
@@ -100,8 +136,16 @@ pub(crate) fn synthesize_processes(writer: &mut Writer, proc: &Path) -> Result<u
                 sample_id,
             },
         )?;
-        records += 1;
         for line in maps.lines().filter_map(parse_maps_line) {
+            if line.prot & libc::PROT_EXEC as u32 != 0
+                && line.path.starts_with('/')
+                && !files.iter().any(|file| file.filename == line.path)
+            {
+                files.push(SynthesizedFile {
+                    filename: line.path.clone(),
+                    pid,
+                });
+            }
             let flags = if line.private {
                 libc::MAP_PRIVATE as u32
             } else {
@@ -128,15 +172,27 @@ pub(crate) fn synthesize_processes(writer: &mut Writer, proc: &Path) -> Result<u
                     sample_id,
                 },
             )?;
-            records += 1;
         }
     }
-    Ok(records)
+    Ok(files)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn harts_are_mapped_to_their_cpus() {
+        // The boot hart (here 1) is CPU 0.
+        let cpuinfo = "processor\t: 0\nhart\t\t: 1\nisa\t\t: rv64imafdc\n\nprocessor\t: 1\nhart\t\t: 0\nisa\t\t: rv64imafdc\n";
+        assert_eq!(hart_cpus(cpuinfo), vec![Some(1), Some(0)]);
+        assert_eq!(
+            hart_cpus("processor\t: 0\nvendor_id\t: GenuineIntel\n"),
+            vec![]
+        );
+        let sparse = "processor : 0\nhart : 2\n";
+        assert_eq!(hart_cpus(sparse), vec![None, None, Some(0)]);
+    }
 
     #[test]
     fn executable_file_mappings_are_read_and_others_skipped() {

@@ -16,7 +16,8 @@ use perf_ring::{online_cpus, Event};
 use trace_device::{Config, Drain, SinkMemory, TraceDevice};
 
 use crate::plan::{
-    sampling_options, AuxPlan, AuxSource, Counts, CpuRing, Plan, PlannedEvent, Writer,
+    sampling_options, AuxPlan, AuxSource, Counts, CpuRing, Plan, PlannedEvent, SynthesizedFile,
+    Writer,
 };
 use crate::synthesize::synthesize_processes;
 use crate::{RecordError, RecordOptions, RecordWarning};
@@ -28,10 +29,37 @@ pub struct TraceOptions {
     pub device: std::path::PathBuf,
     /// The encoders' configuration.
     pub config: Config,
+    /// How often the sink is drained at least (the loop's poll wakes on the rings only).
+    pub drain_interval: Duration,
 }
 
-/// How often the sink is drained at least (the loop's poll wakes on the rings only).
-const DRAIN_INTERVAL: Duration = Duration::from_millis(10);
+impl TraceOptions {
+    /// The device and configuration, drained every [`DEFAULT_DRAIN_INTERVAL`].
+    pub fn new(device: std::path::PathBuf, config: Config) -> Self {
+        Self {
+            device,
+            config,
+            drain_interval: DEFAULT_DRAIN_INTERVAL,
+        }
+    }
+}
+
+/// How often the sink is drained by default: a 16 MiB sink filled in less than 10 ms
+/// would need 1.6 GB/s of trace.
+pub const DEFAULT_DRAIN_INTERVAL: Duration = Duration::from_millis(10);
+
+/// What the trace device did in a recording (for `--format raw`'s `.info`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceOutcome {
+    /// The block the trace came from.
+    pub info: trace_device::Info,
+    /// The configuration it ran with.
+    pub config: Config,
+    /// The driver's status after the stop and the last drain.
+    pub status: trace_device::Status,
+    /// Drains that found new bytes.
+    pub drains: u64,
+}
 
 /// N-Trace idle bytes pad a chunk to 8 bytes (PERF_RECORD_AUXTRACE data is 8-aligned).
 const IDLE: u8 = 0xff;
@@ -78,6 +106,10 @@ pub(crate) fn plan(options: &RecordOptions, trace: &TraceOptions) -> Result<Plan
                 chunk: Vec::new(),
                 started: false,
                 stop_error: None,
+                synthesized: Vec::new(),
+                drain_interval: trace.drain_interval,
+                drains: 0,
+                final_status: None,
             }),
         }),
     })
@@ -94,6 +126,13 @@ struct TraceSource {
     started: bool,
     /// A failed stop, reported at the end.
     stop_error: Option<trace_device::DeviceError>,
+    /// The files of the mappings synthesized at the start.
+    synthesized: Vec<SynthesizedFile>,
+    drain_interval: Duration,
+    /// Drains that found new bytes.
+    drains: u64,
+    /// The status after the last drain.
+    final_status: Option<trace_device::Status>,
 }
 
 impl TraceSource {
@@ -126,6 +165,10 @@ impl TraceSource {
             buffer_bytes: status.buffer_bytes,
             time,
             timestamp_prescale: self.config.timestamp_prescale,
+            // Unreadable (no /proc): hart i is taken for CPU i.
+            hart_cpus: std::fs::read_to_string("/proc/cpuinfo")
+                .map(|cpuinfo| crate::synthesize::hart_cpus(&cpuinfo))
+                .unwrap_or_default(),
         };
         writer.write_auxtrace_info(RVPERF_AUXTRACE_NTRACE, &info.to_words())?;
         self.info_written = true;
@@ -136,7 +179,7 @@ impl TraceSource {
 impl AuxSource for TraceSource {
     fn begin(&mut self, writer: &mut Writer, _pid: i32) -> Result<(), RecordError> {
         // The code of what already runs (this recorder among it), as perf synthesizes it.
-        synthesize_processes(writer, Path::new("/proc"))?;
+        self.synthesized = synthesize_processes(writer, Path::new("/proc"))?;
         // Before the workload is released: its first instruction is traced.
         self.device.start()?;
         self.started = true;
@@ -144,7 +187,20 @@ impl AuxSource for TraceSource {
     }
 
     fn poll_interval(&self) -> Option<Duration> {
-        Some(DRAIN_INTERVAL)
+        Some(self.drain_interval)
+    }
+
+    fn trace_outcome(&self) -> Option<TraceOutcome> {
+        Some(TraceOutcome {
+            info: *self.device.info(),
+            config: self.config,
+            status: self.final_status?,
+            drains: self.drains,
+        })
+    }
+
+    fn synthesized_files(&self) -> &[SynthesizedFile] {
+        &self.synthesized
     }
 
     fn drain(
@@ -165,6 +221,7 @@ impl AuxSource for TraceSource {
         if kept == 0 {
             return Ok(());
         }
+        self.drains += 1;
         // Everything before these bytes was read or lost: the stream position.
         let offset = self.drain.drained() + self.drain.lost() - kept;
         let length = self.chunk.len();
@@ -194,6 +251,7 @@ impl AuxSource for TraceSource {
         if let Some(error) = self.stop_error.take() {
             return Err(error.into());
         }
+        self.final_status = Some(self.device.status()?);
         let mut warnings = Vec::new();
         if self.drain.lost() > 0 {
             warnings.push(RecordWarning::TraceLost {

@@ -27,6 +27,7 @@ pub mod aux;
 pub mod fold;
 pub mod inject;
 pub mod lost;
+pub mod ntrace_attribution;
 pub mod ntrace_recording;
 pub mod ordered;
 pub mod processes;
@@ -38,15 +39,20 @@ pub mod trace_inject;
 pub use aux::{AuxDecoder, CorruptAux, UndecodedAux};
 pub use fold::{fold, FoldOptions, Split, Weight};
 pub use lost::Lost;
+pub use ntrace_attribution::{
+    Attribution, AttributionError, ProgramRun, ThreadTrace, Unattributed,
+};
 pub use ntrace_recording::{
-    read_ntrace_recording, ExecutableMapping, NtraceRecording, NtraceRecordingError, TracePiece,
+    is_ntrace_recording, place_files, read_ntrace_recording, CommandName, ExecutableMapping,
+    NtraceRecording, NtraceRecordingError, PlacementProblem, Task, TaskFork, TaskSwitch,
+    TracePiece,
 };
 pub use ordered::OrderedEvents;
 pub use processes::{thread_id, InlineFrames, Place, Processes, SymbolOptions};
 pub use session::{Session, SessionError, SessionSample};
 pub use trace::{
-    count_trace, fold_trace, LoadedFile, PlacedElf, SampledTraceCounts, TraceCode, TraceCodeError,
-    TraceFold, TraceFoldOptions, TRACE_PID,
+    count_trace, elf_build_id, fold_trace, LoadedFile, PlacedElf, SampledTraceCounts, TraceCode,
+    TraceCodeError, TraceFold, TraceFoldOptions, TRACE_PID,
 };
 pub use trace_inject::{
     ElfMapping, TraceInjectError, TraceInjectOptions, TraceInjected, TraceInjector,

@@ -25,6 +25,8 @@ pub struct TracePiece {
 /// An executable file mapping of the recording's side-band.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutableMapping {
+    /// When it was made, in perf time (0: it existed when the recording started).
+    pub time: u64,
     pub pid: u32,
     pub filename: String,
     pub start: u64,
@@ -34,6 +36,41 @@ pub struct ExecutableMapping {
     pub build_id: Option<Vec<u8>>,
 }
 
+/// A thread: its process id and its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Task {
+    pub pid: u32,
+    pub tid: u32,
+}
+
+/// A context switch on a CPU (PERF_RECORD_SWITCH_CPU_WIDE): from `time` on, `next`
+/// runs there instead of `previous`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskSwitch {
+    pub time: u64,
+    pub cpu: u32,
+    pub previous: Option<Task>,
+    pub next: Option<Task>,
+}
+
+/// A command name given (PERF_RECORD_COMM): at `time`, or by `exec`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandName {
+    pub time: u64,
+    pub task: Task,
+    pub comm: String,
+    /// The name came with an exec: the process runs another program from `time` on.
+    pub exec: bool,
+}
+
+/// A fork (PERF_RECORD_FORK): `child` started at `time` as a copy of `parent`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskFork {
+    pub time: u64,
+    pub parent: Task,
+    pub child: Task,
+}
+
 #[derive(Debug)]
 pub struct NtraceRecording {
     pub info: NtraceInfo,
@@ -41,6 +78,10 @@ pub struct NtraceRecording {
     /// Bytes missing between the pieces.
     pub lost_bytes: u64,
     pub mappings: Vec<ExecutableMapping>,
+    /// The side-band that says which task ran where and when, in file order.
+    pub switches: Vec<TaskSwitch>,
+    pub comms: Vec<CommandName>,
+    pub forks: Vec<TaskFork>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -63,8 +104,32 @@ pub enum NtraceRecordingError {
 /// cpu, reserved.
 const AUXTRACE_BODY: usize = 40;
 
+/// A task of a record's pid and tid fields, when it has both.
+fn task_of(pid: Option<u32>, tid: Option<u32>) -> Option<Task> {
+    Some(Task {
+        pid: pid?,
+        tid: tid?,
+    })
+}
+
 fn u64_at(body: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(body.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// Whether `reader`'s recording is an N-Trace recording: its AUXTRACE_INFO comes before
+/// any sample, so a sampled recording is told apart at its first sample.
+pub fn is_ntrace_recording(reader: &PerfDataReader<'_>) -> Result<bool, ReadError> {
+    let mut records = reader.records();
+    while let Some(record) = records.next_record()? {
+        match record.record_type {
+            PERF_RECORD_AUXTRACE_INFO => {
+                return Ok(auxtrace_type(&record) == RVPERF_AUXTRACE_NTRACE)
+            }
+            perf_abi::sys::bindings::PERF_RECORD_SAMPLE => return Ok(false),
+            _ => {}
+        }
+    }
+    Ok(false)
 }
 
 pub fn read_ntrace_recording(
@@ -74,6 +139,9 @@ pub fn read_ntrace_recording(
     let mut pieces: Vec<TracePiece> = Vec::new();
     let mut lost_bytes = 0u64;
     let mut mappings: Vec<ExecutableMapping> = Vec::new();
+    let mut switches = Vec::new();
+    let mut comms = Vec::new();
+    let mut forks = Vec::new();
     let mut records = reader.records();
     while let Some(record) = records.next_record()? {
         match record.record_type {
@@ -135,8 +203,8 @@ pub fn read_ntrace_recording(
                     }
                 }
             }
-            _ => {
-                if let Ok(Record::Mmap2(mmap)) = reader.parse_record(&record) {
+            _ => match reader.parse_record(&record) {
+                Ok(Record::Mmap2(mmap)) => {
                     if mmap.prot & PROT_EXEC == 0 || !mmap.filename.starts_with(b"/") {
                         continue;
                     }
@@ -145,6 +213,7 @@ pub fn read_ntrace_recording(
                         _ => None,
                     };
                     let mapping = ExecutableMapping {
+                        time: mmap.sample_id.time.unwrap_or(0),
                         pid: mmap.pid,
                         filename: String::from_utf8_lossy(mmap.filename).into_owned(),
                         start: mmap.addr,
@@ -156,15 +225,70 @@ pub fn read_ntrace_recording(
                         mappings.push(mapping);
                     }
                 }
-            }
+                Ok(Record::SwitchCpuWide(switch)) => {
+                    let (Some(time), Some(cpu)) = (switch.sample_id.time, switch.sample_id.cpu)
+                    else {
+                        continue;
+                    };
+                    let this = task_of(switch.sample_id.pid, switch.sample_id.tid);
+                    let other = task_of(switch.next_prev_pid, switch.next_prev_tid);
+                    let (previous, next) = if switch.out {
+                        (this, other)
+                    } else {
+                        (other, this)
+                    };
+                    switches.push(TaskSwitch {
+                        time,
+                        cpu,
+                        previous,
+                        next,
+                    });
+                }
+                Ok(Record::Comm(comm)) => comms.push(CommandName {
+                    time: comm.sample_id.time.unwrap_or(0),
+                    task: Task {
+                        pid: comm.pid,
+                        tid: comm.tid,
+                    },
+                    comm: String::from_utf8_lossy(comm.comm).into_owned(),
+                    exec: comm.exec,
+                }),
+                Ok(Record::Fork(fork)) => forks.push(TaskFork {
+                    time: fork.time,
+                    parent: Task {
+                        pid: fork.ppid,
+                        tid: fork.ptid,
+                    },
+                    child: Task {
+                        pid: fork.pid,
+                        tid: fork.tid,
+                    },
+                }),
+                _ => {}
+            },
         }
     }
     let info = info.ok_or(NtraceRecordingError::NotATrace)?;
+    // The build ids of the header (HEADER_BUILD_ID, read by the recorder from the files
+    // themselves) for mappings whose record carried none.
+    for mapping in &mut mappings {
+        if mapping.build_id.is_none() {
+            mapping.build_id = reader
+                .info()
+                .build_ids
+                .iter()
+                .find(|entry| entry.filename == mapping.filename)
+                .map(|entry| entry.build_id.clone());
+        }
+    }
     Ok(NtraceRecording {
         info,
         pieces,
         lost_bytes,
         mappings,
+        switches,
+        comms,
+        forks,
     })
 }
 
@@ -175,6 +299,12 @@ pub enum PlacementProblem {
     Unreadable { filename: String, reason: String },
     /// Not an ELF file the code image reads.
     NotElf { filename: String, reason: String },
+    /// The file found is not the one that ran: its build id differs from the recorded.
+    BuildIdDiffers {
+        filename: String,
+        recorded: Vec<u8>,
+        found: Option<Vec<u8>>,
+    },
     /// Its code would overlap code already placed (another process's, at the same
     /// addresses): the trace of one address space is decoded with the first.
     Overlaps {
@@ -191,6 +321,24 @@ impl std::fmt::Display for PlacementProblem {
             PlacementProblem::NotElf { filename, reason } => {
                 write!(f, "{filename}: not an ELF file: {reason}")
             }
+            PlacementProblem::BuildIdDiffers {
+                filename,
+                recorded,
+                found,
+            } => {
+                let hex = |bytes: &[u8]| {
+                    bytes
+                        .iter()
+                        .map(|byte| format!("{byte:02x}"))
+                        .collect::<String>()
+                };
+                write!(
+                    f,
+                    "{filename}: build id {} is not the recorded {}: not the file that ran, left out",
+                    found.as_deref().map_or_else(|| "(none)".to_owned(), hex),
+                    hex(recorded)
+                )
+            }
             PlacementProblem::Overlaps {
                 filename,
                 pid,
@@ -204,23 +352,35 @@ impl std::fmt::Display for PlacementProblem {
 }
 
 impl NtraceRecording {
-    /// The ELF files of the executable mappings, each placed where it was mapped (the
-    /// address of its lowest loadable segment, `None` for an executable at its link
-    /// addresses), for [`crate::TraceCode::load`]. `read` gives a file's bytes by its
-    /// recorded name (the caller's symfs and build-id cache). Mappings made during the
-    /// recording come before those synthesized at its start; a file whose code would
-    /// overlap code already placed is left out (one address space: attributing the
-    /// trace to processes by their context switches is not done yet).
+    /// The ELF files of every executable mapping of the recording, as
+    /// [`place_files`] places them (one address space for all: for a trace attributed
+    /// to its processes, each process's own, `crate::ntrace_attribution`).
     pub fn placed_files(
         &self,
         read: impl Fn(&str) -> std::io::Result<(std::path::PathBuf, Vec<u8>)>,
     ) -> (Vec<crate::PlacedElf>, Vec<PlacementProblem>) {
+        let mappings: Vec<&ExecutableMapping> = self.mappings.iter().collect();
+        place_files(&mappings, read)
+    }
+}
+
+/// The ELF files of `mappings`, each placed where it was mapped (the address of its
+/// lowest loadable segment, `None` for an executable at its link addresses), for
+/// [`crate::TraceCode::load`]. `read` gives a file's bytes by its recorded name (the
+/// caller's symfs and build-id cache); a file whose build id is not the recorded one is
+/// left out. Later mappings come first; a file whose code would overlap code already
+/// placed is left out.
+pub fn place_files(
+    mappings: &[&ExecutableMapping],
+    read: impl Fn(&str) -> std::io::Result<(std::path::PathBuf, Vec<u8>)>,
+) -> (Vec<crate::PlacedElf>, Vec<PlacementProblem>) {
+    {
         use object::{Object, ObjectKind, ObjectSegment};
         let mut placed = Vec::new();
         let mut problems = Vec::new();
         let mut taken: Vec<(u64, u64)> = Vec::new();
         let mut seen: Vec<(&str, u64)> = Vec::new();
-        for mapping in self.mappings.iter().rev() {
+        for mapping in mappings.iter().rev() {
             if seen.contains(&(mapping.filename.as_str(), mapping.start)) {
                 continue;
             }
@@ -245,6 +405,17 @@ impl NtraceRecording {
                     continue;
                 }
             };
+            if let Some(recorded) = &mapping.build_id {
+                let found = crate::trace::elf_build_id(&bytes);
+                if found.as_ref() != Some(recorded) {
+                    problems.push(PlacementProblem::BuildIdDiffers {
+                        filename: mapping.filename.clone(),
+                        recorded: recorded.clone(),
+                        found,
+                    });
+                    continue;
+                }
+            }
             let segments: Vec<(u64, u64, u64, u64)> = file
                 .segments()
                 .filter_map(|segment| {

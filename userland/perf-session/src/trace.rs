@@ -14,7 +14,7 @@ use code_image::{load_elf, CodeImage, ElfInfo, FileDecodeInfo, ImageError, Xlen}
 use profiles::{
     AddressRange, Branch, BranchCountOptions, BranchCounts, BranchSampler, CallStackOptions,
     CallStackStatistics, CallStacks, FoldedStacks, SamplerOptions, SamplerOptionsError,
-    SamplerStatistics, StackCollapser, StackWeight, TraceCounts,
+    SamplerStatistics, StackCollapser, StackWeight, StopsKeepStacks, TraceCounts,
 };
 use symbolize::{FunctionTable, ImageFunctions, MappedRange, ObjectSymbolizer, SymbolizeError};
 use trace_elements::{ElementSource, TraceElement};
@@ -245,11 +245,23 @@ impl TraceCode {
 #[non_exhaustive]
 pub struct TraceFoldOptions {
     pub weight: StackWeight,
+    /// Whether a trace stop keeps the stack (a thread's trace, stopped while it was in
+    /// the kernel).
+    pub stops: StopsKeepStacks,
 }
 
 impl TraceFoldOptions {
     pub fn new(weight: StackWeight) -> Self {
-        Self { weight }
+        Self {
+            weight,
+            stops: StopsKeepStacks::No,
+        }
+    }
+
+    /// The same, with trace stops keeping the stack as `stops` says.
+    pub fn with_stops(mut self, stops: StopsKeepStacks) -> Self {
+        self.stops = stops;
+        self
     }
 }
 
@@ -270,7 +282,9 @@ pub fn fold_trace<S: ElementSource>(
     symbols: SymbolOptions,
     options: TraceFoldOptions,
 ) -> Result<TraceFold, S::Error> {
-    let mut stacks = CallStacks::new(CallStackOptions::new(options.weight, code.entry_points()));
+    let mut stacks = CallStacks::new(
+        CallStackOptions::new(options.weight, code.entry_points()).with_stops(options.stops),
+    );
     let mut function_of = |address: u64| code.functions.function_start(address);
     source.for_each_element(|element, _| stacks.push(element, &mut function_of))?;
     let mut processes = code.processes(symbols);
@@ -334,4 +348,11 @@ impl SampledTraceCounts {
     pub fn statistics(&self) -> SamplerStatistics {
         self.sampler.statistics()
     }
+}
+
+/// The GNU build id of an ELF file's bytes, if it is one and has one.
+pub fn elf_build_id(bytes: &[u8]) -> Option<Vec<u8>> {
+    use object::Object;
+    let file = object::File::parse(bytes).ok()?;
+    file.build_id().ok().flatten().map(<[u8]>::to_vec)
 }

@@ -23,6 +23,7 @@ use perf_data::{BuildIdEntry, EventDesc, Metadata, PerfDataWriter, WriteError};
 use profiles::{BranchSample, BranchSampler, SamplerOptions, SamplerOptionsError};
 use trace_elements::{ElementKind, TraceElement};
 
+use crate::ntrace_recording::Task;
 use crate::trace::TraceCode;
 
 /// Why a trace could not be injected.
@@ -124,6 +125,15 @@ pub struct TraceInjected {
     pub harts: usize,
 }
 
+/// Sums of the statistics of finished samplers.
+#[derive(Debug, Clone, Copy, Default)]
+struct SamplerTotals {
+    samples: u64,
+    instructions: u64,
+    unplaced_samples: u64,
+    harts: usize,
+}
+
 /// `perf_event_header.misc` of user-mode records (a u32 binding of a u16 field).
 const MISC_USER: u16 = abi::PERF_RECORD_MISC_USER as u16;
 const _: () = assert!(abi::PERF_RECORD_MISC_USER <= u16::MAX as u32);
@@ -134,8 +144,14 @@ pub struct TraceInjector<W: Write + Seek> {
     writer: PerfDataWriter<W>,
     sampler: BranchSampler,
     pid: u32,
+    /// The thread the samples are given.
+    tid: u32,
     mappings: Vec<ElfMapping>,
     gaps: u64,
+    /// What the samplers of the threads before this one did.
+    earlier: SamplerTotals,
+    /// The processes whose COMM and mappings are written.
+    processes: Vec<u32>,
     /// The branch entries of the sample being written, reused.
     entries: Vec<u8>,
 }
@@ -150,59 +166,51 @@ impl<W: Write + Seek> TraceInjector<W> {
             ids: Vec::new(),
         }];
         let mut writer = PerfDataWriter::new(out, events)?;
-        let sample_id = SampleId {
-            pid: Some(options.pid),
-            tid: Some(options.pid),
-            time: Some(0),
-            cpu: Some(0),
-            ..SampleId::default()
-        };
-        writer.write_comm(
-            0,
-            &CommRecord {
-                pid: options.pid,
-                tid: options.pid,
-                comm: options.comm.as_bytes(),
-                exec: true,
-                sample_id,
-            },
-        )?;
-        for mapping in &options.mappings {
-            let file_id = match &mapping.build_id {
-                Some(build_id) => Mmap2FileId::BuildId(build_id),
-                None => Mmap2FileId::Inode {
-                    maj: 0,
-                    min: 0,
-                    ino: 0,
-                    ino_generation: 0,
-                },
-            };
-            writer.write_mmap2(
-                0,
-                MISC_USER,
-                &Mmap2Record {
-                    pid: options.pid,
-                    tid: options.pid,
-                    addr: mapping.start,
-                    len: mapping.length,
-                    pgoff: mapping.file_offset,
-                    file_id,
-                    prot: (libc_prot::READ | libc_prot::EXEC),
-                    flags: libc_prot::MAP_PRIVATE,
-                    filename: mapping.path.as_bytes(),
-                    sample_id,
-                },
-            )?;
-        }
+        write_process(&mut writer, options.pid, &options.comm, &options.mappings)?;
         writer.write_finished_round()?;
         Ok(Self {
             writer,
             sampler,
             pid: options.pid,
+            tid: options.pid,
             mappings: options.mappings,
             gaps: 0,
+            earlier: SamplerTotals::default(),
+            processes: vec![options.pid],
             entries: Vec::new(),
         })
+    }
+
+    /// The elements from here on are another thread's (`tid` of process `pid`, named
+    /// `comm`, with `mappings`): a process not seen yet gets its COMM and mappings
+    /// written, and the samples' branch stacks start empty.
+    pub fn begin_thread(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        comm: &str,
+        mappings: Vec<ElfMapping>,
+    ) -> Result<(), TraceInjectError> {
+        if !self.processes.contains(&pid) {
+            write_process(&mut self.writer, pid, comm, &mappings)?;
+            self.writer.write_finished_round()?;
+            self.processes.push(pid);
+        }
+        let options = self.sampler.options();
+        let finished = std::mem::replace(&mut self.sampler, BranchSampler::new(options)?);
+        let statistics = finished.statistics();
+        self.earlier.samples += statistics.samples;
+        self.earlier.instructions += statistics.instructions;
+        self.earlier.unplaced_samples += statistics.unplaced_samples;
+        self.earlier.harts = self.earlier.harts.max(finished.harts());
+        self.pid = pid;
+        self.tid = tid;
+        for mapping in mappings {
+            if !self.mappings.contains(&mapping) {
+                self.mappings.push(mapping);
+            }
+        }
+        Ok(())
     }
 
     /// Takes the next element of the trace (in the trace's order) and writes the
@@ -221,12 +229,17 @@ impl<W: Write + Seek> TraceInjector<W> {
             writer,
             sampler,
             pid,
+            tid,
             entries,
             ..
         } = self;
         let period = sampler.options().period;
+        let task = Task {
+            pid: *pid,
+            tid: *tid,
+        };
         sampler.add(element, instruction_address, |sample| {
-            write_sample(writer, entries, *pid, period, sample)
+            write_sample(writer, entries, task, period, sample)
         })
     }
 
@@ -235,7 +248,7 @@ impl<W: Write + Seek> TraceInjector<W> {
     /// final header; returns the writer at the end of the file and what was written.
     pub fn finish(self, mut metadata: Metadata) -> Result<(W, TraceInjected), TraceInjectError> {
         let statistics = self.sampler.statistics();
-        let harts = self.sampler.harts();
+        let harts = self.sampler.harts().max(self.earlier.harts);
         let cpus = u32::try_from(harts.max(1)).unwrap_or(u32::MAX);
         metadata.nr_cpus_available = cpus;
         metadata.nr_cpus_online = cpus;
@@ -262,14 +275,68 @@ impl<W: Write + Seek> TraceInjector<W> {
         Ok((
             out,
             TraceInjected {
-                samples: statistics.samples,
-                instructions: statistics.instructions,
-                unplaced_samples: statistics.unplaced_samples,
+                samples: statistics.samples + self.earlier.samples,
+                instructions: statistics.instructions + self.earlier.instructions,
+                unplaced_samples: statistics.unplaced_samples + self.earlier.unplaced_samples,
                 gaps: self.gaps,
                 harts,
             },
         ))
     }
+}
+
+/// A process's COMM and the MMAP2 of each of its mappings.
+fn write_process<W: Write + Seek>(
+    writer: &mut PerfDataWriter<W>,
+    pid: u32,
+    comm: &str,
+    mappings: &[ElfMapping],
+) -> Result<(), TraceInjectError> {
+    let sample_id = SampleId {
+        pid: Some(pid),
+        tid: Some(pid),
+        time: Some(0),
+        cpu: Some(0),
+        ..SampleId::default()
+    };
+    writer.write_comm(
+        0,
+        &CommRecord {
+            pid,
+            tid: pid,
+            comm: comm.as_bytes(),
+            exec: true,
+            sample_id,
+        },
+    )?;
+    for mapping in mappings {
+        let file_id = match &mapping.build_id {
+            Some(build_id) => Mmap2FileId::BuildId(build_id),
+            None => Mmap2FileId::Inode {
+                maj: 0,
+                min: 0,
+                ino: 0,
+                ino_generation: 0,
+            },
+        };
+        writer.write_mmap2(
+            0,
+            MISC_USER,
+            &Mmap2Record {
+                pid,
+                tid: pid,
+                addr: mapping.start,
+                len: mapping.length,
+                pgoff: mapping.file_offset,
+                file_id,
+                prot: (libc_prot::READ | libc_prot::EXEC),
+                flags: libc_prot::MAP_PRIVATE,
+                filename: mapping.path.as_bytes(),
+                sample_id,
+            },
+        )?;
+    }
+    Ok(())
 }
 
 /// `PROT_*` and `MAP_*` of the mappings, as Linux defines them on every architecture.
@@ -317,7 +384,7 @@ fn attr(period: u64) -> perf_event_attr {
 fn write_sample<W: Write + Seek>(
     writer: &mut PerfDataWriter<W>,
     entries: &mut Vec<u8>,
-    pid: u32,
+    task: Task,
     period: u64,
     sample: &BranchSample<'_>,
 ) -> Result<(), TraceInjectError> {
@@ -337,8 +404,8 @@ fn write_sample<W: Write + Seek>(
         &Sample {
             misc: MISC_USER,
             ip: Some(sample.address),
-            pid: Some(pid),
-            tid: Some(pid),
+            pid: Some(task.pid),
+            tid: Some(task.tid),
             time: Some(sample.time.unwrap_or(0)),
             cpu: Some(u32::from(sample.hart)),
             period: Some(period),

@@ -23,6 +23,7 @@ fn info() -> NtraceInfo {
         buffer_bytes: 4096,
         time: None,
         timestamp_prescale: 0,
+        hart_cpus: Vec::new(),
     }
 }
 

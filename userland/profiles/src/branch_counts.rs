@@ -115,6 +115,23 @@ impl BranchCounts {
         }
     }
 
+    /// Adds everything `other` counted.
+    pub fn merge(&mut self, other: &BranchCounts) {
+        for (range, count) in &other.ranges {
+            let total = self.ranges.entry(*range).or_default();
+            *total = total.saturating_add(*count);
+        }
+        for (branch, count) in &other.branches {
+            self.add_branch(*branch, *count);
+        }
+        self.stacks = self.stacks.saturating_add(other.stacks);
+        self.refused.backwards = self
+            .refused
+            .backwards
+            .saturating_add(other.refused.backwards);
+        self.refused.too_long = self.refused.too_long.saturating_add(other.refused.too_long);
+    }
+
     /// Adds `count` executions of the taken control transfer `branch`.
     pub fn add_branch(&mut self, branch: Branch, count: u64) {
         let total = self.branches.entry(branch).or_default();

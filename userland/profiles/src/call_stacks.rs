@@ -42,6 +42,18 @@ pub enum StackWeight {
     Time,
 }
 
+/// What a trace stop (a TraceOff, then a TraceOn) does to a hart's stack.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StopsKeepStacks {
+    /// The stack is unknown after it: whatever ran meanwhile is not in the trace.
+    #[default]
+    No,
+    /// The stack is kept: the trace is one thread's, stopped by a privilege filter
+    /// while its thread was in the kernel (a system call, an interrupt, a fault), which
+    /// returns to where it left, or delivers a signal whose handler runs on top.
+    Yes,
+}
+
 /// Options of [`CallStacks`].
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -50,6 +62,7 @@ pub struct CallStackOptions {
     /// Addresses where a stack starts empty (a program's entry point): a trace that
     /// starts there has no unknown caller.
     pub stack_roots: Vec<u64>,
+    pub stops: StopsKeepStacks,
 }
 
 impl CallStackOptions {
@@ -57,7 +70,14 @@ impl CallStackOptions {
         Self {
             weight,
             stack_roots,
+            stops: StopsKeepStacks::No,
         }
+    }
+
+    /// The same, with trace stops keeping the stack as `stops` says.
+    pub fn with_stops(mut self, stops: StopsKeepStacks) -> Self {
+        self.stops = stops;
+        self
     }
 }
 
@@ -92,6 +112,8 @@ pub struct CallStackStatistics {
     pub traps: u64,
     /// Gaps and trace stops: the stack after them starts unknown.
     pub stack_losses: u64,
+    /// Trace stops the stack was kept across ([`StopsKeepStacks::Yes`]).
+    pub stops_kept: u64,
 }
 
 /// A stack: its newest call site and the stack it was made from.
@@ -376,11 +398,18 @@ impl CallStacks {
                 thread.position = Some(address);
             }
             ElementKind::Gap { .. } | ElementKind::TraceOff { .. } => {
-                self.statistics.stack_losses += 1;
+                let keep = self.options.stops == StopsKeepStacks::Yes
+                    && matches!(element.kind, ElementKind::TraceOff { .. });
                 let thread = self.threads.entry(key);
-                thread.lose_stack();
+                if keep {
+                    // Execution resumes with the next TraceOn, on this stack.
+                    self.statistics.stops_kept += 1;
+                } else {
+                    self.statistics.stack_losses += 1;
+                    thread.lose_stack();
+                }
                 thread.position = None;
-                // The time to the next timestamp includes what the gap lost.
+                // The time to the next timestamp includes what the stop or gap lost.
                 let unattributed: u64 = thread.pending.drain().map(|(_, count)| count).sum();
                 thread.last_time = None;
                 thread.carried_time = 0;
@@ -764,6 +793,41 @@ mod tests {
             "[unknown caller];f1 1\n[unknown caller];f2 2\nf1 2\n"
         );
         assert_eq!(statistics.stack_losses, 1);
+    }
+
+    #[test]
+    fn a_trace_stop_keeps_the_stack_only_when_asked() {
+        // f1 calls f2, which enters the kernel (the trace stops) and resumes where it
+        // left, then returns to f1.
+        let kinds = [
+            trace_on(0x100),
+            range(0x100, 0x104, 2, RangeEnd::Call, 0x200),
+            range(0x200, 0x204, 2, RangeEnd::Sequential, 0x208),
+            ElementKind::TraceOff {
+                last_address: Some(0x204),
+                reason: trace_elements::TraceOffReason::Disabled,
+            },
+            ElementKind::TraceOn {
+                address: 0x208,
+                reason: TraceOnReason::Restart,
+            },
+            range(0x208, 0x20c, 2, RangeEnd::Return, 0x108),
+            range(0x108, 0x108, 1, RangeEnd::Sequential, 0x10c),
+        ];
+        let kept = CallStackOptions::new(StackWeight::Instructions, vec![0x100])
+            .with_stops(StopsKeepStacks::Yes);
+        let (folded, statistics) = fold(kept, &kinds);
+        assert_eq!(folded, "f1 3\nf1;f2 4\n");
+        assert_eq!((statistics.stops_kept, statistics.stack_losses), (1, 0));
+        let (folded, statistics) = fold(
+            CallStackOptions::new(StackWeight::Instructions, vec![0x100]),
+            &kinds,
+        );
+        assert_eq!(
+            folded,
+            "[unknown caller];f1 1\n[unknown caller];f2 2\nf1 2\nf1;f2 2\n"
+        );
+        assert_eq!((statistics.stops_kept, statistics.stack_losses), (0, 1));
     }
 
     #[test]

@@ -32,7 +32,8 @@ pub use branch_sampler::{
     BranchSample, BranchSampler, SamplerOptions, SamplerOptionsError, SamplerStatistics,
 };
 pub use call_stacks::{
-    CallStackOptions, CallStackStatistics, CallStacks, FunctionOf, StackWeight, UNKNOWN_CALLER,
+    CallStackOptions, CallStackStatistics, CallStacks, FunctionOf, StackWeight, StopsKeepStacks,
+    UNKNOWN_CALLER,
 };
 pub use collapse::{StackCollapser, StackSymbols};
 pub use folded::FoldedStacks;

@@ -53,6 +53,12 @@ pub struct AutofdoArgs {
     /// link-time addresses, sorted) to FILE.
     #[arg(long, value_name = "FILE")]
     instruction_counts: Option<PathBuf>,
+    /// With -i of an `rvperf trace record` perf.data: the directory the recorded file
+    /// names are under (the traced machine's root).
+    #[arg(long, value_name = "DIR")]
+    symfs: Option<PathBuf>,
+    #[command(flatten)]
+    processes: crate::trace_recording::ProcessFilter,
     /// Use the binary even if its build id differs from the recording's.
     #[arg(long)]
     ignore_build_id: bool,
@@ -67,7 +73,7 @@ pub struct AutofdoArgs {
     /// With --trace: the profile an LBR or CTR sampling every N retired instructions
     /// would have given (a branch stack of --branches entries each time), for
     /// comparison with a recording, instead of the exact one.
-    #[arg(long, value_name = "N", requires = "trace", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     sample_period: Option<u64>,
     /// Entries of each sampled branch stack (with --sample-period).
     #[arg(long, value_name = "N", default_value_t = 32, requires = "sample_period",
@@ -91,7 +97,16 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
     let binary_name = binary.file_name().to_owned();
 
     let counts = match &arguments.trace_input.trace {
-        Some(trace) => counts_from_trace(arguments, trace)?,
+        Some(path) => {
+            let trace = TraceFile::open(path)?;
+            counts_from_trace(arguments, &arguments.trace_input, &trace, path)?
+        }
+        None if crate::trace_recording::is_recording(&arguments.input)? => {
+            counts_from_recording_trace(arguments)?
+        }
+        None if arguments.sample_period.is_some() => {
+            bail!("--sample-period is for traces (--trace, or -i of an rvperf trace record perf.data)")
+        }
         None => counts_from_recording(arguments, &binary)?,
     };
 
@@ -231,7 +246,66 @@ fn counts_from_recording(
     })
 }
 
-/// Exact counts from an N-Trace of the binary.
+/// The counts of every process of an N-Trace recording that ran the binary, summed.
+fn counts_from_recording_trace(arguments: &AutofdoArgs) -> Result<ProfileCounts> {
+    let loaded = crate::trace_recording::load(
+        &arguments.input,
+        arguments.symfs.as_deref(),
+        &arguments.trace_input,
+        &arguments.processes,
+    )?;
+    let binary_path = std::fs::canonicalize(&arguments.binary)
+        .with_context(|| format!("cannot find {}", arguments.binary.display()))?;
+    let binary_build_id = build_id_of(&arguments.binary);
+    let mut total: Option<ProfileCounts> = None;
+    let mut processes = 0;
+    for process in &loaded.processes {
+        let runs_binary = process
+            .arguments
+            .placed_elves()?
+            .iter()
+            .any(|elf| same_file(&elf.path, &binary_path, binary_build_id.as_deref()));
+        if !runs_binary {
+            continue;
+        }
+        processes += 1;
+        let counts = counts_from_trace(
+            arguments,
+            &process.arguments,
+            &process.trace,
+            &arguments.input,
+        )?;
+        match &mut total {
+            None => total = Some(counts),
+            Some(total) => {
+                total.counts.merge(&counts.counts);
+                total.source = format!("{}{}", total.source, counts.source);
+            }
+        }
+    }
+    let Some(mut total) = total else {
+        bail!(
+            "{}: no traced process ran {} (by path or build id)",
+            arguments.input.display(),
+            arguments.binary.display()
+        );
+    };
+    if processes > 1 {
+        total.source = format!("{processes} processes: {}", total.source);
+    }
+    Ok(total)
+}
+
+/// Whether `path` is the binary at `binary_path`, or a copy of it (its build id).
+fn same_file(
+    path: &std::path::Path,
+    binary_path: &std::path::Path,
+    build_id: Option<&[u8]>,
+) -> bool {
+    std::fs::canonicalize(path).is_ok_and(|path| path == binary_path)
+        || build_id.is_some_and(|id| build_id_of(path).as_deref() == Some(id))
+}
+
 /// What a sampled profile of a trace was made of, for the command's report.
 fn sampled_summary(instructions: u64, samples: u64, branches: u16, period: u64) -> String {
     format!(
@@ -239,80 +313,94 @@ fn sampled_summary(instructions: u64, samples: u64, branches: u16, period: u64) 
     )
 }
 
-fn counts_from_trace(arguments: &AutofdoArgs, path: &std::path::Path) -> Result<ProfileCounts> {
-    let code = if arguments.trace_input.elf.is_empty() {
+/// Exact (or, with `--sample-period`, sampled) counts from an N-Trace whose encoder
+/// options and code `input` says.
+fn counts_from_trace(
+    arguments: &AutofdoArgs,
+    input: &TraceArgs,
+    trace: &TraceFile,
+    path: &std::path::Path,
+) -> Result<ProfileCounts> {
+    let code = if input.elf.is_empty() {
         TraceCode::load(&[PlacedElf {
             path: arguments.binary.clone(),
             load_address: None,
         }])?
     } else {
-        arguments.trace_input.load_code()?
+        input.load_code()?
     };
     let binary_path = std::fs::canonicalize(&arguments.binary)
         .with_context(|| format!("cannot find {}", arguments.binary.display()))?;
-    let file = arguments
-        .trace_input
+    let binary_build_id = build_id_of(&arguments.binary);
+    // The binary is the traced file itself, or a copy of it (the same build id): a
+    // recording names the files as the traced machine had them.
+    let file = input
         .placed_elves()?
         .iter()
-        .position(|elf| std::fs::canonicalize(&elf.path).is_ok_and(|path| path == binary_path))
-        .or(arguments.trace_input.elf.is_empty().then_some(0));
+        .position(|elf| same_file(&elf.path, &binary_path, binary_build_id.as_deref()))
+        .or(input.elf.is_empty().then_some(0));
     let Some(file) = file else {
         bail!(
-            "--binary {} is not one of the --elf files the trace ran",
+            "--binary {} is not one of the --elf files the trace ran (by path or build id)",
             arguments.binary.display()
         );
     };
-    let trace = TraceFile::open(path)?;
     // A sampled profile places samples on instructions, which only the serial decoder
     // lists.
     let parallel = match arguments.sample_period {
         None => arguments.jobs.for_profiles(),
         Some(_) => None,
     };
-    let (counts, summary) = decode_trace(
-        &arguments.trace_input,
-        parallel,
-        &code,
-        &trace,
-        path,
-        |source| match arguments.sample_period {
-            None => {
-                let counted = perf_session::count_trace(source)?;
-                let statistics = counted.statistics;
-                let summary = format!(
-                    "{} instructions traced, {} branches taken, ",
-                    statistics.instructions, statistics.branches
-                );
-                Ok((counted.counts, summary))
-            }
-            Some(period) => {
-                let mut sampled = SampledTraceCounts::new(SamplerOptions::new(
-                    period,
-                    usize::from(arguments.branches),
-                ))?;
-                while let Some(element) = source.next_element()? {
-                    sampled.add(&element, |start, index| {
-                        source
-                            .source()
-                            .serial_decoder()
-                            .and_then(|decoder| instruction_address(decoder, start, index))
-                    });
+    let (counts, summary) =
+        decode_trace(
+            input,
+            parallel,
+            &code,
+            trace,
+            path,
+            |source| match arguments.sample_period {
+                None => {
+                    let counted = perf_session::count_trace(source)?;
+                    let statistics = counted.statistics;
+                    let summary = format!(
+                        "{} instructions traced, {} branches taken, ",
+                        statistics.instructions, statistics.branches
+                    );
+                    Ok((counted.counts, summary))
                 }
-                let statistics = sampled.statistics();
-                Ok((
-                    sampled.counts,
-                    sampled_summary(
-                        statistics.instructions,
-                        statistics.samples,
-                        arguments.branches,
+                Some(period) => {
+                    let mut sampled = SampledTraceCounts::new(SamplerOptions::new(
                         period,
-                    ),
-                ))
-            }
-        },
-    )?;
+                        usize::from(arguments.branches),
+                    ))?;
+                    while let Some(element) = source.next_element()? {
+                        sampled.add(&element, |start, index| {
+                            source
+                                .source()
+                                .serial_decoder()
+                                .and_then(|decoder| instruction_address(decoder, start, index))
+                        });
+                    }
+                    let statistics = sampled.statistics();
+                    Ok((
+                        sampled.counts,
+                        sampled_summary(
+                            statistics.instructions,
+                            statistics.samples,
+                            arguments.branches,
+                            period,
+                        ),
+                    ))
+                }
+            },
+        )?;
     Ok(ProfileCounts {
         counts: code.counts_of_file(&counts, file),
         source: summary,
     })
+}
+
+/// The GNU build id of an ELF file, if it has one (and can be read).
+fn build_id_of(path: &std::path::Path) -> Option<Vec<u8>> {
+    perf_session::elf_build_id(&std::fs::read(path).ok()?)
 }

@@ -51,6 +51,8 @@ pub struct DecodeArgs {
     /// With -i: the directory the recorded file names are under (the target's root).
     #[arg(long, value_name = "DIR", requires = "recording")]
     symfs: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    processes: crate::trace_recording::ProcessFilter,
     /// What to print.
     #[arg(long, value_enum, default_value_t = Output::Summary)]
     output: Output,
@@ -65,26 +67,61 @@ pub struct DecodeArgs {
 }
 
 pub fn run(arguments: &DecodeArgs) -> Result<()> {
-    let (input, trace, trace_name) = match &arguments.recording {
-        Some(path) => {
-            let loaded =
-                crate::trace_recording::load(path, arguments.symfs.as_deref(), &arguments.input)?;
-            (loaded.arguments, loaded.trace, loaded.name)
+    let Some(path) = &arguments.recording else {
+        if !arguments.processes.is_empty() {
+            bail!("--pid, --tid and --comm choose threads of a recording (-i)");
         }
-        None => {
-            let trace_path = arguments
-                .input
-                .trace
-                .as_ref()
-                .context("--trace is required")?;
-            let trace = TraceFile::open(trace_path)?;
-            (
-                arguments.input.clone(),
-                trace,
-                trace_path.display().to_string(),
-            )
-        }
+        let trace_path = arguments
+            .input
+            .trace
+            .as_ref()
+            .context("--trace is required")?;
+        let trace = TraceFile::open(trace_path)?;
+        return decode_one(
+            arguments,
+            &arguments.input,
+            &trace,
+            &trace_path.display().to_string(),
+            None,
+        );
     };
+    let loaded = crate::trace_recording::load(
+        path,
+        arguments.symfs.as_deref(),
+        &arguments.input,
+        &arguments.processes,
+    )?;
+    for process in &loaded.processes {
+        // A trace split by thread: each under a line naming it.
+        let header = process.thread.as_ref().map(|thread| {
+            format!(
+                "# thread {} (pid {}, tid {}, after {} execs)",
+                process.label(),
+                thread.run.pid,
+                thread.tid,
+                thread.run.execs
+            )
+        });
+        decode_one(
+            arguments,
+            &process.arguments,
+            &process.trace,
+            &loaded.name,
+            header.as_deref(),
+        )?;
+    }
+    Ok(())
+}
+
+/// Decodes one trace (one process's of a recording), after `header` when given.
+fn decode_one(
+    arguments: &DecodeArgs,
+    input: &TraceArgs,
+    trace: &TraceFile,
+    trace_name: &str,
+    header: Option<&str>,
+) -> Result<()> {
+    let trace_name = trace_name.to_owned();
     let code = if input.elf.is_empty() {
         if arguments.output != Output::Messages {
             bail!("--elf is required to follow the program flow (only --output messages works without it)");
@@ -96,8 +133,12 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
     let message_options = input.message_options(code.as_ref().and_then(TraceCode::xlen));
     let stdout = std::io::stdout().lock();
     let mut out = LineWriter::new(stdout);
+    if let Some(header) = header {
+        out.text(header);
+        out.text("\n");
+    }
     match (arguments.output, code) {
-        (Output::Messages, _) => dump_messages(&trace, message_options, &mut out, &trace_name)?,
+        (Output::Messages, _) => dump_messages(trace, message_options, &mut out, &trace_name)?,
         (mode, Some(code)) => {
             // A summary needs counts and the block profile, not each range: the decoder's
             // fast path skips building range elements.
@@ -125,7 +166,7 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
                 Formatting::OwnThread => (decoding > 1).then_some(parallel),
             };
             decode_flow(
-                &trace,
+                trace,
                 &code,
                 options,
                 parallel,

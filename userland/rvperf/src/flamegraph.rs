@@ -1,7 +1,8 @@
 //! `rvperf flamegraph`: folded stacks and flame graph SVGs (drawn by inferno) from the
 //! samples of a perf.data file: callchains (`-g`), or CTR call stacks
 //! (`-j call_stack`) where callchains are missing, or the sampled function alone; or
-//! from an N-Trace (`--trace`): every instruction, under the call stack it ran in.
+//! from an N-Trace (`--trace`, or `-i` of an `rvperf trace record` perf.data): every
+//! instruction, under the call stack it ran in.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use perf_session::{FoldOptions, InlineFrames, Session, SymbolOptions, TraceFoldOptions, Weight};
 use profiles::flamegraph::{write_differential_flamegraph, write_flamegraph, FlameGraphOptions};
-use profiles::{FoldedStacks, StackWeight};
+use profiles::{FoldedStacks, StackWeight, StopsKeepStacks};
 
 use crate::output::write_atomically;
 use crate::perf_file::{finish_reading, open, show_progress, warn_problems, SymbolArgs};
@@ -64,6 +65,8 @@ pub struct FlamegraphArgs {
     samples: bool,
     #[command(flatten)]
     symbols: SymbolArgs,
+    #[command(flatten)]
+    processes: crate::trace_recording::ProcessFilter,
     /// Show inlined functions as frames of their own (from DWARF; slower).
     #[arg(long)]
     inline: bool,
@@ -77,7 +80,7 @@ pub struct FlamegraphArgs {
     #[command(flatten)]
     trace_input: TraceArgs,
     /// What a stack's width counts in a flame graph of a trace.
-    #[arg(long, value_enum, default_value = "insns", requires = "trace")]
+    #[arg(long, value_enum, default_value = "insns")]
     weight: TraceWeight,
     /// Threads decoding a trace (default here: 1; see `trace_input::decode_trace`).
     #[command(flatten)]
@@ -85,12 +88,27 @@ pub struct FlamegraphArgs {
 }
 
 pub fn run(arguments: &FlamegraphArgs) -> Result<()> {
-    if arguments.trace_input.trace.is_some() && (arguments.diff_from.is_some() || arguments.samples)
-    {
-        bail!("--trace draws a trace: --diff-from and --samples are for perf.data");
+    let recording = arguments.trace_input.trace.is_none()
+        && crate::trace_recording::is_recording(&arguments.input)?;
+    let traced = arguments.trace_input.trace.is_some() || recording;
+    if traced && (arguments.diff_from.is_some() || arguments.samples) {
+        bail!("a trace is drawn whole: --diff-from and --samples are for sampled perf.data");
+    }
+    if !traced && arguments.weight != TraceWeight::Insns {
+        bail!("--weight is for traces (--trace, or -i of an rvperf trace record perf.data)");
     }
     let after = match &arguments.trace_input.trace {
-        Some(trace) => fold_trace(trace, arguments)?,
+        Some(path) => {
+            let trace = TraceFile::open(path)?;
+            fold_trace(
+                &arguments.trace_input,
+                &trace,
+                path,
+                arguments,
+                StopsKeepStacks::No,
+            )?
+        }
+        None if recording => fold_recording(arguments)?,
         None => fold(&arguments.input, arguments)?,
     };
     let before = match &arguments.diff_from {
@@ -99,15 +117,11 @@ pub fn run(arguments: &FlamegraphArgs) -> Result<()> {
     };
     let options = FlameGraphOptions {
         title: arguments.title.clone(),
-        count_name: match (
-            &arguments.trace_input.trace,
-            arguments.weight,
-            arguments.samples,
-        ) {
-            (Some(_), TraceWeight::Insns, _) => "instructions",
-            (Some(_), TraceWeight::Time, _) => "time units",
-            (None, _, false) => "events",
-            (None, _, true) => "samples",
+        count_name: match (traced, arguments.weight, arguments.samples) {
+            (true, TraceWeight::Insns, _) => "instructions",
+            (true, TraceWeight::Time, _) => "time units",
+            (false, _, false) => "events",
+            (false, _, true) => "samples",
         }
         .to_owned(),
         ..FlameGraphOptions::default()
@@ -148,29 +162,38 @@ fn symbol_options(arguments: &FlamegraphArgs) -> SymbolOptions {
     }
 }
 
-/// The folded call stacks of an N-Trace.
-fn fold_trace(path: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedStacks> {
+/// The folded call stacks of an N-Trace (`input` says its encoder options and code).
+fn fold_trace(
+    input: &TraceArgs,
+    trace: &TraceFile,
+    path: &std::path::Path,
+    arguments: &FlamegraphArgs,
+    stops: StopsKeepStacks,
+) -> Result<FoldedStacks> {
     let weight = match arguments.weight {
         TraceWeight::Insns => StackWeight::Instructions,
-        TraceWeight::Time if !arguments.trace_input.timestamps => {
+        TraceWeight::Time if !input.timestamps => {
             bail!("--weight time needs a trace with timestamps (--timestamps)")
         }
         TraceWeight::Time => StackWeight::Time,
     };
-    let code = arguments.trace_input.load_code()?;
-    let trace = TraceFile::open(path)?;
+    let code = input.load_code()?;
     let fold = decode_trace(
-        &arguments.trace_input,
+        input,
         arguments.jobs.for_profiles(),
         &code,
-        &trace,
+        trace,
         path,
         |source| {
             Ok(perf_session::fold_trace(
                 source,
                 &code,
-                symbol_options(arguments),
-                TraceFoldOptions::new(weight),
+                // The code's files are found already (a recording's under --symfs).
+                SymbolOptions {
+                    symfs: None,
+                    ..symbol_options(arguments)
+                },
+                TraceFoldOptions::new(weight).with_stops(stops),
             )?)
         },
     )?;
@@ -189,6 +212,39 @@ fn fold_trace(path: &std::path::Path, arguments: &FlamegraphArgs) -> Result<Fold
         );
     }
     Ok(fold.folded)
+}
+
+/// The folded stacks of an N-Trace recording: each process's under a root frame as
+/// --split says (none when the trace could not be split by process).
+fn fold_recording(arguments: &FlamegraphArgs) -> Result<FoldedStacks> {
+    let loaded = crate::trace_recording::load(
+        &arguments.input,
+        arguments.symbols.symfs.as_deref(),
+        &arguments.trace_input,
+        &arguments.processes,
+    )?;
+    let mut merged = FoldedStacks::new();
+    for process in &loaded.processes {
+        let folded = fold_trace(
+            &process.arguments,
+            &process.trace,
+            &arguments.input,
+            arguments,
+            process.stops,
+        )?;
+        let root = match (arguments.split, &process.thread) {
+            (Split::None, _) | (_, None) => None,
+            (Split::Command, Some(thread)) => Some(thread.comm.clone()),
+            (Split::Process, Some(thread)) => Some(format!("{}-{}", thread.comm, thread.run.pid)),
+            (Split::Thread, Some(thread)) => {
+                Some(format!("{}-{}/{}", thread.comm, thread.run.pid, thread.tid))
+            }
+        };
+        for (stack, weight) in folded.sorted() {
+            merged.add(root.as_deref().into_iter().chain(stack.split(';')), weight);
+        }
+    }
+    Ok(merged)
 }
 
 /// The folded stacks of one recording.

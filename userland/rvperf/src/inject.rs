@@ -30,17 +30,14 @@ use crate::trace_input::{decode_trace, instruction_address, TraceArgs};
 /// `--itrace` without a period: perf's default instruction period for `--itrace=i`
 /// is 100,000 instructions; this is the nearest prime, so that samples do not lock
 /// onto a loop's period.
-const DEFAULT_PERIOD: &str = "100003";
+pub const DEFAULT_PERIOD: &str = "100003";
 
 #[derive(Debug, Args)]
 pub struct InjectArgs {
     /// The perf.data to read (`-`: standard input, file or pipe mode).
-    #[arg(
-        short = 'i',
-        long = "input",
-        default_value = "perf.data",
-        conflicts_with = "itrace"
-    )]
+    /// With --itrace: an `rvperf trace record` perf.data (its trace, encoder options
+    /// and files) instead of --trace and --elf.
+    #[arg(short = 'i', long = "input", default_value = "perf.data")]
     input: PathBuf,
     /// The perf.data to write (file mode); written only when complete.
     #[arg(short = 'o', long = "output")]
@@ -67,6 +64,10 @@ pub struct InjectArgs {
     /// The process's command name (with --itrace; default: the first ELF's file name).
     #[arg(long, value_name = "NAME", requires = "itrace")]
     comm: Option<String>,
+    /// With -i of an `rvperf trace record` perf.data: the directory the recorded file
+    /// names are under (the traced machine's root).
+    #[arg(long, value_name = "DIR", requires = "itrace")]
+    symfs: Option<PathBuf>,
     #[command(flatten)]
     trace: TraceArgs,
 }
@@ -77,6 +78,12 @@ pub fn run(arguments: &InjectArgs) -> Result<()> {
     }
     if arguments.trace.trace.is_some() || !arguments.trace.elf.is_empty() {
         bail!("--trace and --elf go with --itrace");
+    }
+    if crate::trace_recording::is_recording(&arguments.input)? {
+        bail!(
+            "{} is an N-Trace recording: --itrace[=PERIOD] turns its trace into samples",
+            arguments.input.display()
+        );
     }
     let stdin = arguments.input == Path::new("-");
     let mut bytes = Vec::new();
@@ -145,75 +152,42 @@ pub fn run(arguments: &InjectArgs) -> Result<()> {
 
 /// `--itrace`: decodes the trace and writes its samples.
 fn inject_trace(arguments: &InjectArgs, period: u64) -> Result<()> {
-    let Some(trace_path) = &arguments.trace.trace else {
-        bail!("--itrace needs --trace FILE (and --elf for the code that ran)");
+    let (processes, trace_path) = match &arguments.trace.trace {
+        Some(path) => {
+            let process = TracedProcess {
+                pid: arguments.pid,
+                tid: arguments.pid,
+                comm: arguments.comm.clone(),
+                input: arguments.trace.clone(),
+                trace: TraceFile::open(path)?,
+            };
+            (vec![process], path.clone())
+        }
+        None if crate::trace_recording::is_recording(&arguments.input)? => (
+            traced_processes(
+                &arguments.input,
+                arguments.symfs.as_deref(),
+                &arguments.trace,
+                &crate::trace_recording::ProcessFilter::default(),
+                arguments.pid,
+            )?,
+            arguments.input.clone(),
+        ),
+        None => bail!(
+            "--itrace needs --trace FILE (and --elf for the code that ran), or -i of an rvperf trace record perf.data"
+        ),
     };
-    if arguments.trace.elf.is_empty() {
-        bail!("--itrace needs --elf FILE[@LOAD_ADDR] for the code that ran");
-    }
-    let code = arguments.trace.load_code()?;
-    let mappings = ElfMapping::of_code(&code);
-    if mappings.is_empty() {
-        bail!("the --elf files have no executable segment");
-    }
-    let comm = match &arguments.comm {
-        Some(comm) => comm.clone(),
-        None => code
-            .loaded_files()
-            .next()
-            .and_then(|file| file.path.file_name())
-            .map_or_else(String::new, |name| name.to_string_lossy().into_owned()),
-    };
-    let trace = TraceFile::open(trace_path)?;
-    let trace_name = trace_path.display().to_string();
     let output = &arguments.output;
-    let inject_options = TraceInjectOptions::new(
-        SamplerOptions::new(period, usize::from(arguments.branches)),
-        arguments.pid,
-        comm,
-        mappings,
-    );
+    let samples = TraceSamples {
+        period,
+        branches: arguments.branches,
+    };
     let mut injected = None;
     write_seekable_atomically(output, |file| {
         let cannot_write = || format!("cannot write {}", output.display());
-        let mut injector =
-            TraceInjector::new(BufWriter::new(file), inject_options).with_context(cannot_write)?;
-        // Samples are placed on instructions, which only the serial decoder lists. The
-        // decode fails, before anything is committed, when nothing could be decoded.
-        decode_trace(
-            &arguments.trace,
-            None,
-            &code,
-            &trace,
-            trace_path,
-            |source| {
-                while let Some(element) = source.next_element()? {
-                    injector
-                        .add(&element, |start, index| {
-                            source
-                                .source()
-                                .serial_decoder()
-                                .and_then(|decoder| instruction_address(decoder, start, index))
-                        })
-                        .with_context(cannot_write)?;
-                }
-                Ok(())
-            },
-        )?;
-        let arch = match code.xlen() {
-            Some(Xlen::Rv32) => "riscv32",
-            _ => "riscv64",
-        };
-        let metadata = Metadata {
-            // Where and on which kernel the trace was captured is not in it.
-            hostname: String::new(),
-            os_release: String::new(),
-            perf_version: format!("rvperf {} (inject --itrace)", env!("CARGO_PKG_VERSION")),
-            arch: arch.to_owned(),
-            cmdline: std::env::args().collect(),
-            ..Metadata::default()
-        };
-        let (out, summary) = injector.finish(metadata).with_context(cannot_write)?;
+        let (out, summary) =
+            synthesize_trace_samples(BufWriter::new(file), &samples, &processes, &trace_path)
+                .with_context(cannot_write)?;
         out.into_inner()
             .map_err(std::io::IntoInnerError::into_error)
             .with_context(cannot_write)?;
@@ -225,18 +199,154 @@ fn inject_trace(arguments: &InjectArgs, period: u64) -> Result<()> {
     };
     eprintln!(
         "[ rvperf inject: {} samples of {}-entry branch stacks, one per {period} of {} \
-         instructions, from {trace_name}, written to {} ]",
+         instructions, from {}, written to {} ]",
         injected.samples,
         arguments.branches,
         injected.instructions,
+        trace_path.display(),
         output.display()
     );
+    warn_unplaced(&injected);
+    Ok(())
+}
+
+/// A trace to synthesize samples of, and the process they are given.
+pub struct TracedProcess {
+    pub pid: u32,
+    pub tid: u32,
+    /// The command name (default: the first ELF's file name).
+    pub comm: Option<String>,
+    /// The trace's encoder options and code.
+    pub input: TraceArgs,
+    pub trace: TraceFile,
+}
+
+/// The processes of an N-Trace recording (`unsplit_pid` for a trace that could not be
+/// split by process).
+pub fn traced_processes(
+    path: &Path,
+    symfs: Option<&Path>,
+    given: &TraceArgs,
+    filter: &crate::trace_recording::ProcessFilter,
+    unsplit_pid: u32,
+) -> Result<Vec<TracedProcess>> {
+    let loaded = crate::trace_recording::load(path, symfs, given, filter)?;
+    Ok(loaded
+        .processes
+        .into_iter()
+        .map(|process| TracedProcess {
+            pid: process
+                .thread
+                .as_ref()
+                .map_or(unsplit_pid, |thread| thread.run.pid),
+            tid: process
+                .thread
+                .as_ref()
+                .map_or(unsplit_pid, |thread| thread.tid),
+            comm: process.thread.map(|thread| thread.comm),
+            input: process.arguments,
+            trace: process.trace,
+        })
+        .collect())
+}
+
+/// Says how many samples could not be placed on an instruction.
+pub fn warn_unplaced(injected: &perf_session::TraceInjected) {
     if injected.unplaced_samples > 0 {
         eprintln!(
-            "rvperf inject: warning: {} samples fell on instructions the decoder could not \
+            "rvperf: warning: {} samples fell on instructions the decoder could not \
              place, and were left out",
             injected.unplaced_samples
         );
     }
-    Ok(())
+}
+
+/// The samples `--itrace` synthesizes.
+pub struct TraceSamples {
+    /// One sample every this many retired instructions of a hart.
+    pub period: u64,
+    /// Entries of each sample's branch stack.
+    pub branches: u16,
+}
+
+/// Decodes each process's trace and writes the branch-stack samples it holds, and the
+/// process with its mappings, as one perf.data to `out`.
+pub fn synthesize_trace_samples<W: Write + std::io::Seek>(
+    out: W,
+    samples: &TraceSamples,
+    processes: &[TracedProcess],
+    trace_path: &Path,
+) -> Result<(W, perf_session::TraceInjected)> {
+    let mut injector: Option<TraceInjector<W>> = None;
+    // Given to the injector with the first process.
+    let mut out = Some(out);
+    let mut xlen = None;
+    for process in processes {
+        let code = process.input.load_code()?;
+        xlen = xlen.or(code.xlen());
+        let mappings = ElfMapping::of_code(&code);
+        if mappings.is_empty() {
+            bail!("the traced files have no executable segment");
+        }
+        let comm = match &process.comm {
+            Some(comm) => comm.clone(),
+            None => code
+                .loaded_files()
+                .next()
+                .and_then(|file| file.path.file_name())
+                .map_or_else(String::new, |name| name.to_string_lossy().into_owned()),
+        };
+        let injector = match &mut injector {
+            Some(injector) => {
+                injector.begin_thread(process.pid, process.tid, &comm, mappings)?;
+                injector
+            }
+            None => injector.insert(TraceInjector::new(
+                out.take().context("the output was given away")?,
+                TraceInjectOptions::new(
+                    SamplerOptions::new(samples.period, usize::from(samples.branches)),
+                    process.pid,
+                    comm,
+                    mappings,
+                ),
+            )?),
+        };
+        // Samples are placed on instructions, which only the serial decoder lists. The
+        // decode fails, before anything is committed, when nothing could be decoded.
+        decode_trace(
+            &process.input,
+            None,
+            &code,
+            &process.trace,
+            trace_path,
+            |source| {
+                while let Some(element) = source.next_element()? {
+                    injector.add(&element, |start, index| {
+                        source
+                            .source()
+                            .serial_decoder()
+                            .and_then(|decoder| instruction_address(decoder, start, index))
+                    })?;
+                }
+                Ok(())
+            },
+        )?;
+    }
+    let Some(injector) = injector else {
+        bail!("no trace to synthesize samples of");
+    };
+    let arch = match xlen {
+        Some(Xlen::Rv32) => "riscv32",
+        _ => "riscv64",
+    };
+    let metadata = Metadata {
+        // Where and on which kernel the trace was captured is not in it.
+        hostname: String::new(),
+        os_release: String::new(),
+        perf_version: format!("rvperf {} (--itrace)", env!("CARGO_PKG_VERSION")),
+        arch: arch.to_owned(),
+        cmdline: std::env::args().collect(),
+        ..Metadata::default()
+    };
+    Ok(injector.finish(metadata)?)
 }

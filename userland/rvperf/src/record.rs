@@ -71,20 +71,6 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// The outcome of a workload that ended so (for `rvperf trace record`).
-    pub fn of_workload(exit: WorkloadExit, stop_signal: Option<Signal>) -> Outcome {
-        match exit {
-            WorkloadExit::Signal(signal) => Outcome {
-                signal: Some(signal),
-                code: 0,
-            },
-            WorkloadExit::Code(code) => Outcome {
-                signal: stop_signal,
-                code: u8::try_from(code).unwrap_or(u8::MAX),
-            },
-        }
-    }
-
     pub(crate) fn new(recording: &Recording) -> Outcome {
         match recording.workload {
             Some(WorkloadExit::Signal(signal)) => Outcome {

@@ -1,4 +1,6 @@
-//! `rvperf script`: print the samples of a perf.data file, perf script style.
+//! `rvperf script`: print the samples of a perf.data file, perf script style. An N-Trace
+//! recording (`rvperf trace record`) is decoded into the samples perf's `--itrace=i`
+//! makes of Intel PT: one every PERIOD instructions, with its branch stack.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -8,6 +10,7 @@ use clap::Args;
 
 use perf_session::{thread_id, Processes, Session, SessionSample};
 
+use crate::inject::{synthesize_trace_samples, warn_unplaced, TraceSamples};
 use crate::perf_file::{finish_reading, open, show_progress, SymbolArgs};
 
 #[derive(Debug, Args)]
@@ -24,6 +27,23 @@ pub struct ScriptArgs {
         default_value = "comm,tid,cpu,time,period,event,ip,sym,dso"
     )]
     fields: String,
+    /// For an `rvperf trace record` perf.data: one instruction sample every PERIOD
+    /// retired instructions of a hart (perf's `--itrace=iPERIOD`).
+    #[arg(
+        long,
+        value_name = "PERIOD",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = crate::inject::DEFAULT_PERIOD,
+        value_parser = clap::value_parser!(u64).range(1..),
+    )]
+    itrace: Option<u64>,
+    #[command(flatten)]
+    processes: crate::trace_recording::ProcessFilter,
+    /// Entries of each synthesized sample's branch stack.
+    #[arg(long, value_name = "N", default_value_t = 32,
+          value_parser = clap::value_parser!(u16).range(16..=64))]
+    branches: u16,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,14 +84,57 @@ fn parse_fields(text: &str) -> Result<Vec<Field>> {
 
 pub fn run(arguments: &ScriptArgs) -> Result<()> {
     let fields = parse_fields(&arguments.fields)?;
+    if crate::trace_recording::is_recording(&arguments.input)? {
+        let period = arguments
+            .itrace
+            .unwrap_or_else(|| crate::inject::DEFAULT_PERIOD.parse().unwrap_or(100_003));
+        let processes = crate::inject::traced_processes(
+            &arguments.input,
+            arguments.symbols.symfs.as_deref(),
+            &crate::trace_input::TraceArgs::default(),
+            &arguments.processes,
+            1,
+        )?;
+        let samples = TraceSamples {
+            period,
+            branches: arguments.branches,
+        };
+        let (synthesized, injected) = synthesize_trace_samples(
+            std::io::Cursor::new(Vec::new()),
+            &samples,
+            &processes,
+            &arguments.input,
+        )?;
+        warn_unplaced(&injected);
+        let reader = perf_data::PerfDataReader::from_vec(
+            synthesized.into_inner(),
+            &arguments.input.display().to_string(),
+        )?;
+        return print_samples(&reader, &fields, arguments);
+    }
+    if arguments.itrace.is_some() {
+        bail!(
+            "--itrace is for N-Trace recordings (rvperf trace record); {} is not one",
+            arguments.input.display()
+        );
+    }
     let reader = open(&arguments.input)?;
+    print_samples(&reader, &fields, arguments)
+}
+
+/// Prints every sample of `reader`.
+fn print_samples(
+    reader: &perf_data::PerfDataReader<'_>,
+    fields: &[Field],
+    arguments: &ScriptArgs,
+) -> Result<()> {
     let names = reader.event_names();
-    let mut session = Session::new(&reader, arguments.symbols.options());
+    let mut session = Session::new(reader, arguments.symbols.options());
     show_progress(&mut session, &arguments.input);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut line = String::new();
-    let printer = LinePrinter::new(&fields, &names);
+    let printer = LinePrinter::new(fields, &names);
     while let Some(sample) = session.next_sample()? {
         line.clear();
         printer.print(&mut line, session.processes(), &sample);

@@ -1,15 +1,17 @@
 //! `rvperf trace`: hardware trace through the `rvtrace` driver (`/dev/rvtrace`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use perf_data::PerfDataReader;
 use perf_record::{
-    record_trace, RecordOptions, StopFlag, Target, TraceOptions, TraceRecordOptions,
-    TraceRecording, WorkloadExit,
+    RecordOptions, Recording, StopFlag, Target, TraceOptions, TraceOutcome, WorkloadExit,
 };
+use perf_session::read_ntrace_recording;
 use trace_device::abi::{feature, mode, privilege, status_flag, SYNC_NONE};
-use trace_device::{Config, TraceDevice};
+use trace_device::{Config, Gap};
 
 use crate::output::write_atomically;
 use crate::record::Outcome;
@@ -64,9 +66,13 @@ pub struct TraceRecordArgs {
     /// Supervisor mode (the kernel) only.
     #[arg(long)]
     kernel: bool,
-    /// Timestamps (the hart's `time`) in the messages.
-    #[arg(long)]
+    /// Timestamps (the hart's `time`) in the messages: the default for a perf.data,
+    /// where they tell the processes apart (with the context switches).
+    #[arg(long, conflicts_with = "no_timestamps")]
     timestamps: bool,
+    /// No timestamps: a smaller trace, decoded as one address space.
+    #[arg(long)]
+    no_timestamps: bool,
     /// Report every return's address instead of inferring it from the call stack.
     #[arg(long)]
     no_implicit_return: bool,
@@ -94,9 +100,6 @@ pub struct TraceRecordArgs {
     /// Stop the trace when the buffer is full instead of overwriting it.
     #[arg(long)]
     stop_on_wrap: bool,
-    /// Drain the sink when this many new bytes are in it (default: a quarter of it).
-    #[arg(long, value_name = "BYTES")]
-    wake_bytes: Option<u64>,
     /// Drain the sink at least every MS milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 10)]
     poll_ms: u32,
@@ -125,7 +128,11 @@ fn config(arguments: &TraceRecordArgs) -> Config {
         (arguments.all_jumps, feature::ALL_JUMPS),
         (arguments.sequential_jumps, feature::SEQUENTIAL_JUMPS),
         (arguments.msb_extension, feature::MSB_EXTENSION),
-        (arguments.timestamps, feature::TIMESTAMPS),
+        (
+            arguments.timestamps
+                || (arguments.format == TraceFormat::PerfData && !arguments.no_timestamps),
+            feature::TIMESTAMPS,
+        ),
         (arguments.context, feature::CONTEXT),
         (arguments.stop_on_wrap, feature::STOP_ON_WRAP),
     ] {
@@ -152,27 +159,42 @@ fn run_record(arguments: &TraceRecordArgs) -> Result<Outcome> {
     }
 }
 
-fn record_perf_data(arguments: &TraceRecordArgs) -> Result<Outcome> {
+/// Records into the perf.data at `output` (the recording loop of `perf-record`, with
+/// the trace device as its AUX source).
+fn record_into(arguments: &TraceRecordArgs, output: &Path) -> Result<Recording> {
     let target = match (arguments.command.is_empty(), arguments.all_cpus) {
         (false, _) => Target::SystemWhileCommand(arguments.command.clone()),
         (true, true) => Target::System,
         (true, false) => bail!("nothing to trace: give -- COMMAND, or -a"),
     };
-    let output = arguments
-        .output
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("perf.data"));
     let stop = StopFlag::new();
     stop.install_signal_handlers()?;
     let mut options = RecordOptions::default();
     options.target = target;
-    options.output = output.clone();
+    options.output = output.to_owned();
     options.command_line = std::env::args().collect();
-    options.trace = Some(TraceOptions {
-        device: arguments.device.clone(),
-        config: config(arguments),
-    });
-    let recording = perf_record::record(&options, stop)?;
+    let mut trace = TraceOptions::new(arguments.device.clone(), config(arguments));
+    trace.drain_interval = Duration::from_millis(u64::from(arguments.poll_ms.max(1)));
+    options.trace = Some(trace);
+    Ok(perf_record::record(&options, stop)?)
+}
+
+fn report(recording: &Recording) {
+    match recording.workload {
+        Some(WorkloadExit::Code(0)) | None => {}
+        Some(exit) => eprintln!("rvperf trace record: the command {exit}"),
+    }
+    for warning in &recording.warnings {
+        eprintln!("rvperf trace record: warning: {warning}");
+    }
+}
+
+fn record_perf_data(arguments: &TraceRecordArgs) -> Result<Outcome> {
+    let output = arguments
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("perf.data"));
+    let recording = record_into(arguments, &output)?;
     let summary = &recording.summary;
     let lost = if summary.lost > 0 {
         format!(", {} side-band records lost", summary.lost)
@@ -184,74 +206,92 @@ fn record_perf_data(arguments: &TraceRecordArgs) -> Result<Outcome> {
         summary.bytes_written,
         output.display()
     );
-    match recording.workload {
-        Some(WorkloadExit::Code(0)) | None => {}
-        Some(exit) => eprintln!("rvperf trace record: the command {exit}"),
-    }
-    for warning in &recording.warnings {
-        eprintln!("rvperf trace record: warning: {warning}");
-    }
+    report(&recording);
     Ok(Outcome::new(&recording))
 }
 
+/// `--format raw`: the recording's trace bytes, gaps cut out, and its `.info`. The
+/// recording is made as a perf.data beside the output (one recording loop for both
+/// formats), read back, and removed.
 fn record_raw(arguments: &TraceRecordArgs) -> Result<Outcome> {
-    if arguments.command.is_empty() {
-        bail!("--format raw traces a command: give -- COMMAND");
-    }
     let output = arguments
         .output
         .clone()
         .unwrap_or_else(|| PathBuf::from("trace.nt"));
-    let device = TraceDevice::open(&arguments.device)?;
-    let mut config = config(arguments);
-    // Implicit return needs the encoders' return stack: without one, returns are reported.
-    if device.info().return_stack_depth == 0 {
-        config.features &= !feature::IMPLICIT_RETURN;
-    }
-    let options = TraceRecordOptions {
-        config,
-        wake_bytes: arguments.wake_bytes,
-        poll_milliseconds: arguments.poll_ms.max(1),
+    let mut intermediate = output.clone().into_os_string();
+    intermediate.push(".perf.data");
+    let intermediate = PathBuf::from(intermediate);
+    let result = record_raw_through(arguments, &output, &intermediate);
+    // Whatever happened: the perf.data was a means.
+    let _ = std::fs::remove_file(&intermediate);
+    result
+}
+
+fn record_raw_through(
+    arguments: &TraceRecordArgs,
+    output: &Path,
+    intermediate: &Path,
+) -> Result<Outcome> {
+    let recording = record_into(arguments, intermediate)?;
+    let Some(outcome) = recording.trace else {
+        bail!("the recording holds no trace device outcome");
     };
-    let stop = StopFlag::new();
-    stop.install_signal_handlers()?;
-    let recording = record_trace(&device, &options, &arguments.command, Some(&stop))?;
-    write_atomically(&output, |out| {
-        out.write_all(&recording.trace)?;
+    let reader = PerfDataReader::open(intermediate)
+        .with_context(|| format!("cannot read {}", intermediate.display()))?;
+    let traced =
+        read_ntrace_recording(&reader).with_context(|| intermediate.display().to_string())?;
+    // The pieces one after the other; a gap at the position of the piece after it.
+    let mut gaps = Vec::new();
+    let mut trace = Vec::new();
+    let mut end = 0;
+    for piece in &traced.pieces {
+        if piece.offset > end {
+            gaps.push(Gap {
+                offset: trace.len() as u64,
+                lost: piece.offset - end,
+            });
+        }
+        trace.extend_from_slice(&piece.bytes);
+        end = piece.offset + piece.bytes.len() as u64;
+    }
+    write_atomically(output, |out| {
+        out.write_all(&trace)?;
         Ok(())
     })
     .with_context(|| format!("cannot write {}", output.display()))?;
-    let mut info_path = output.clone().into_os_string();
+    let mut info_path = output.to_owned().into_os_string();
     info_path.push(".info");
     let info_path = PathBuf::from(info_path);
+    let exit = recording.workload.unwrap_or(WorkloadExit::Code(0));
     write_atomically(&info_path, |out| {
-        out.write_all(info_text(&recording).as_bytes())?;
+        out.write_all(info_text(&outcome, &gaps, exit).as_bytes())?;
         Ok(())
     })
     .with_context(|| format!("cannot write {}", info_path.display()))?;
-    let lost: u64 = recording.gaps.iter().map(|gap| gap.lost).sum();
+    let lost: u64 = gaps.iter().map(|gap| gap.lost).sum();
     eprintln!(
         "rvperf: {} bytes of trace in {} ({} drains, {} wraps{})",
-        recording.trace.len(),
+        trace.len(),
         output.display(),
-        recording.drains,
-        recording.status.wraps,
+        outcome.drains,
+        outcome.status.wraps,
         if lost > 0 {
-            format!(", {lost} bytes lost in {} gaps", recording.gaps.len())
+            format!(", {lost} bytes lost in {} gaps", gaps.len())
         } else {
             String::new()
         }
     );
-    Ok(Outcome::of_workload(recording.exit, stop.requested()))
+    report(&recording);
+    Ok(Outcome::new(&recording))
 }
 
 /// The configuration and the outcome, one `key=value` per line (the keys
 /// `rvtrace-ctl` writes, for the same decoders and tests).
-fn info_text(recording: &TraceRecording) -> String {
+fn info_text(recording: &TraceOutcome, gaps: &[Gap], exit: WorkloadExit) -> String {
     let config = &recording.config;
     let status = &recording.status;
     let flag = |bit: u32| u8::from(config.features & bit != 0);
-    let exit_status = match recording.exit {
+    let exit_status = match exit {
         WorkloadExit::Code(code) => code,
         WorkloadExit::Signal(signal) => 128 + signal as i32,
     };
@@ -260,8 +300,8 @@ fn info_text(recording: &TraceRecording) -> String {
     } else {
         config.harts
     };
-    let gaps: Vec<String> = recording
-        .gaps
+    let lost_bytes: u64 = gaps.iter().map(|gap| gap.lost).sum();
+    let gaps: Vec<String> = gaps
         .iter()
         .map(|gap| format!("{:#x}:{}", gap.offset, gap.lost))
         .collect();
@@ -328,15 +368,7 @@ fn info_text(recording: &TraceRecording) -> String {
                 .to_string(),
         ),
         ("drains", recording.drains.to_string()),
-        (
-            "lost_bytes",
-            recording
-                .gaps
-                .iter()
-                .map(|gap| gap.lost)
-                .sum::<u64>()
-                .to_string(),
-        ),
+        ("lost_bytes", lost_bytes.to_string()),
         ("gaps", gaps.join(",")),
     ];
     lines

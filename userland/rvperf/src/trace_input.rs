@@ -43,13 +43,33 @@ pub struct TraceArgs {
     #[arg(long)]
     pub all_jumps: bool,
     /// Depth of the implicit-return stack; at least the encoder's (0 disables implicit returns).
-    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u16).range(0..=1024))]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_STACK, value_parser = clap::value_parser!(u16).range(0..=1024))]
     pub max_stack: u16,
     /// How the encoder's implicit-return stack behaves when full: it forgets its oldest
     /// entry (rvperf's encoder model, the default), or it is the N-Trace reference
     /// code's ring (`NexRv -enco -cs N`: pushes wrap around N + 1 slots, pops around N).
     #[arg(long, value_enum, default_value = "drop-oldest")]
     pub stack_model: StackModel,
+}
+
+/// `--max-stack`'s default: the depth of the encoders rvperf models.
+const DEFAULT_MAX_STACK: u16 = 32;
+
+/// The command line's defaults: no files, and the encoder options a trace without any
+/// says (a recording's own replace them).
+impl Default for TraceArgs {
+    fn default() -> Self {
+        Self {
+            elf: Vec::new(),
+            trace: None,
+            src_bits: 0,
+            timestamps: false,
+            addr_ext: false,
+            all_jumps: false,
+            max_stack: DEFAULT_MAX_STACK,
+            stack_model: StackModel::DropOldest,
+        }
+    }
 }
 
 /// `--stack-model`.
@@ -468,6 +488,17 @@ pub fn instruction_address(decoder: &FlowDecoder<'_>, start: u64, index: u32) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `TraceArgs::default()` is what an empty command line parses to.
+    #[test]
+    fn the_default_arguments_are_the_command_lines() {
+        use clap::FromArgMatches;
+        let matches = <TraceArgs as clap::Args>::augment_args(clap::Command::new("decode"))
+            .try_get_matches_from(["decode"])
+            .unwrap();
+        let parsed = TraceArgs::from_arg_matches(&matches).unwrap();
+        assert_eq!(format!("{parsed:?}"), format!("{:?}", TraceArgs::default()));
+    }
 
     #[test]
     fn elf_arguments_with_and_without_a_load_address() {

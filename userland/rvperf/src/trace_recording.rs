@@ -1,12 +1,18 @@
 //! `-i perf.data` of a decoding command: an N-Trace recording of `rvperf trace record`
-//! turned into what `--trace`, `--elf` and the encoder options say otherwise.
+//! turned into what `--trace`, `--elf` and the encoder options say otherwise, one trace
+//! per thread that ran (split by `perf_session::ntrace_attribution`), each with the
+//! files its process mapped.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
-use perf_abi::ntrace::feature;
+use anyhow::{bail, Context, Result};
+use ntrace_message::{AddressWidth, MessageOptions};
+use perf_abi::ntrace::{feature, NtraceInfo};
 use perf_data::PerfDataReader;
-use perf_session::read_ntrace_recording;
+use perf_session::{
+    read_ntrace_recording, NtraceRecording, PlacedElf, PlacementProblem, ProgramRun,
+};
+use profiles::StopsKeepStacks;
 
 use crate::trace_file::TraceFile;
 use crate::trace_input::TraceArgs;
@@ -16,29 +22,82 @@ use crate::trace_input::TraceArgs;
 /// resynchronises in the next piece.
 const GAP_SEPARATOR: [u8; 8] = [0xff; 8];
 
-pub struct LoadedRecording {
-    /// The options the recording says, with the files it ran (and the caller's --elf).
+/// Whether the perf.data at `path` is an N-Trace recording (`rvperf trace record`) rather
+/// than a sampled one. Standard input is read once, by the sampled path: never a
+/// recording here.
+pub fn is_recording(path: &Path) -> Result<bool> {
+    if path == Path::new("-") {
+        return Ok(false);
+    }
+    let reader = crate::perf_file::open(path)?;
+    perf_session::is_ntrace_recording(&reader).with_context(|| path.display().to_string())
+}
+
+/// Which threads of a recording to decode (`--pid`, `--tid`, `--comm`, as perf script's;
+/// all when none is given).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ProcessFilter {
+    /// With -i: only the processes with these pids (comma-separated).
+    #[arg(long = "pid", value_name = "PID,...", value_delimiter = ',')]
+    pub pids: Vec<u32>,
+    /// With -i: only the threads with these tids (comma-separated).
+    #[arg(long = "tid", value_name = "TID,...", value_delimiter = ',')]
+    pub tids: Vec<u32>,
+    /// With -i: only the processes with these command names (comma-separated).
+    #[arg(long = "comm", value_name = "COMM,...", value_delimiter = ',')]
+    pub comms: Vec<String>,
+}
+
+impl ProcessFilter {
+    pub fn is_empty(&self) -> bool {
+        self.pids.is_empty() && self.tids.is_empty() && self.comms.is_empty()
+    }
+
+    fn admits(&self, run: ProgramRun, tid: u32, comm: &str) -> bool {
+        self.is_empty()
+            || self.pids.contains(&run.pid)
+            || self.tids.contains(&tid)
+            || self.comms.iter().any(|name| name == comm)
+    }
+}
+
+/// Who ran a trace of a recording split by thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TracedThread {
+    pub run: ProgramRun,
+    pub tid: u32,
+    pub comm: String,
+}
+
+/// The trace of one thread, ready for a decoding command.
+pub struct LoadedProcess {
+    /// Its thread (`None`: the trace could not be split, and this is all of it).
+    pub thread: Option<TracedThread>,
+    /// The options the recording says, with the process's files (and the caller's --elf).
     pub arguments: TraceArgs,
     pub trace: TraceFile,
+    /// Whether a trace stop keeps the call stack: a thread's trace, stopped by the
+    /// user-mode filter while the thread was in the kernel.
+    pub stops: StopsKeepStacks,
+}
+
+impl LoadedProcess {
+    /// `comm-pid/tid` for messages and headers.
+    pub fn label(&self) -> String {
+        match &self.thread {
+            Some(thread) => format!("{}-{}/{}", thread.comm, thread.run.pid, thread.tid),
+            None => "all processes".to_owned(),
+        }
+    }
+}
+
+pub struct LoadedRecording {
+    pub processes: Vec<LoadedProcess>,
     pub name: String,
 }
 
-pub fn load(path: &Path, symfs: Option<&Path>, given: &TraceArgs) -> Result<LoadedRecording> {
-    let reader =
-        PerfDataReader::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let recording = read_ntrace_recording(&reader).with_context(|| path.display().to_string())?;
-    let info = recording.info;
-    let (placed, problems) = recording.placed_files(|name| {
-        let file = match symfs {
-            Some(root) => root.join(name.trim_start_matches('/')),
-            None => PathBuf::from(name),
-        };
-        let bytes = std::fs::read(&file)?;
-        Ok((file, bytes))
-    });
-    for problem in &problems {
-        eprintln!("rvperf: warning: {}: {problem}", path.display());
-    }
+/// The options of the trace of `info` (`given` for what the recording does not say).
+fn arguments_of(info: &NtraceInfo, given: &TraceArgs, placed: &[PlacedElf]) -> TraceArgs {
     let mut elf: Vec<String> = placed
         .iter()
         .map(|file| match file.load_address {
@@ -47,6 +106,153 @@ pub fn load(path: &Path, symfs: Option<&Path>, given: &TraceArgs) -> Result<Load
         })
         .collect();
     elf.extend(given.elf.iter().cloned());
+    let mut arguments = given.clone();
+    arguments.elf = elf;
+    arguments.src_bits = info.src_bits;
+    arguments.timestamps = info.has(feature::TIMESTAMPS);
+    arguments.addr_ext = info.has(feature::MSB_EXTENSION);
+    arguments.all_jumps = info.has(feature::ALL_JUMPS);
+    arguments.max_stack = if info.has(feature::IMPLICIT_RETURN) {
+        u16::try_from(info.return_stack_depth).unwrap_or(u16::MAX)
+    } else {
+        0
+    };
+    arguments
+}
+
+/// Reads a recorded file by its name, under `symfs` when given.
+fn reader_under(symfs: Option<&Path>) -> impl Fn(&str) -> std::io::Result<(PathBuf, Vec<u8>)> + '_ {
+    move |name| {
+        let file = match symfs {
+            Some(root) => root.join(name.trim_start_matches('/')),
+            None => PathBuf::from(name),
+        };
+        let bytes = std::fs::read(&file)?;
+        Ok((file, bytes))
+    }
+}
+
+fn warn_problems(path: &Path, problems: &[PlacementProblem], whose: &str) {
+    for problem in problems {
+        eprintln!("rvperf: warning: {}: {whose}{problem}", path.display());
+    }
+}
+
+/// The recording's trace, one [`LoadedProcess`] per process `filter` admits, in order
+/// of their first run in the trace. A trace that cannot be split (no timestamps, no
+/// time conversion) is one process with every file, said in a note; with a filter, an
+/// error.
+pub fn load(
+    path: &Path,
+    symfs: Option<&Path>,
+    given: &TraceArgs,
+    filter: &ProcessFilter,
+) -> Result<LoadedRecording> {
+    let reader =
+        PerfDataReader::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let recording = read_ntrace_recording(&reader).with_context(|| path.display().to_string())?;
+    warn_lost(path, &recording);
+    let name = path.display().to_string();
+    let options = MessageOptions::default()
+        .with_src_bits(recording.info.src_bits)
+        .with_timestamps(recording.info.has(feature::TIMESTAMPS))
+        .with_address_msb_extension(recording.info.has(feature::MSB_EXTENSION))
+        // Linux recordings are of rv64 harts.
+        .with_address_width(AddressWidth::Bits64);
+    let attribution = match recording.attribute(options) {
+        Ok(attribution) => attribution,
+        Err(error) if filter.is_empty() => {
+            eprintln!(
+                "rvperf: note: {}: not split by thread: {error}; decoded as one address space",
+                path.display()
+            );
+            return Ok(LoadedRecording {
+                processes: vec![whole_trace(path, &recording, symfs, given)?],
+                name,
+            });
+        }
+        Err(error) => bail!(
+            "{}: --pid, --tid and --comm need the trace split by thread: {error}",
+            path.display()
+        ),
+    };
+    let unattributed = attribution.unattributed;
+    let outside = unattributed.no_task_messages + unattributed.unknown_hart_messages;
+    if outside > 0 {
+        eprintln!(
+            "rvperf: warning: {}: {outside} messages ran when the side-band names no task for their hart's CPU: left out",
+            path.display()
+        );
+    }
+    // A user-mode trace stops whenever its thread enters the kernel, which returns
+    // to it (or runs a signal handler on top): its stack goes on.
+    let stops = if recording.info.privileges == trace_device::abi::privilege::USER {
+        StopsKeepStacks::Yes
+    } else {
+        StopsKeepStacks::No
+    };
+    let mut placed_of: Vec<(ProgramRun, Vec<PlacedElf>)> = Vec::new();
+    let mut processes = Vec::new();
+    for thread in attribution.threads {
+        if !filter.admits(thread.run, thread.tid, &thread.comm) {
+            continue;
+        }
+        let label = format!("{}-{}/{}", thread.comm, thread.run.pid, thread.tid);
+        let placed = match placed_of.iter().find(|(run, _)| *run == thread.run) {
+            Some((_, placed)) => placed.clone(),
+            None => {
+                let (placed, problems) = recording.placed_files_of(thread.run, reader_under(symfs));
+                warn_problems(
+                    path,
+                    &problems,
+                    &format!("{}-{}: ", thread.comm, thread.run.pid),
+                );
+                placed_of.push((thread.run, placed.clone()));
+                placed
+            }
+        };
+        if placed.is_empty() && given.elf.is_empty() {
+            eprintln!(
+                "rvperf: warning: {}: {label}: none of its files was found: its {} messages are left out",
+                path.display(),
+                thread.messages
+            );
+            continue;
+        }
+        processes.push(LoadedProcess {
+            thread: Some(TracedThread {
+                run: thread.run,
+                tid: thread.tid,
+                comm: thread.comm,
+            }),
+            arguments: arguments_of(&recording.info, given, &placed),
+            trace: TraceFile::from_bytes(&thread.trace)?,
+            stops,
+        });
+    }
+    if processes.is_empty() {
+        bail!(
+            "{}: no process to decode (of the {} the trace ran)",
+            path.display(),
+            if filter.is_empty() {
+                "processes"
+            } else {
+                "ones asked for"
+            }
+        );
+    }
+    Ok(LoadedRecording { processes, name })
+}
+
+/// The whole trace against every file of the recording (one address space).
+fn whole_trace(
+    path: &Path,
+    recording: &NtraceRecording,
+    symfs: Option<&Path>,
+    given: &TraceArgs,
+) -> Result<LoadedProcess> {
+    let (placed, problems) = recording.placed_files(reader_under(symfs));
+    warn_problems(path, &problems, "");
     let mut bytes = Vec::new();
     for (index, piece) in recording.pieces.iter().enumerate() {
         if index > 0 {
@@ -54,6 +260,15 @@ pub fn load(path: &Path, symfs: Option<&Path>, given: &TraceArgs) -> Result<Load
         }
         bytes.extend_from_slice(&piece.bytes);
     }
+    Ok(LoadedProcess {
+        thread: None,
+        arguments: arguments_of(&recording.info, given, &placed),
+        trace: TraceFile::from_bytes(&bytes)?,
+        stops: StopsKeepStacks::No,
+    })
+}
+
+fn warn_lost(path: &Path, recording: &NtraceRecording) {
     if recording.lost_bytes > 0 {
         eprintln!(
             "rvperf: warning: {}: {} bytes of trace were lost while recording, in {} gaps",
@@ -68,20 +283,4 @@ pub fn load(path: &Path, symfs: Option<&Path>, given: &TraceArgs) -> Result<Load
                 )
         );
     }
-    let mut arguments = given.clone();
-    arguments.elf = elf;
-    arguments.src_bits = info.src_bits;
-    arguments.timestamps = info.has(feature::TIMESTAMPS);
-    arguments.addr_ext = info.has(feature::MSB_EXTENSION);
-    arguments.all_jumps = info.has(feature::ALL_JUMPS);
-    arguments.max_stack = if info.has(feature::IMPLICIT_RETURN) {
-        u16::try_from(info.return_stack_depth).unwrap_or(u16::MAX)
-    } else {
-        0
-    };
-    Ok(LoadedRecording {
-        arguments,
-        trace: TraceFile::from_bytes(&bytes)?,
-        name: path.display().to_string(),
-    })
 }
