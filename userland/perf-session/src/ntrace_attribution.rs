@@ -226,10 +226,10 @@ impl NtraceRecording {
     }
 
     /// The ELF files of `run`'s mappings, placed (see [`place_files`]).
-    pub fn placed_files_of(
+    pub fn placed_files_of<B: AsRef<[u8]>>(
         &self,
         run: ProgramRun,
-        read: impl Fn(&str) -> std::io::Result<(std::path::PathBuf, Vec<u8>)>,
+        read: impl Fn(&str) -> std::io::Result<(std::path::PathBuf, B)>,
     ) -> (Vec<crate::PlacedElf>, Vec<PlacementProblem>) {
         place_files(&self.mappings_of(run), read)
     }

@@ -355,9 +355,9 @@ impl NtraceRecording {
     /// The ELF files of every executable mapping of the recording, as
     /// [`place_files`] places them (one address space for all: for a trace attributed
     /// to its processes, each process's own, `crate::ntrace_attribution`).
-    pub fn placed_files(
+    pub fn placed_files<B: AsRef<[u8]>>(
         &self,
-        read: impl Fn(&str) -> std::io::Result<(std::path::PathBuf, Vec<u8>)>,
+        read: impl Fn(&str) -> std::io::Result<(std::path::PathBuf, B)>,
     ) -> (Vec<crate::PlacedElf>, Vec<PlacementProblem>) {
         let mappings: Vec<&ExecutableMapping> = self.mappings.iter().collect();
         place_files(&mappings, read)
@@ -370,9 +370,9 @@ impl NtraceRecording {
 /// caller's symfs and build-id cache); a file whose build id is not the recorded one is
 /// left out. Later mappings come first; a file whose code would overlap code already
 /// placed is left out.
-pub fn place_files(
+pub fn place_files<B: AsRef<[u8]>>(
     mappings: &[&ExecutableMapping],
-    read: impl Fn(&str) -> std::io::Result<(std::path::PathBuf, Vec<u8>)>,
+    read: impl Fn(&str) -> std::io::Result<(std::path::PathBuf, B)>,
 ) -> (Vec<crate::PlacedElf>, Vec<PlacementProblem>) {
     {
         use object::{Object, ObjectKind, ObjectSegment};
@@ -395,7 +395,8 @@ pub fn place_files(
                     continue;
                 }
             };
-            let file = match object::File::parse(&*bytes) {
+            let bytes = bytes.as_ref();
+            let file = match object::File::parse(bytes) {
                 Ok(file) => file,
                 Err(error) => {
                     problems.push(PlacementProblem::NotElf {
@@ -406,7 +407,7 @@ pub fn place_files(
                 }
             };
             if let Some(recorded) = &mapping.build_id {
-                let found = crate::trace::elf_build_id(&bytes);
+                let found = crate::trace::elf_build_id(bytes);
                 if found.as_ref() != Some(recorded) {
                     problems.push(PlacementProblem::BuildIdDiffers {
                         filename: mapping.filename.clone(),

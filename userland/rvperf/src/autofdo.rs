@@ -22,7 +22,7 @@ use trace_elements::ElementSource;
 use crate::output::write_atomically;
 use crate::perf_file::{finish_reading, open, show_progress};
 use crate::trace_file::TraceFile;
-use crate::trace_input::{decode_trace, instruction_address, JobsArgs, TraceArgs};
+use crate::trace_input::{decode_trace, instruction_address, CodeCache, JobsArgs, TraceArgs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -99,7 +99,13 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
     let counts = match &arguments.trace_input.trace {
         Some(path) => {
             let trace = TraceFile::open(path)?;
-            counts_from_trace(arguments, &arguments.trace_input, &trace, path)?
+            counts_from_trace(
+                arguments,
+                &arguments.trace_input,
+                &trace,
+                path,
+                &mut CodeCache::default(),
+            )?
         }
         None if crate::trace_recording::is_recording(&arguments.input)? => {
             counts_from_recording_trace(arguments)?
@@ -259,6 +265,7 @@ fn counts_from_recording_trace(arguments: &AutofdoArgs) -> Result<ProfileCounts>
     let binary_build_id = build_id_of(&arguments.binary);
     let mut total: Option<ProfileCounts> = None;
     let mut processes = 0;
+    let mut codes = CodeCache::default();
     for process in &loaded.processes {
         let runs_binary = process
             .arguments
@@ -274,6 +281,7 @@ fn counts_from_recording_trace(arguments: &AutofdoArgs) -> Result<ProfileCounts>
             &process.arguments,
             &process.trace,
             &arguments.input,
+            &mut codes,
         )?;
         match &mut total {
             None => total = Some(counts),
@@ -320,14 +328,15 @@ fn counts_from_trace(
     input: &TraceArgs,
     trace: &TraceFile,
     path: &std::path::Path,
+    codes: &mut CodeCache,
 ) -> Result<ProfileCounts> {
     let code = if input.elf.is_empty() {
-        TraceCode::load(&[PlacedElf {
+        std::rc::Rc::new(TraceCode::load(&[PlacedElf {
             path: arguments.binary.clone(),
             load_address: None,
-        }])?
+        }])?)
     } else {
-        input.load_code()?
+        codes.code_for(input)?
     };
     let binary_path = std::fs::canonicalize(&arguments.binary)
         .with_context(|| format!("cannot find {}", arguments.binary.display()))?;

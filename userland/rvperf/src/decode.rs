@@ -18,7 +18,7 @@ use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
 
 use crate::output::LineWriter;
 use crate::trace_file::TraceFile;
-use crate::trace_input::{JobsArgs, TraceArgs, GAPS_SHOWN};
+use crate::trace_input::{CodeCache, JobsArgs, TraceArgs, GAPS_SHOWN};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Output {
@@ -83,6 +83,7 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
             &trace,
             &trace_path.display().to_string(),
             None,
+            &mut CodeCache::default(),
         );
     };
     let loaded = crate::trace_recording::load(
@@ -91,6 +92,7 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
         &arguments.input,
         &arguments.processes,
     )?;
+    let mut codes = CodeCache::default();
     for process in &loaded.processes {
         // A trace split by thread: each under a line naming it.
         let header = process.thread.as_ref().map(|thread| {
@@ -108,6 +110,7 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
             &process.trace,
             &loaded.name,
             header.as_deref(),
+            &mut codes,
         )?;
     }
     Ok(())
@@ -120,6 +123,7 @@ fn decode_one(
     trace: &TraceFile,
     trace_name: &str,
     header: Option<&str>,
+    codes: &mut CodeCache,
 ) -> Result<()> {
     let trace_name = trace_name.to_owned();
     let code = if input.elf.is_empty() {
@@ -128,9 +132,9 @@ fn decode_one(
         }
         None
     } else {
-        Some(input.load_code()?)
+        Some(codes.code_for(input)?)
     };
-    let message_options = input.message_options(code.as_ref().and_then(TraceCode::xlen));
+    let message_options = input.message_options(code.as_deref().and_then(TraceCode::xlen));
     let stdout = std::io::stdout().lock();
     let mut out = LineWriter::new(stdout);
     if let Some(header) = header {

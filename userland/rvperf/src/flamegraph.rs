@@ -16,7 +16,7 @@ use profiles::{FoldedStacks, StackWeight, StopsKeepStacks};
 use crate::output::write_atomically;
 use crate::perf_file::{finish_reading, open, show_progress, warn_problems, SymbolArgs};
 use crate::trace_file::TraceFile;
-use crate::trace_input::{decode_trace, JobsArgs, TraceArgs};
+use crate::trace_input::{decode_trace, CodeCache, JobsArgs, TraceArgs};
 
 /// What a stack's width counts in a flame graph of a trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -106,6 +106,7 @@ pub fn run(arguments: &FlamegraphArgs) -> Result<()> {
                 path,
                 arguments,
                 StopsKeepStacks::No,
+                &mut CodeCache::default(),
             )?
         }
         None if recording => fold_recording(arguments)?,
@@ -169,6 +170,7 @@ fn fold_trace(
     path: &std::path::Path,
     arguments: &FlamegraphArgs,
     stops: StopsKeepStacks,
+    codes: &mut CodeCache,
 ) -> Result<FoldedStacks> {
     let weight = match arguments.weight {
         TraceWeight::Insns => StackWeight::Instructions,
@@ -177,7 +179,7 @@ fn fold_trace(
         }
         TraceWeight::Time => StackWeight::Time,
     };
-    let code = input.load_code()?;
+    let code = codes.code_for(input)?;
     let fold = decode_trace(
         input,
         arguments.jobs.for_profiles(),
@@ -224,6 +226,7 @@ fn fold_recording(arguments: &FlamegraphArgs) -> Result<FoldedStacks> {
         &arguments.processes,
     )?;
     let mut merged = FoldedStacks::new();
+    let mut codes = CodeCache::default();
     for process in &loaded.processes {
         let folded = fold_trace(
             &process.arguments,
@@ -231,6 +234,7 @@ fn fold_recording(arguments: &FlamegraphArgs) -> Result<FoldedStacks> {
             &arguments.input,
             arguments,
             process.stops,
+            &mut codes,
         )?;
         let root = match (arguments.split, &process.thread) {
             (Split::None, _) | (_, None) => None,

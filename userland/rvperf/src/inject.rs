@@ -25,7 +25,7 @@ use trace_elements::ElementSource;
 
 use crate::output::write_seekable_atomically;
 use crate::trace_file::TraceFile;
-use crate::trace_input::{decode_trace, instruction_address, TraceArgs};
+use crate::trace_input::{decode_trace, instruction_address, CodeCache, TraceArgs};
 
 /// `--itrace` without a period: perf's default instruction period for `--itrace=i`
 /// is 100,000 instructions; this is the nearest prime, so that samples do not lock
@@ -281,8 +281,9 @@ pub fn synthesize_trace_samples<W: Write + std::io::Seek>(
     // Given to the injector with the first process.
     let mut out = Some(out);
     let mut xlen = None;
+    let mut codes = CodeCache::default();
     for process in processes {
-        let code = process.input.load_code()?;
+        let code = codes.code_for(&process.input)?;
         xlen = xlen.or(code.xlen());
         let mappings = ElfMapping::of_code(&code);
         if mappings.is_empty() {

@@ -72,6 +72,26 @@ impl Default for TraceArgs {
     }
 }
 
+/// The code of each distinct set of files, loaded once: a recording's threads of one
+/// program (and forks that have not exec'd yet) run the same files, and a large ELF
+/// takes longer to load than its thread's trace to decode.
+#[derive(Default)]
+pub struct CodeCache {
+    loaded: Vec<(Vec<String>, std::rc::Rc<TraceCode>)>,
+}
+
+impl CodeCache {
+    /// The code of `input`'s `--elf` files (see [`TraceArgs::load_code`]).
+    pub fn code_for(&mut self, input: &TraceArgs) -> Result<std::rc::Rc<TraceCode>> {
+        if let Some((_, code)) = self.loaded.iter().find(|(elf, _)| *elf == input.elf) {
+            return Ok(std::rc::Rc::clone(code));
+        }
+        let code = std::rc::Rc::new(input.load_code()?);
+        self.loaded.push((input.elf.clone(), std::rc::Rc::clone(&code)));
+        Ok(code)
+    }
+}
+
 /// `--stack-model`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StackModel {

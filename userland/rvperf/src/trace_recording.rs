@@ -120,15 +120,21 @@ fn arguments_of(info: &NtraceInfo, given: &TraceArgs, placed: &[PlacedElf]) -> T
     arguments
 }
 
-/// Reads a recorded file by its name, under `symfs` when given.
-fn reader_under(symfs: Option<&Path>) -> impl Fn(&str) -> std::io::Result<(PathBuf, Vec<u8>)> + '_ {
+/// Maps a recorded file by its name, under `symfs` when given: placing it reads its
+/// headers and notes, not the whole file.
+fn reader_under(
+    symfs: Option<&Path>,
+) -> impl Fn(&str) -> std::io::Result<(PathBuf, memmap2::Mmap)> + '_ {
     move |name| {
-        let file = match symfs {
+        let path = match symfs {
             Some(root) => root.join(name.trim_start_matches('/')),
             None => PathBuf::from(name),
         };
-        let bytes = std::fs::read(&file)?;
-        Ok((file, bytes))
+        let file = std::fs::File::open(&path)?;
+        // SAFETY: read-only and private; the recorded files are not written while a
+        // recording is read (as perf assumes of the files it symbolizes).
+        let map = unsafe { memmap2::Mmap::map(&file) }?;
+        Ok((path, map))
     }
 }
 
