@@ -58,7 +58,7 @@ pub struct AutofdoArgs {
     #[arg(long, value_name = "DIR")]
     symfs: Option<PathBuf>,
     #[command(flatten)]
-    processes: crate::trace_recording::ProcessFilter,
+    threads: crate::trace_recording::ThreadFilter,
     /// Use the binary even if its build id differs from the recording's.
     #[arg(long)]
     ignore_build_id: bool,
@@ -252,22 +252,22 @@ fn counts_from_recording(
     })
 }
 
-/// The counts of every process of an N-Trace recording that ran the binary, summed.
+/// The counts of every thread of an N-Trace recording that ran the binary, summed.
 fn counts_from_recording_trace(arguments: &AutofdoArgs) -> Result<ProfileCounts> {
     let loaded = crate::trace_recording::load(
         &arguments.input,
         arguments.symfs.as_deref(),
         &arguments.trace_input,
-        &arguments.processes,
+        &arguments.threads,
     )?;
     let binary_path = std::fs::canonicalize(&arguments.binary)
         .with_context(|| format!("cannot find {}", arguments.binary.display()))?;
     let binary_build_id = build_id_of(&arguments.binary);
     let mut total: Option<ProfileCounts> = None;
-    let mut processes = 0;
+    let mut threads = 0;
     let mut codes = CodeCache::default();
-    for process in &loaded.processes {
-        let runs_binary = process
+    for loaded_trace in &loaded.traces {
+        let runs_binary = loaded_trace
             .arguments
             .placed_elves()?
             .iter()
@@ -275,11 +275,11 @@ fn counts_from_recording_trace(arguments: &AutofdoArgs) -> Result<ProfileCounts>
         if !runs_binary {
             continue;
         }
-        processes += 1;
+        threads += 1;
         let counts = counts_from_trace(
             arguments,
-            &process.arguments,
-            &process.trace,
+            &loaded_trace.arguments,
+            &loaded_trace.trace,
             &arguments.input,
             &mut codes,
         )?;
@@ -293,13 +293,13 @@ fn counts_from_recording_trace(arguments: &AutofdoArgs) -> Result<ProfileCounts>
     }
     let Some(mut total) = total else {
         bail!(
-            "{}: no traced process ran {} (by path or build id)",
+            "{}: no traced thread ran {} (by path or build id)",
             arguments.input.display(),
             arguments.binary.display()
         );
     };
-    if processes > 1 {
-        total.source = format!("{processes} processes: {}", total.source);
+    if threads > 1 {
+        total.source = format!("{threads} threads: {}", total.source);
     }
     Ok(total)
 }

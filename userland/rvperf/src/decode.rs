@@ -52,7 +52,7 @@ pub struct DecodeArgs {
     #[arg(long, value_name = "DIR", requires = "recording")]
     symfs: Option<std::path::PathBuf>,
     #[command(flatten)]
-    processes: crate::trace_recording::ProcessFilter,
+    threads: crate::trace_recording::ThreadFilter,
     /// What to print.
     #[arg(long, value_enum, default_value_t = Output::Summary)]
     output: Output,
@@ -68,7 +68,7 @@ pub struct DecodeArgs {
 
 pub fn run(arguments: &DecodeArgs) -> Result<()> {
     let Some(path) = &arguments.recording else {
-        if !arguments.processes.is_empty() {
+        if !arguments.threads.is_empty() {
             bail!("--pid, --tid and --comm choose threads of a recording (-i)");
         }
         let trace_path = arguments
@@ -90,15 +90,15 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
         path,
         arguments.symfs.as_deref(),
         &arguments.input,
-        &arguments.processes,
+        &arguments.threads,
     )?;
     let mut codes = CodeCache::default();
-    for process in &loaded.processes {
+    for loaded_trace in &loaded.traces {
         // A trace split by thread: each under a line naming it.
-        let header = process.thread.as_ref().map(|thread| {
+        let header = loaded_trace.thread.as_ref().map(|thread| {
             format!(
                 "# thread {} (pid {}, tid {}, after {} execs)",
-                process.label(),
+                loaded_trace.label(),
                 thread.run.pid,
                 thread.tid,
                 thread.run.execs
@@ -106,8 +106,8 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
         });
         decode_one(
             arguments,
-            &process.arguments,
-            &process.trace,
+            &loaded_trace.arguments,
+            &loaded_trace.trace,
             &loaded.name,
             header.as_deref(),
             &mut codes,

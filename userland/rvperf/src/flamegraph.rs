@@ -66,7 +66,7 @@ pub struct FlamegraphArgs {
     #[command(flatten)]
     symbols: SymbolArgs,
     #[command(flatten)]
-    processes: crate::trace_recording::ProcessFilter,
+    threads: crate::trace_recording::ThreadFilter,
     /// Show inlined functions as frames of their own (from DWARF; slower).
     #[arg(long)]
     inline: bool,
@@ -223,20 +223,20 @@ fn fold_recording(arguments: &FlamegraphArgs) -> Result<FoldedStacks> {
         &arguments.input,
         arguments.symbols.symfs.as_deref(),
         &arguments.trace_input,
-        &arguments.processes,
+        &arguments.threads,
     )?;
     let mut merged = FoldedStacks::new();
     let mut codes = CodeCache::default();
-    for process in &loaded.processes {
+    for loaded_trace in &loaded.traces {
         let folded = fold_trace(
-            &process.arguments,
-            &process.trace,
+            &loaded_trace.arguments,
+            &loaded_trace.trace,
             &arguments.input,
             arguments,
-            process.stops,
+            loaded_trace.stops,
             &mut codes,
         )?;
-        let root = match (arguments.split, &process.thread) {
+        let root = match (arguments.split, &loaded_trace.thread) {
             (Split::None, _) | (_, None) => None,
             (Split::Command, Some(thread)) => Some(thread.comm.clone()),
             (Split::Process, Some(thread)) => Some(format!("{}-{}", thread.comm, thread.run.pid)),

@@ -154,7 +154,7 @@ pub fn run(arguments: &InjectArgs) -> Result<()> {
 fn inject_trace(arguments: &InjectArgs, period: u64) -> Result<()> {
     let (processes, trace_path) = match &arguments.trace.trace {
         Some(path) => {
-            let process = TracedProcess {
+            let process = TraceToSample {
                 pid: arguments.pid,
                 tid: arguments.pid,
                 comm: arguments.comm.clone(),
@@ -164,11 +164,11 @@ fn inject_trace(arguments: &InjectArgs, period: u64) -> Result<()> {
             (vec![process], path.clone())
         }
         None if crate::trace_recording::is_recording(&arguments.input)? => (
-            traced_processes(
+            traces_to_sample(
                 &arguments.input,
                 arguments.symfs.as_deref(),
                 &arguments.trace,
-                &crate::trace_recording::ProcessFilter::default(),
+                &crate::trace_recording::ThreadFilter::default(),
                 arguments.pid,
             )?,
             arguments.input.clone(),
@@ -211,7 +211,7 @@ fn inject_trace(arguments: &InjectArgs, period: u64) -> Result<()> {
 }
 
 /// A trace to synthesize samples of, and the process they are given.
-pub struct TracedProcess {
+pub struct TraceToSample {
     pub pid: u32,
     pub tid: u32,
     /// The command name (default: the first ELF's file name).
@@ -221,31 +221,31 @@ pub struct TracedProcess {
     pub trace: TraceFile,
 }
 
-/// The processes of an N-Trace recording (`unsplit_pid` for a trace that could not be
-/// split by process).
-pub fn traced_processes(
+/// The threads' traces of an N-Trace recording (`unsplit_pid` for a trace that could
+/// not be split by thread).
+pub fn traces_to_sample(
     path: &Path,
     symfs: Option<&Path>,
     given: &TraceArgs,
-    filter: &crate::trace_recording::ProcessFilter,
+    filter: &crate::trace_recording::ThreadFilter,
     unsplit_pid: u32,
-) -> Result<Vec<TracedProcess>> {
+) -> Result<Vec<TraceToSample>> {
     let loaded = crate::trace_recording::load(path, symfs, given, filter)?;
     Ok(loaded
-        .processes
+        .traces
         .into_iter()
-        .map(|process| TracedProcess {
-            pid: process
+        .map(|loaded| TraceToSample {
+            pid: loaded
                 .thread
                 .as_ref()
                 .map_or(unsplit_pid, |thread| thread.run.pid),
-            tid: process
+            tid: loaded
                 .thread
                 .as_ref()
                 .map_or(unsplit_pid, |thread| thread.tid),
-            comm: process.thread.map(|thread| thread.comm),
-            input: process.arguments,
-            trace: process.trace,
+            comm: loaded.thread.map(|thread| thread.comm),
+            input: loaded.arguments,
+            trace: loaded.trace,
         })
         .collect())
 }
@@ -274,7 +274,7 @@ pub struct TraceSamples {
 pub fn synthesize_trace_samples<W: Write + std::io::Seek>(
     out: W,
     samples: &TraceSamples,
-    processes: &[TracedProcess],
+    processes: &[TraceToSample],
     trace_path: &Path,
 ) -> Result<(W, perf_session::TraceInjected)> {
     let mut injector: Option<TraceInjector<W>> = None;

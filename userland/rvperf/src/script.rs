@@ -39,7 +39,7 @@ pub struct ScriptArgs {
     )]
     itrace: Option<u64>,
     #[command(flatten)]
-    processes: crate::trace_recording::ProcessFilter,
+    threads: crate::trace_recording::ThreadFilter,
     /// Entries of each synthesized sample's branch stack.
     #[arg(long, value_name = "N", default_value_t = 32,
           value_parser = clap::value_parser!(u16).range(16..=64))]
@@ -88,11 +88,11 @@ pub fn run(arguments: &ScriptArgs) -> Result<()> {
         let period = arguments
             .itrace
             .unwrap_or_else(|| crate::inject::DEFAULT_PERIOD.parse().unwrap_or(100_003));
-        let processes = crate::inject::traced_processes(
+        let processes = crate::inject::traces_to_sample(
             &arguments.input,
             arguments.symbols.symfs.as_deref(),
             &crate::trace_input::TraceArgs::default(),
-            &arguments.processes,
+            &arguments.threads,
             1,
         )?;
         let samples = TraceSamples {

@@ -87,7 +87,8 @@ impl CodeCache {
             return Ok(std::rc::Rc::clone(code));
         }
         let code = std::rc::Rc::new(input.load_code()?);
-        self.loaded.push((input.elf.clone(), std::rc::Rc::clone(&code)));
+        self.loaded
+            .push((input.elf.clone(), std::rc::Rc::clone(&code)));
         Ok(code)
     }
 }

@@ -36,7 +36,7 @@ pub fn is_recording(path: &Path) -> Result<bool> {
 /// Which threads of a recording to decode (`--pid`, `--tid`, `--comm`, as perf script's;
 /// all when none is given).
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct ProcessFilter {
+pub struct ThreadFilter {
     /// With -i: only the processes with these pids (comma-separated).
     #[arg(long = "pid", value_name = "PID,...", value_delimiter = ',')]
     pub pids: Vec<u32>,
@@ -48,7 +48,7 @@ pub struct ProcessFilter {
     pub comms: Vec<String>,
 }
 
-impl ProcessFilter {
+impl ThreadFilter {
     pub fn is_empty(&self) -> bool {
         self.pids.is_empty() && self.tids.is_empty() && self.comms.is_empty()
     }
@@ -70,7 +70,7 @@ pub struct TracedThread {
 }
 
 /// The trace of one thread, ready for a decoding command.
-pub struct LoadedProcess {
+pub struct LoadedTrace {
     /// Its thread (`None`: the trace could not be split, and this is all of it).
     pub thread: Option<TracedThread>,
     /// The options the recording says, with the process's files (and the caller's --elf).
@@ -81,7 +81,7 @@ pub struct LoadedProcess {
     pub stops: StopsKeepStacks,
 }
 
-impl LoadedProcess {
+impl LoadedTrace {
     /// `comm-pid/tid` for messages and headers.
     pub fn label(&self) -> String {
         match &self.thread {
@@ -92,7 +92,7 @@ impl LoadedProcess {
 }
 
 pub struct LoadedRecording {
-    pub processes: Vec<LoadedProcess>,
+    pub traces: Vec<LoadedTrace>,
     pub name: String,
 }
 
@@ -144,7 +144,7 @@ fn warn_problems(path: &Path, problems: &[PlacementProblem], whose: &str) {
     }
 }
 
-/// The recording's trace, one [`LoadedProcess`] per process `filter` admits, in order
+/// The recording's trace, one [`LoadedTrace`] per process `filter` admits, in order
 /// of their first run in the trace. A trace that cannot be split (no timestamps, no
 /// time conversion) is one process with every file, said in a note; with a filter, an
 /// error.
@@ -152,7 +152,7 @@ pub fn load(
     path: &Path,
     symfs: Option<&Path>,
     given: &TraceArgs,
-    filter: &ProcessFilter,
+    filter: &ThreadFilter,
 ) -> Result<LoadedRecording> {
     let reader =
         PerfDataReader::open(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -173,7 +173,7 @@ pub fn load(
                 path.display()
             );
             return Ok(LoadedRecording {
-                processes: vec![whole_trace(path, &recording, symfs, given)?],
+                traces: vec![whole_trace(path, &recording, symfs, given)?],
                 name,
             });
         }
@@ -198,7 +198,7 @@ pub fn load(
         StopsKeepStacks::No
     };
     let mut placed_of: Vec<(ProgramRun, Vec<PlacedElf>)> = Vec::new();
-    let mut processes = Vec::new();
+    let mut traces = Vec::new();
     for thread in attribution.threads {
         if !filter.admits(thread.run, thread.tid, &thread.comm) {
             continue;
@@ -225,7 +225,7 @@ pub fn load(
             );
             continue;
         }
-        processes.push(LoadedProcess {
+        traces.push(LoadedTrace {
             thread: Some(TracedThread {
                 run: thread.run,
                 tid: thread.tid,
@@ -236,18 +236,19 @@ pub fn load(
             stops,
         });
     }
-    if processes.is_empty() {
+    if traces.is_empty() {
+        if filter.is_empty() {
+            bail!(
+                "{}: no thread of the trace could be decoded",
+                path.display()
+            );
+        }
         bail!(
-            "{}: no process to decode (of the {} the trace ran)",
-            path.display(),
-            if filter.is_empty() {
-                "processes"
-            } else {
-                "ones asked for"
-            }
+            "{}: no thread of the trace is one --pid, --tid or --comm names",
+            path.display()
         );
     }
-    Ok(LoadedRecording { processes, name })
+    Ok(LoadedRecording { traces, name })
 }
 
 /// The whole trace against every file of the recording (one address space).
@@ -256,7 +257,7 @@ fn whole_trace(
     recording: &NtraceRecording,
     symfs: Option<&Path>,
     given: &TraceArgs,
-) -> Result<LoadedProcess> {
+) -> Result<LoadedTrace> {
     let (placed, problems) = recording.placed_files(reader_under(symfs));
     warn_problems(path, &problems, "");
     let mut bytes = Vec::new();
@@ -266,7 +267,7 @@ fn whole_trace(
         }
         bytes.extend_from_slice(&piece.bytes);
     }
-    Ok(LoadedProcess {
+    Ok(LoadedTrace {
         thread: None,
         arguments: arguments_of(&recording.info, given, &placed),
         trace: TraceFile::from_bytes(&bytes)?,
