@@ -17,9 +17,10 @@ fuzz_target!(|data: &[u8]| {
     let _ = NtraceInfo::from_words(&words);
     if let Ok(reader) = PerfDataReader::from_bytes(data, "fuzz") {
         if let Ok(recording) = perf_session::read_ntrace_recording(&reader) {
-            let _ = recording.placed_files(|_| -> std::io::Result<(std::path::PathBuf, Vec<u8>)> {
-                Err(std::io::Error::from(std::io::ErrorKind::NotFound))
-            });
+            let _ =
+                recording.placed_files(|_, _| -> std::io::Result<(std::path::PathBuf, Vec<u8>)> {
+                    Err(std::io::Error::from(std::io::ErrorKind::NotFound))
+                });
             let options = ntrace_message::MessageOptions::default()
                 .with_src_bits(recording.info.src_bits)
                 .with_timestamps(true);

@@ -1440,3 +1440,45 @@ fn rvperf_trace_record_a_attributes_each_instruction_to_its_process() {
         );
     }
 }
+
+/// `rvperf decode -i` finds a recorded file by its build id in perf's cache
+/// (`~/.debug/.build-id/xx/rest/elf`, as `perf buildid-cache` keeps it), with no
+/// `--symfs`: the program's thread decodes exactly.
+#[test]
+#[ignore = "needs the guest tier's perf.data recordings (tools/vm/test runs it)"]
+fn a_recording_finds_its_files_in_the_build_id_cache() {
+    let recording = captures_directory().join("rvperf-autofdo-perf.perf.data");
+    let elf = binaries_directory().join("autofdo");
+    let build_id = perf_session::elf_build_id(&std::fs::read(&elf).unwrap()).expect("a build id");
+    let hex: String = build_id.iter().map(|byte| format!("{byte:02x}")).collect();
+    let home = common::scratch().join(format!("build-id-cache-{}", std::process::id()));
+    let cached = home
+        .join(".debug/.build-id")
+        .join(&hex[..2])
+        .join(&hex[2..]);
+    std::fs::create_dir_all(&cached).unwrap();
+    let _ = std::fs::remove_file(cached.join("elf"));
+    std::os::unix::fs::symlink(&elf, cached.join("elf")).unwrap();
+    let output = std::process::Command::new(common::rvperf_binary())
+        .args(["decode", "--output", "pcs", "--comm", "autofdo", "-i"])
+        .arg(&recording)
+        .env("HOME", &home)
+        .output()
+        .expect("run rvperf decode");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("gap"), "{stderr}");
+    let pcs: Vec<u64> = String::from_utf8(output.stdout)
+        .expect("UTF-8")
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .map(|line| u64::from_str_radix(line.trim_start_matches("0x"), 16).expect("an address"))
+        .collect();
+    let (truth, main, exit) = ground_truth("autofdo", &["60".to_string()]);
+    let decoded = window(&pcs, main, exit).expect("main decoded");
+    assert_same_execution("build-id cache", &elf, &truth, decoded);
+    eprintln!(
+        "rvperf-autofdo-perf: found by build id {hex} in the cache, {} instructions of main exact",
+        truth.len()
+    );
+}

@@ -229,7 +229,7 @@ impl NtraceRecording {
     pub fn placed_files_of<B: AsRef<[u8]>>(
         &self,
         run: ProgramRun,
-        read: impl Fn(&str) -> std::io::Result<(std::path::PathBuf, B)>,
+        read: impl Fn(&str, Option<&[u8]>) -> std::io::Result<(std::path::PathBuf, B)>,
     ) -> (Vec<crate::PlacedElf>, Vec<PlacementProblem>) {
         place_files(&self.mappings_of(run), read)
     }

@@ -357,7 +357,7 @@ impl NtraceRecording {
     /// to its processes, each process's own, `crate::ntrace_attribution`).
     pub fn placed_files<B: AsRef<[u8]>>(
         &self,
-        read: impl Fn(&str) -> std::io::Result<(std::path::PathBuf, B)>,
+        read: impl Fn(&str, Option<&[u8]>) -> std::io::Result<(std::path::PathBuf, B)>,
     ) -> (Vec<crate::PlacedElf>, Vec<PlacementProblem>) {
         let mappings: Vec<&ExecutableMapping> = self.mappings.iter().collect();
         place_files(&mappings, read)
@@ -366,13 +366,13 @@ impl NtraceRecording {
 
 /// The ELF files of `mappings`, each placed where it was mapped (the address of its
 /// lowest loadable segment, `None` for an executable at its link addresses), for
-/// [`crate::TraceCode::load`]. `read` gives a file's bytes by its recorded name (the
-/// caller's symfs and build-id cache); a file whose build id is not the recorded one is
-/// left out. Later mappings come first; a file whose code would overlap code already
+/// [`crate::TraceCode::load`]. `read` gives a file's bytes by its recorded name and
+/// build id (the caller's build-id cache and symfs); a file whose build id is not the
+/// recorded one is left out. Later mappings come first; a file whose code would overlap code already
 /// placed is left out.
 pub fn place_files<B: AsRef<[u8]>>(
     mappings: &[&ExecutableMapping],
-    read: impl Fn(&str) -> std::io::Result<(std::path::PathBuf, B)>,
+    read: impl Fn(&str, Option<&[u8]>) -> std::io::Result<(std::path::PathBuf, B)>,
 ) -> (Vec<crate::PlacedElf>, Vec<PlacementProblem>) {
     {
         use object::{Object, ObjectKind, ObjectSegment};
@@ -385,7 +385,7 @@ pub fn place_files<B: AsRef<[u8]>>(
                 continue;
             }
             seen.push((mapping.filename.as_str(), mapping.start));
-            let (path, bytes) = match read(&mapping.filename) {
+            let (path, bytes) = match read(&mapping.filename, mapping.build_id.as_deref()) {
                 Ok(found) => found,
                 Err(error) => {
                     problems.push(PlacementProblem::Unreadable {

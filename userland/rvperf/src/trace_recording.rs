@@ -120,21 +120,32 @@ fn arguments_of(info: &NtraceInfo, given: &TraceArgs, placed: &[PlacedElf]) -> T
     arguments
 }
 
-/// Maps a recorded file by its name, under `symfs` when given: placing it reads its
-/// headers and notes, not the whole file.
+/// Maps a recorded file, found as perf finds it (`symbolize::binary_candidates`): by its
+/// build id in perf's cache (`~/.debug/.build-id/`), else under `symfs`, else at its
+/// recorded path. Placing it reads its headers and notes, not the whole file.
 fn reader_under(
     symfs: Option<&Path>,
-) -> impl Fn(&str) -> std::io::Result<(PathBuf, memmap2::Mmap)> + '_ {
-    move |name| {
-        let path = match symfs {
-            Some(root) => root.join(name.trim_start_matches('/')),
-            None => PathBuf::from(name),
+) -> impl Fn(&str, Option<&[u8]>) -> std::io::Result<(PathBuf, memmap2::Mmap)> + '_ {
+    move |name, build_id| {
+        let options = symbolize::SymbolizerOptions {
+            symfs: symfs.map(Path::to_path_buf),
+            ..symbolize::SymbolizerOptions::default()
         };
-        let file = std::fs::File::open(&path)?;
-        // SAFETY: read-only and private; the recorded files are not written while a
-        // recording is read (as perf assumes of the files it symbolizes).
-        let map = unsafe { memmap2::Mmap::map(&file) }?;
-        Ok((path, map))
+        let candidates = symbolize::binary_candidates(&options, Path::new(name), build_id);
+        let mut last_error = std::io::Error::from(std::io::ErrorKind::NotFound);
+        for path in candidates {
+            match std::fs::File::open(&path) {
+                Ok(file) => {
+                    // SAFETY: read-only and private; the recorded files are not written
+                    // while a recording is read (as perf assumes of the files it
+                    // symbolizes).
+                    let map = unsafe { memmap2::Mmap::map(&file) }?;
+                    return Ok((path, map));
+                }
+                Err(error) => last_error = error,
+            }
+        }
+        Err(last_error)
     }
 }
 
@@ -199,10 +210,12 @@ pub fn load(
     };
     let mut placed_of: Vec<(ProgramRun, Vec<PlacedElf>)> = Vec::new();
     let mut traces = Vec::new();
+    let mut admitted = 0;
     for thread in attribution.threads {
         if !filter.admits(thread.run, thread.tid, &thread.comm) {
             continue;
         }
+        admitted += 1;
         let label = format!("{}-{}/{}", thread.comm, thread.run.pid, thread.tid);
         let placed = match placed_of.iter().find(|(run, _)| *run == thread.run) {
             Some((_, placed)) => placed.clone(),
@@ -237,14 +250,14 @@ pub fn load(
         });
     }
     if traces.is_empty() {
-        if filter.is_empty() {
+        if admitted == 0 && !filter.is_empty() {
             bail!(
-                "{}: no thread of the trace could be decoded",
+                "{}: no thread of the trace is one --pid, --tid or --comm names",
                 path.display()
             );
         }
         bail!(
-            "{}: no thread of the trace is one --pid, --tid or --comm names",
+            "{}: none of the traced files was found (--symfs, perf's build-id cache)",
             path.display()
         );
     }

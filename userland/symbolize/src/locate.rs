@@ -30,7 +30,7 @@ fn debug_dirs(options: &SymbolizerOptions) -> Vec<PathBuf> {
 /// Candidates for the file recorded as `recorded`, best first: perf's
 /// build-id cache, then the symfs root, then the recorded path itself
 /// (only without a symfs root: there the host's file is another machine's).
-pub(crate) fn binary_candidates(
+pub fn binary_candidates(
     options: &SymbolizerOptions,
     recorded: &Path,
     build_id: Option<&[u8]>,
