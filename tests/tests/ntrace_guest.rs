@@ -1341,8 +1341,8 @@ fn products_of_a_recording_made_in_the_guest_are_exact_and_the_hosts() {
 /// executables at 0x10000, take turns on CPU 1 while `hot` keeps CPU 0 busy. Split by
 /// thread (timestamps against the context switches), each program's trace decodes
 /// against its own ELF alone to exactly `qemu-riscv64`'s run of its `main`, with no gap;
-/// the side-band shows they did alternate; every message of the trace is some
-/// process's.
+/// the side-band shows they did alternate; no message is left without a task or a
+/// CPU, or unreadable.
 #[test]
 #[ignore = "needs the guest tier's two-hart recording (tools/vm/test runs it)"]
 fn rvperf_trace_record_a_attributes_each_instruction_to_its_process() {
