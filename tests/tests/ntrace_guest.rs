@@ -933,24 +933,33 @@ fn check_pieces_between_gaps(capture: &Capture, minimum: usize) {
     );
 }
 
+/// The PCs `rvperf decode -i --output pcs` printed: `0xPC` lines (`HART 0xPC` with
+/// several harts), under a `# thread ...` line per thread.
+fn printed_pcs(stdout: &str) -> Vec<u64> {
+    stdout
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .map(|line| {
+            let pc = line.split_whitespace().last().expect("a PC");
+            let hex = pc.strip_prefix("0x").expect("0x + hex");
+            u64::from_str_radix(hex, 16).expect("an address")
+        })
+        .collect()
+}
+
 /// A perf.data recording as a [`Capture`] (the info keys from its AUXTRACE_INFO, the
 /// trace its pieces one after the other, each gap at the offset of the piece after it).
 fn capture_of_recording(name: &str, programs: Vec<(String, Vec<String>)>, path: &Path) -> Capture {
     use perf_abi::ntrace::feature;
     let reader = perf_data::PerfDataReader::open(path).expect("read the perf.data");
     let recording = perf_session::read_ntrace_recording(&reader).expect("an N-Trace recording");
-    let info = recording.info;
+    let info = &recording.info;
     let flag = |bit: u64| if info.has(bit) { "1" } else { "0" }.to_string();
-    let mut trace = Vec::new();
-    let mut gaps = Vec::new();
-    let mut end = 0;
-    for piece in &recording.pieces {
-        if piece.offset > end {
-            gaps.push(format!("{:#x}:{}", trace.len(), piece.offset - end));
-        }
-        trace.extend_from_slice(&piece.bytes);
-        end = piece.offset + piece.bytes.len() as u64;
-    }
+    let (trace, gaps) = recording.joined_trace();
+    let gaps: Vec<String> = gaps
+        .iter()
+        .map(|gap| format!("{:#x}:{}", gap.position, gap.lost))
+        .collect();
     let info_map = HashMap::from([
         ("recorder".to_string(), "rvperf".to_string()),
         ("src_bits".to_string(), info.src_bits.to_string()),
@@ -1041,11 +1050,7 @@ fn rvperf_trace_record_perf_data_decodes_with_no_flags_to_the_exact_execution() 
                 "{name}: no note that the trace is one address space: {stderr}"
             );
         }
-        let pcs: Vec<u64> = stdout
-            .lines()
-            .filter(|line| !line.starts_with('#'))
-            .map(|line| u64::from_str_radix(line.trim_start_matches("0x"), 16).expect("an address"))
-            .collect();
+        let pcs = printed_pcs(&stdout);
         let (truth, main, exit) = ground_truth(&program, &args);
         let elf = binaries_directory().join(&program);
         let pcs = program_pcs(&pcs);
@@ -1419,16 +1424,7 @@ fn rvperf_trace_record_a_attributes_each_instruction_to_its_process() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "{program}: {stderr}");
         assert!(!stderr.contains("gap"), "{program}: {stderr}");
-        // Two harts: `HART 0xPC` lines.
-        let pcs: Vec<u64> = String::from_utf8(output.stdout)
-            .expect("UTF-8")
-            .lines()
-            .filter(|line| !line.starts_with('#'))
-            .map(|line| {
-                let pc = line.split_whitespace().last().expect("a PC");
-                u64::from_str_radix(pc.trim_start_matches("0x"), 16).expect("an address")
-            })
-            .collect();
+        let pcs = printed_pcs(&String::from_utf8(output.stdout).expect("UTF-8"));
         let (truth, main, exit) = ground_truth(program, &[args.to_string()]);
         let elf = binaries_directory().join(program);
         let decoded =
@@ -1468,12 +1464,7 @@ fn a_recording_finds_its_files_in_the_build_id_cache() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(!stderr.contains("gap"), "{stderr}");
-    let pcs: Vec<u64> = String::from_utf8(output.stdout)
-        .expect("UTF-8")
-        .lines()
-        .filter(|line| !line.starts_with('#'))
-        .map(|line| u64::from_str_radix(line.trim_start_matches("0x"), 16).expect("an address"))
-        .collect();
+    let pcs = printed_pcs(&String::from_utf8(output.stdout).expect("UTF-8"));
     let (truth, main, exit) = ground_truth("autofdo", &["60".to_string()]);
     let decoded = window(&pcs, main, exit).expect("main decoded");
     assert_same_execution("build-id cache", &elf, &truth, decoded);

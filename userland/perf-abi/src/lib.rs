@@ -18,8 +18,10 @@ mod event_list;
 pub mod ntrace;
 mod pmu_list;
 mod record;
+mod time_conversion;
 
 pub use perf_event_open_sys as sys;
+pub use time_conversion::TimeConversion;
 
 pub use attr::{
     attr_bytes, attr_from_bytes, build_attr, AttrBytesError, AttrOptions, Sampling, Wakeup,

@@ -35,6 +35,8 @@
 //! `idx` 0 (one sink), `cpu` and `tid` all ones. A chunk whose offset is past the end of
 //! the one before is a gap: the sink overwrote those bytes before they were read.
 
+pub use crate::TimeConversion;
+
 /// The `auxtrace_type` of an N-Trace recording ("RVNT"; far from Linux perf's 1..8, as
 /// [`crate::ctr::RVPERF_AUXTRACE_CTR`]).
 pub const RVPERF_AUXTRACE_NTRACE: u32 = 0x5256_4e54;
@@ -60,37 +62,6 @@ pub mod feature {
     pub const STOP_ON_WRAP: u64 = 1 << 7;
 }
 
-/// The kernel's conversion of the hart's `time` counter to perf time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TimeConversionWords {
-    pub shift: u16,
-    pub mult: u32,
-    pub zero: u64,
-    pub cycles: u64,
-    pub mask: u64,
-}
-
-impl TimeConversionWords {
-    /// Perf time (ns) of a `time` counter value: the conversion `perf_event_mmap_page`
-    /// documents for `cap_user_time_zero`, with its `cap_user_time_short` extension
-    /// (a counter narrower than 64 bits is first extended from `time_cycles`).
-    pub fn perf_time(&self, cycles: u64) -> u64 {
-        let cycles = if self.mask == u64::MAX {
-            cycles
-        } else {
-            self.cycles
-                .wrapping_add(cycles.wrapping_sub(self.cycles) & self.mask)
-        };
-        let shift = u32::from(self.shift.min(63));
-        let quotient = cycles >> shift;
-        let remainder = cycles & ((1u64 << shift) - 1);
-        let mult = u64::from(self.mult);
-        self.zero
-            .wrapping_add(quotient.wrapping_mul(mult))
-            .wrapping_add(remainder.wrapping_mul(mult) >> shift)
-    }
-}
-
 /// The configuration an N-Trace recording ran with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NtraceInfo {
@@ -104,7 +75,7 @@ pub struct NtraceInfo {
     pub return_stack_depth: u32,
     pub harts: u64,
     pub buffer_bytes: u64,
-    pub time: Option<TimeConversionWords>,
+    pub time: Option<TimeConversion>,
     pub timestamp_prescale: u32,
     /// The Linux CPU of each hart, by hart index (`None`: the hart is no CPU); empty
     /// when the recording does not say.
@@ -202,7 +173,7 @@ impl NtraceInfo {
             });
         }
         let sync_max = narrow(4, "sync_max", u64::from(u32::MAX))? as u32;
-        let time = (narrow(9, "time conversion present", 1)? == 1).then(|| TimeConversionWords {
+        let time = (narrow(9, "time conversion present", 1)? == 1).then(|| TimeConversion {
             shift: words[10].min(63) as u16,
             mult: words[11] as u32,
             zero: words[12],
@@ -248,7 +219,7 @@ mod tests {
             return_stack_depth: 32,
             harts: 0b11,
             buffer_bytes: 16 << 20,
-            time: Some(TimeConversionWords {
+            time: Some(TimeConversion {
                 shift: 21,
                 mult: 209_715_200,
                 zero: 12_345,
@@ -282,7 +253,7 @@ mod tests {
     #[test]
     fn timestamps_convert_to_perf_time() {
         // 10 MHz: 100 ns a tick (mult / 2^shift = 100).
-        let time = TimeConversionWords {
+        let time = TimeConversion {
             shift: 21,
             mult: 209_715_200,
             zero: 12_345,
@@ -300,7 +271,7 @@ mod tests {
         };
         assert_eq!(info.perf_time_of_timestamp(25), Some(12_345 + 10_000));
         // A short counter is extended from time_cycles.
-        let short = TimeConversionWords {
+        let short = TimeConversion {
             cycles: 0x1_0000_0000,
             mask: 0xffff_ffff,
             ..time

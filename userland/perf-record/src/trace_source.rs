@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use perf_abi::ntrace::{NtraceInfo, TimeConversionWords, RVPERF_AUXTRACE_NTRACE};
+use perf_abi::ntrace::{NtraceInfo, RVPERF_AUXTRACE_NTRACE};
 use perf_abi::{build_attr, parse_event};
 use perf_data::AuxtraceChunk;
 use perf_ring::{online_cpus, Event};
@@ -138,16 +138,7 @@ struct TraceSource {
 impl TraceSource {
     fn write_info(&mut self, cpus: &[CpuRing], writer: &mut Writer) -> Result<(), RecordError> {
         let status = self.device.status()?;
-        let time = cpus
-            .first()
-            .and_then(|cpu| cpu.ring.time_conversion())
-            .map(|time| TimeConversionWords {
-                shift: time.shift,
-                mult: time.mult,
-                zero: time.zero,
-                cycles: time.cycles,
-                mask: time.mask,
-            });
+        let time = cpus.first().and_then(|cpu| cpu.ring.time_conversion());
         let harts = if self.config.harts == 0 {
             self.device.info().harts
         } else {

@@ -8,8 +8,8 @@ mod ring;
 
 pub use cpus::{online_cpus, parse_cpu_list, CpuListError};
 pub use event::{Event, EventError};
+pub use perf_abi::TimeConversion;
 pub use poll::{poll_readable, PollError, PollStatus};
 pub use ring::{
     page_size, AuxChunk, AuxMode, RawData, RawRecord, RecordBatch, RingBuffer, RingError,
-    TimeConversion,
 };

@@ -29,7 +29,9 @@ use std::ptr::addr_of_mut;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use memmap2::{MmapOptions, MmapRaw};
-use perf_abi::{parse_record, Record, RecordError, SampleFormat, RECORD_HEADER_SIZE};
+use perf_abi::{
+    parse_record, Record, RecordError, SampleFormat, TimeConversion, RECORD_HEADER_SIZE,
+};
 use perf_event_open_sys::bindings::perf_event_mmap_page;
 
 use crate::Event;
@@ -169,38 +171,6 @@ struct AuxArea {
     map: MmapRaw,
     size: usize,
     mode: AuxMode,
-}
-
-/// `perf_event_mmap_page`'s time conversion: perf time of a counter value `counter` is
-/// [`TimeConversion::perf_time`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TimeConversion {
-    pub shift: u16,
-    pub mult: u32,
-    pub zero: u64,
-    /// With a short counter (`cap_user_time_short`): the counter value `cycles` and the
-    /// counter's `mask`; otherwise 0 and all ones.
-    pub cycles: u64,
-    pub mask: u64,
-}
-
-impl TimeConversion {
-    /// Perf time (nanoseconds of the kernel's perf clock) of counter value `counter`,
-    /// as perf_event.h's comment computes it.
-    pub fn perf_time(&self, counter: u64) -> u64 {
-        let counter = if self.mask == u64::MAX {
-            counter
-        } else {
-            self.cycles
-                .wrapping_add(counter.wrapping_sub(self.cycles) & self.mask)
-        };
-        let shift = u32::from(self.shift.min(63));
-        let quotient = counter >> shift;
-        let remainder = counter & ((1u64 << shift) - 1);
-        self.zero
-            .wrapping_add(quotient.wrapping_mul(u64::from(self.mult)))
-            .wrapping_add((remainder.wrapping_mul(u64::from(self.mult))) >> shift)
-    }
 }
 
 /// The metadata page plus 2^n data pages of one event (and whatever events

@@ -44,7 +44,7 @@ pub use ntrace_attribution::{
 };
 pub use ntrace_recording::{
     is_ntrace_recording, place_files, read_ntrace_recording, CommandName, ExecutableMapping,
-    NtraceRecording, NtraceRecordingError, PlacementProblem, Task, TaskFork, TaskSwitch,
+    JoinedGap, NtraceRecording, NtraceRecordingError, PlacementProblem, Task, TaskFork, TaskSwitch,
     TracePiece,
 };
 pub use ordered::OrderedEvents;

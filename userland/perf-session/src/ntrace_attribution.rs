@@ -129,17 +129,18 @@ impl NtraceRecording {
         }
     }
 
-    /// The perf time `run` began: its exec (0 for a program run from the start or a
-    /// fork's).
-    fn start_of(&self, run: ProgramRun) -> u64 {
-        self.execs_of(run.pid)
-            .get(
-                usize::try_from(run.execs)
-                    .unwrap_or(usize::MAX)
-                    .wrapping_sub(1),
-            )
+    /// The perf times `run` ran in: from its exec (0 for a program run from the start
+    /// or a fork's) to the pid's next exec (`u64::MAX` without one).
+    fn span_of(&self, run: ProgramRun) -> std::ops::Range<u64> {
+        let execs = self.execs_of(run.pid);
+        let index = usize::try_from(run.execs).unwrap_or(usize::MAX);
+        let start = index
+            .checked_sub(1)
+            .and_then(|previous| execs.get(previous))
             .copied()
-            .unwrap_or(0)
+            .unwrap_or(0);
+        let end = execs.get(index).copied().unwrap_or(u64::MAX);
+        start..end
     }
 
     /// The times of `pid`'s execs, in order.
@@ -157,16 +158,11 @@ impl NtraceRecording {
     /// The command name of `run`: its exec's, or the latest the pid had before it ran
     /// another program (a fork's is its parent's).
     pub fn comm_of(&self, run: ProgramRun) -> String {
-        let start = self.start_of(run);
-        let end = self
-            .execs_of(run.pid)
-            .get(usize::try_from(run.execs).unwrap_or(usize::MAX))
-            .copied()
-            .unwrap_or(u64::MAX);
+        let span = self.span_of(run);
         let own = self
             .comms
             .iter()
-            .filter(|comm| comm.task.pid == run.pid && comm.time >= start && comm.time < end)
+            .filter(|comm| comm.task.pid == run.pid && span.contains(&comm.time))
             .max_by_key(|comm| comm.time)
             .map(|comm| comm.comm.clone());
         own.or_else(|| {
@@ -191,12 +187,7 @@ impl NtraceRecording {
     /// The executable mappings of `run`: those the pid made while running it, and a
     /// forked run's parent's before the fork.
     pub fn mappings_of(&self, run: ProgramRun) -> Vec<&ExecutableMapping> {
-        let start = self.start_of(run);
-        let end = self
-            .execs_of(run.pid)
-            .get(usize::try_from(run.execs).unwrap_or(usize::MAX))
-            .copied()
-            .unwrap_or(u64::MAX);
+        let span = self.span_of(run);
         let mut mappings: Vec<&ExecutableMapping> = Vec::new();
         let mut ancestor = run;
         // A chain of forks without exec (bounded: each step is an older fork).
@@ -209,7 +200,7 @@ impl NtraceRecording {
                 .iter()
                 .find(|fork| fork.child.pid == ancestor.pid)
                 .map_or(0, |fork| fork.time);
-            let parent_start = self.start_of(parent);
+            let parent_start = self.span_of(parent).start;
             // The parent's mappings come first: the child's own are later.
             let inherited = self.mappings.iter().filter(|mapping| {
                 mapping.pid == parent.pid
@@ -219,9 +210,11 @@ impl NtraceRecording {
             mappings.splice(0..0, inherited);
             ancestor = parent;
         }
-        mappings.extend(self.mappings.iter().filter(|mapping| {
-            mapping.pid == run.pid && mapping.time >= start && mapping.time < end
-        }));
+        mappings.extend(
+            self.mappings
+                .iter()
+                .filter(|mapping| mapping.pid == run.pid && span.contains(&mapping.time)),
+        );
         mappings
     }
 

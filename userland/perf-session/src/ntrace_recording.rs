@@ -71,6 +71,15 @@ pub struct TaskFork {
     pub child: Task,
 }
 
+/// Where bytes are missing in [`NtraceRecording::joined_trace`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JoinedGap {
+    /// The position in the joined trace of the first byte after the gap.
+    pub position: u64,
+    /// Bytes the sink wrote there that were not read.
+    pub lost: u64,
+}
+
 #[derive(Debug)]
 pub struct NtraceRecording {
     pub info: NtraceInfo,
@@ -352,6 +361,25 @@ impl std::fmt::Display for PlacementProblem {
 }
 
 impl NtraceRecording {
+    /// The pieces one after the other (a raw trace), and where bytes are missing
+    /// between them (before the first piece too, when the sink overwrote its start).
+    pub fn joined_trace(&self) -> (Vec<u8>, Vec<JoinedGap>) {
+        let mut bytes = Vec::new();
+        let mut gaps = Vec::new();
+        let mut end = 0;
+        for piece in &self.pieces {
+            if piece.offset > end {
+                gaps.push(JoinedGap {
+                    position: bytes.len() as u64,
+                    lost: piece.offset - end,
+                });
+            }
+            bytes.extend_from_slice(&piece.bytes);
+            end = piece.offset + piece.bytes.len() as u64;
+        }
+        (bytes, gaps)
+    }
+
     /// The ELF files of every executable mapping of the recording, as
     /// [`place_files`] places them (one address space for all: for a trace attributed
     /// to its processes, each process's own, `crate::ntrace_attribution`).

@@ -11,7 +11,7 @@ use std::io::Cursor;
 use ntrace_message::{
     AddressWidth, Body, BranchType, CorrelationEvent, MessageEncoder, MessageOptions, SyncReason,
 };
-use perf_abi::ntrace::{feature, NtraceInfo, TimeConversionWords, RVPERF_AUXTRACE_NTRACE};
+use perf_abi::ntrace::{feature, NtraceInfo, TimeConversion, RVPERF_AUXTRACE_NTRACE};
 use perf_abi::sys::bindings::{self as abi, perf_event_attr};
 use perf_abi::{CommRecord, Mmap2FileId, Mmap2Record, SampleId, TaskRecord};
 use perf_data::{AuxtraceChunk, EventDesc, Metadata, PerfDataReader, PerfDataWriter, TaskEvent};
@@ -28,7 +28,7 @@ fn info(hart_cpus: Vec<Option<u32>>, features: u64) -> NtraceInfo {
         return_stack_depth: 0,
         harts: 0b11,
         buffer_bytes: 1 << 16,
-        time: Some(TimeConversionWords {
+        time: Some(TimeConversion {
             shift: 21,
             mult: 209_715_200,
             zero: 0,

@@ -9,7 +9,7 @@ use perf_abi::ntrace::{feature, NtraceInfo, RVPERF_AUXTRACE_NTRACE};
 use perf_abi::sys::bindings::{self as abi, perf_event_attr};
 use perf_abi::{Mmap2FileId, Mmap2Record, SampleId};
 use perf_data::{AuxtraceChunk, EventDesc, Metadata, PerfDataReader, PerfDataWriter};
-use perf_session::{read_ntrace_recording, NtraceRecordingError, TracePiece};
+use perf_session::{read_ntrace_recording, JoinedGap, NtraceRecordingError, TracePiece};
 
 fn info() -> NtraceInfo {
     NtraceInfo {
@@ -132,6 +132,16 @@ fn pieces_gaps_configuration_and_mappings_read_back() {
         ]
     );
     assert_eq!(recording.lost_bytes, 100);
+    // Joined: the gap sits where the second piece begins.
+    let (joined, gaps) = recording.joined_trace();
+    assert_eq!(joined.len(), 24);
+    assert_eq!(
+        gaps,
+        [JoinedGap {
+            position: 16,
+            lost: 100
+        }]
+    );
     // The executable mapping only, with its build id.
     assert_eq!(recording.mappings.len(), 1);
     assert_eq!(recording.mappings[0].filename, "/bin/program");

@@ -9,9 +9,9 @@ use perf_data::PerfDataReader;
 use perf_record::{
     RecordOptions, Recording, StopFlag, Target, TraceOptions, TraceOutcome, WorkloadExit,
 };
-use perf_session::read_ntrace_recording;
+use perf_session::{read_ntrace_recording, JoinedGap};
 use trace_device::abi::{feature, mode, privilege, status_flag, SYNC_NONE};
-use trace_device::{Config, Gap};
+use trace_device::Config;
 
 use crate::output::write_atomically;
 use crate::record::Outcome;
@@ -240,20 +240,7 @@ fn record_raw_through(
         .with_context(|| format!("cannot read {}", intermediate.display()))?;
     let traced =
         read_ntrace_recording(&reader).with_context(|| intermediate.display().to_string())?;
-    // The pieces one after the other; a gap at the position of the piece after it.
-    let mut gaps = Vec::new();
-    let mut trace = Vec::new();
-    let mut end = 0;
-    for piece in &traced.pieces {
-        if piece.offset > end {
-            gaps.push(Gap {
-                offset: trace.len() as u64,
-                lost: piece.offset - end,
-            });
-        }
-        trace.extend_from_slice(&piece.bytes);
-        end = piece.offset + piece.bytes.len() as u64;
-    }
+    let (trace, gaps) = traced.joined_trace();
     write_atomically(output, |out| {
         out.write_all(&trace)?;
         Ok(())
@@ -287,7 +274,7 @@ fn record_raw_through(
 
 /// The configuration and the outcome, one `key=value` per line (the keys
 /// `rvtrace-ctl` writes, for the same decoders and tests).
-fn info_text(recording: &TraceOutcome, gaps: &[Gap], exit: WorkloadExit) -> String {
+fn info_text(recording: &TraceOutcome, gaps: &[JoinedGap], exit: WorkloadExit) -> String {
     let config = &recording.config;
     let status = &recording.status;
     let flag = |bit: u32| u8::from(config.features & bit != 0);
@@ -303,7 +290,7 @@ fn info_text(recording: &TraceOutcome, gaps: &[Gap], exit: WorkloadExit) -> Stri
     let lost_bytes: u64 = gaps.iter().map(|gap| gap.lost).sum();
     let gaps: Vec<String> = gaps
         .iter()
-        .map(|gap| format!("{:#x}:{}", gap.offset, gap.lost))
+        .map(|gap| format!("{:#x}:{}", gap.position, gap.lost))
         .collect();
     let lines = [
         ("recorder", "rvperf".to_string()),
