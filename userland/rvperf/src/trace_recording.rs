@@ -10,7 +10,7 @@ use ntrace_message::{AddressWidth, MessageOptions};
 use perf_abi::ntrace::{feature, NtraceInfo};
 use perf_data::PerfDataReader;
 use perf_session::{
-    read_ntrace_recording, NtraceRecording, PlacedElf, PlacementProblem, ProgramRun,
+    read_ntrace_recording, NtraceRecording, PlacedElf, PlacementProblem, ProgramRun, Unattributed,
 };
 use profiles::StopsKeepStacks;
 
@@ -193,14 +193,7 @@ pub fn load(
             path.display()
         ),
     };
-    let unattributed = attribution.unattributed;
-    let outside = unattributed.no_task_messages + unattributed.unknown_hart_messages;
-    if outside > 0 {
-        eprintln!(
-            "rvperf: warning: {}: {outside} messages ran when the side-band names no task for their hart's CPU: left out",
-            path.display()
-        );
-    }
+    warn_unattributed(path, &attribution.unattributed);
     // A user-mode trace stops whenever its thread enters the kernel, which returns
     // to it (or runs a signal handler on top): its stack goes on.
     let stops = if recording.info.privileges == trace_device::abi::privilege::USER {
@@ -262,6 +255,32 @@ pub fn load(
         );
     }
     Ok(LoadedRecording { traces, name })
+}
+
+/// Says what of the trace no thread's decode will see, so that nothing is dropped
+/// unsaid.
+fn warn_unattributed(path: &Path, unattributed: &Unattributed) {
+    let outside = unattributed.no_task_messages + unattributed.unknown_hart_messages;
+    if outside > 0 {
+        eprintln!(
+            "rvperf: warning: {}: {outside} messages ran when the side-band names no task for their hart's CPU: left out",
+            path.display()
+        );
+    }
+    if unattributed.unreadable_messages > 0 {
+        eprintln!(
+            "rvperf: warning: {}: {} unreadable messages: left out, and each hart's messages until its next synchronisation",
+            path.display(),
+            unattributed.unreadable_messages
+        );
+    }
+    if unattributed.unsynchronised_messages > 0 {
+        eprintln!(
+            "rvperf: note: {}: {} messages came before their hart's first synchronisation (of the trace or after lost bytes): skipped, as a decoder skips them",
+            path.display(),
+            unattributed.unsynchronised_messages
+        );
+    }
 }
 
 /// The whole trace against every file of the recording (one address space).
