@@ -12,13 +12,14 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use code_image::{load_elf, CodeImage};
 use common::{assert_same_pcs, repository, retired_pcs_of, Code};
 use ntrace_flow::{DecoderOptions, Recovery};
 use ntrace_message::{AddressWidth, MessageOptions};
-use object::{Object, ObjectSymbol};
+use object::{Object, ObjectSegment, ObjectSymbol};
 use trace_elements::{ElementKind, TraceElement};
 
 /// Where `rvtrace-ctl` is linked (away from the workloads' 0x10000).
@@ -1471,5 +1472,124 @@ fn a_recording_finds_its_files_in_the_build_id_cache() {
     eprintln!(
         "rvperf-autofdo-perf: found by build id {hex} in the cache, {} instructions of main exact",
         truth.len()
+    );
+}
+
+/// `rvperf trace record --kernel --kcore` in the guest: a perf.data directory whose
+/// `kcore_dir/kcore` is the kernel's code as it ran (its text and the modules', named
+/// by kallsyms). The traced program's kernel work decodes against that copy alone with
+/// no gap: every instruction is in the copy, the program's system calls each enter the
+/// kernel at its trap handler, and the flame graph names the kernel's functions and
+/// weighs every decoded instruction. The same trace without the copy cannot be decoded,
+/// and says so.
+#[test]
+#[ignore = "needs the guest tier's kernel recording (tools/vm/test runs it)"]
+fn a_kernel_recording_decodes_against_its_copy_of_the_running_kernel() {
+    let recording = captures_directory().join("rvperf-syscalls-kernel.perf.data");
+    let symfs = std::env::var_os("RVPERF_NTRACE_SYMFS")
+        .expect("RVPERF_NTRACE_SYMFS: the guest's root for the recorded files");
+    let kcore = recording.join("kcore_dir/kcore");
+    let bytes =
+        std::fs::read(&kcore).unwrap_or_else(|error| panic!("{}: {error}", kcore.display()));
+    let copy = object::File::parse(&*bytes).expect("the copy is an ELF file");
+    assert_eq!(copy.architecture(), object::Architecture::Riscv64);
+    let ranges: Vec<std::ops::Range<u64>> = copy
+        .segments()
+        .map(|segment| segment.address()..segment.address() + segment.size())
+        .collect();
+    assert!(
+        ranges.len() >= 2,
+        "the kernel's text and the rvtrace module's: {ranges:x?}"
+    );
+    let handler = copy
+        .symbols()
+        .find(|symbol| symbol.name() == Ok("handle_exception"))
+        .expect("kallsyms' names in the copy")
+        .address();
+
+    let decode = |path: &Path| {
+        let output = std::process::Command::new(common::rvperf_binary())
+            .args(["decode", "--output", "pcs", "--comm", "syscalls", "-i"])
+            .arg(path)
+            .arg("--symfs")
+            .arg(&symfs)
+            .output()
+            .expect("run rvperf decode");
+        (
+            output.status.success(),
+            String::from_utf8(output.stdout).expect("UTF-8"),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (success, stdout, stderr) = decode(&recording);
+    assert!(success, "rvperf decode -i: {stderr}");
+    assert!(!stderr.contains("gap"), "{stderr}");
+    let pcs = printed_pcs(&stdout);
+    let outside: Vec<&u64> = pcs
+        .iter()
+        .filter(|pc| !ranges.iter().any(|range| range.contains(pc)))
+        .take(5)
+        .collect();
+    assert!(outside.is_empty(), "PCs outside the copy: {outside:x?}");
+    let entries = pcs.iter().filter(|&&pc| pc == handler).count();
+    let (truth, _, _) = ground_truth("syscalls", &[]);
+    let ecall_addresses = ecalls(&binaries_directory().join("syscalls"));
+    let system_calls = truth
+        .iter()
+        .filter(|pc| ecall_addresses.contains(pc))
+        .count();
+    assert!(
+        system_calls > 100 && entries >= system_calls,
+        "{entries} entries at handle_exception ({handler:#x}) for {system_calls} system calls of main"
+    );
+
+    let folded_path = common::scratch().join(format!("kernel-{}.folded", std::process::id()));
+    rvperf_on_host(&[
+        OsStr::new("flamegraph"),
+        OsStr::new("-i"),
+        recording.as_os_str(),
+        OsStr::new("--symfs"),
+        symfs.as_os_str(),
+        OsStr::new("--comm"),
+        OsStr::new("syscalls"),
+        OsStr::new("--folded"),
+        OsStr::new("-o"),
+        folded_path.as_os_str(),
+    ]);
+    let folded = std::fs::read_to_string(&folded_path).expect("the folded stacks");
+    let mut weight = 0;
+    let mut frames = HashSet::new();
+    for line in folded.lines() {
+        let (stack, count) = line.rsplit_once(' ').expect("STACK WEIGHT");
+        weight += count.parse::<u64>().expect("a weight");
+        frames.extend(stack.split(';').map(str::to_owned));
+    }
+    assert_eq!(
+        weight,
+        pcs.len() as u64,
+        "the flame graph weighs every decoded instruction"
+    );
+    for function in ["handle_exception", "do_trap_ecall_u"] {
+        assert!(frames.contains(function), "{function} in the flame graph");
+    }
+
+    // The recording's data alone, without the copy: the kernel's code is missing.
+    let alone = common::scratch().join(format!(
+        "kernel-data-alone-{}.perf.data",
+        std::process::id()
+    ));
+    std::fs::copy(recording.join("data"), &alone).expect("copy the data file");
+    let (_, _, stderr) = decode(&alone);
+    let _ = std::fs::remove_file(&alone);
+    assert!(
+        stderr.contains("has no copy of its code") && stderr.contains("gap"),
+        "without the copy: {stderr}"
+    );
+    eprintln!(
+        "rvperf-syscalls-kernel: {} kernel instructions of syscalls decoded against the copy ({} bytes, {} ranges) with no gap, {entries} entries at handle_exception for {system_calls} system calls of main, {} functions in the flame graph",
+        pcs.len(),
+        bytes.len(),
+        ranges.len(),
+        frames.len()
     );
 }

@@ -196,6 +196,15 @@ else
         # Without timestamps: not split by process, decoded as one address space.
         rvperf_capture rvperf-qsort-untimed-perf perf-data --mode htm --user --no-timestamps -- "$BIN/qsort" 1
         rvperf_products rvperf-autofdo-perf "$BIN/autofdo"
+        # The kernel (supervisor mode) with a copy of its code as it ran (--kcore): a
+        # perf.data directory, decoded on the host against that copy alone.
+        name=rvperf-syscalls-kernel
+        if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record --kernel --kcore -o "$OUT/$name.perf.data" -- \
+            "$BIN/syscalls" 2>"$OUT/$name.stderr" && [ -s "$OUT/$name.perf.data/kcore_dir/kcore" ]; then
+            ok "$name: rvperf trace record --kernel --kcore: $(tail -n 1 "$OUT/$name.stderr"), $(wc -c <"$OUT/$name.perf.data/kcore_dir/kcore") bytes of kernel code"
+        else
+            not_ok "$name: rvperf trace record --kernel --kcore failed: $(tail -n 3 "$OUT/$name.stderr")"
+        fi
         if rvperf trace record --user -o /tmp/refused.perf.data -- /nonexistent/program 2>"$OUT/refused.stderr"; then
             not_ok "rvperf trace record of a missing program fails"
         elif [ -e /tmp/refused.perf.data ]; then

@@ -49,6 +49,14 @@ const WORDS: usize = 16;
 /// The most harts whose CPUs the words can hold (the traced harts are a 64-bit mask).
 pub const MAX_HARTS: usize = 64;
 
+/// `rvtrace_config.privileges` bits (`RVTRACE_PRIV_*`; 0 traces every level), checked
+/// against the header as [`feature`]'s are.
+pub mod privilege {
+    pub const USER: u32 = 1 << 0;
+    pub const SUPERVISOR: u32 = 1 << 1;
+    pub const MACHINE: u32 = 1 << 3;
+}
+
 /// `rvtrace_config.features` bits (`RVTRACE_FEATURE_*` of the driver's uapi header;
 /// `userland/trace-device/tests/uapi_layout.rs` checks they are the header's).
 pub mod feature {
@@ -100,6 +108,12 @@ pub enum NtraceInfoError {
 impl NtraceInfo {
     pub fn has(&self, feature: u64) -> bool {
         self.features & feature != 0
+    }
+
+    /// Whether the trace follows the kernel (supervisor mode), whose code a decode
+    /// needs besides the processes'.
+    pub fn traces_kernel(&self) -> bool {
+        self.privileges == 0 || self.privileges & privilege::SUPERVISOR != 0
     }
 
     /// The perf time of a trace timestamp (which counts `time` / 4^prescale), when the

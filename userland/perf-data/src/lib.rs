@@ -20,6 +20,7 @@ mod writer;
 pub use format::*;
 pub use reader::{
     AttrInfo, BuildIdEntry, HeaderInfo, PerfDataReader, RawRecord, ReadError, Records,
+    DIRECTORY_DATA, DIRECTORY_KCORE, DIRECTORY_KCORE_ELF,
 };
 pub use threads::{ExitedThreads, Threads};
 pub use writer::{

@@ -163,14 +163,31 @@ impl std::fmt::Debug for Bytes<'_> {
     }
 }
 
+/// The recording's file in a perf.data directory (perf's `data`; beside it
+/// [`DIRECTORY_KCORE`]).
+pub const DIRECTORY_DATA: &str = "data";
+
+/// The kernel's code as it ran, in a perf.data directory: perf's `kcore_dir`, here holding
+/// [`DIRECTORY_KCORE_ELF`].
+pub const DIRECTORY_KCORE: &str = "kcore_dir";
+
+/// The file of [`DIRECTORY_KCORE`] with the kernel's code (perf's name: `kcore`).
+pub const DIRECTORY_KCORE_ELF: &str = "kcore";
+
 /// Makes the [`ReadError::Malformed`] of one file.
 type BadData<'f> = &'f dyn Fn(u64, &str) -> ReadError;
 
 impl PerfDataReader<'static> {
     /// Maps and parses the file at `path` (reads it when it cannot be mapped, as
-    /// a FIFO cannot).
+    /// a FIFO cannot). A directory is perf's directory format (`perf record --kcore`):
+    /// its [`DIRECTORY_DATA`] file is the recording.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ReadError> {
-        let path = path.as_ref();
+        let directory_data;
+        let mut path = path.as_ref();
+        if path.is_dir() {
+            directory_data = path.join(DIRECTORY_DATA);
+            path = &directory_data;
+        }
         let file = path.display().to_string();
         let io_error = |source| ReadError::Io {
             file: file.clone(),

@@ -219,3 +219,33 @@ proptest! {
         }
     }
 }
+
+/// perf's directory format (`perf record --kcore`): the directory opens as its `data`
+/// file; the kernel's code lies beside it in `kcore_dir`.
+#[test]
+fn a_perf_data_directory_is_read_through_its_data_file() {
+    let (bytes, chunks) = auxtrace_file();
+    let directory = tempfile::tempdir().unwrap();
+    let recording = directory.path().join("perf.data");
+    std::fs::create_dir_all(recording.join(DIRECTORY_KCORE)).unwrap();
+    std::fs::write(recording.join(DIRECTORY_DATA), &bytes).unwrap();
+    std::fs::write(
+        recording.join(DIRECTORY_KCORE).join(DIRECTORY_KCORE_ELF),
+        b"\x7fELF",
+    )
+    .unwrap();
+    let reader = PerfDataReader::open(&recording).unwrap();
+    let mut read = Vec::new();
+    for record in reader.records() {
+        let record = record.unwrap();
+        if record.record_type == PERF_RECORD_AUXTRACE {
+            read.push(record.aux_data[..chunks[read.len()].len()].to_vec());
+        }
+    }
+    assert_eq!(read, chunks);
+    // A directory without one is an error that names the file it looked for.
+    let empty = directory.path().join("empty.data");
+    std::fs::create_dir(&empty).unwrap();
+    let error = PerfDataReader::open(&empty).unwrap_err().to_string();
+    assert!(error.contains("empty.data/data"), "{error}");
+}

@@ -38,6 +38,13 @@ pub enum RecordError {
     Write(#[from] WriteError),
     #[error(transparent)]
     TraceDevice(#[from] trace_device::DeviceError),
+    #[error("cannot copy the running kernel's code: {0}")]
+    Kcore(#[from] crate::KcoreError),
+    #[error("cannot write the kernel's code to {}: {source}", path.display())]
+    KernelCopy {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot map the ring buffer of {event}")]
     MapRing { event: String, source: RingError },
     #[error("cannot map the AUX area of {event}")]

@@ -17,6 +17,7 @@
 
 mod ctr;
 mod error;
+mod kcore;
 mod options;
 mod output;
 mod plan;
@@ -28,6 +29,7 @@ mod workload;
 
 pub use ctr::pmu_type as ctr_pmu_type;
 pub use error::RecordError;
+pub use kcore::{CodeRange, KcoreError, KernelCode, KernelSources, KernelSymbol};
 pub use options::{
     AuxData, CallChains, RecordOptions, RecordWarning, Recording, Summary, Target,
     DEFAULT_AUX_PAGES, DEFAULT_DATA_PAGES,

@@ -31,6 +31,11 @@ pub struct TraceOptions {
     pub config: Config,
     /// How often the sink is drained at least (the loop's poll wakes on the rings only).
     pub drain_interval: Duration,
+    /// Where to write a copy of the running kernel's code ([`crate::KernelCode`], as an
+    /// ELF), for a trace of the kernel. It is taken once the events are open (opening
+    /// them switches the kernel's own static keys, which patches its text) and before
+    /// anything is traced.
+    pub kernel_copy: Option<std::path::PathBuf>,
 }
 
 impl TraceOptions {
@@ -40,6 +45,7 @@ impl TraceOptions {
             device,
             config,
             drain_interval: DEFAULT_DRAIN_INTERVAL,
+            kernel_copy: None,
         }
     }
 }
@@ -108,6 +114,7 @@ pub(crate) fn plan(options: &RecordOptions, trace: &TraceOptions) -> Result<Plan
                 stop_error: None,
                 synthesized: Vec::new(),
                 drain_interval: trace.drain_interval,
+                kernel_copy: trace.kernel_copy.clone(),
                 drains: 0,
                 final_status: None,
             }),
@@ -129,6 +136,7 @@ struct TraceSource {
     /// The files of the mappings synthesized at the start.
     synthesized: Vec<SynthesizedFile>,
     drain_interval: Duration,
+    kernel_copy: Option<std::path::PathBuf>,
     /// Drains that found new bytes.
     drains: u64,
     /// The status after the last drain.
@@ -171,6 +179,14 @@ impl AuxSource for TraceSource {
     fn begin(&mut self, writer: &mut Writer, _pid: i32) -> Result<(), RecordError> {
         // The code of what already runs (this recorder among it), as perf synthesizes it.
         self.synthesized = synthesize_processes(writer, Path::new("/proc"))?;
+        if let Some(path) = &self.kernel_copy {
+            let elf = crate::KernelCode::read(&crate::KernelSources::default())
+                .and_then(|code| code.to_elf())?;
+            std::fs::write(path, elf).map_err(|source| RecordError::KernelCopy {
+                path: path.clone(),
+                source,
+            })?;
+        }
         // Before the workload is released: its first instruction is traced.
         self.device.start()?;
         self.started = true;

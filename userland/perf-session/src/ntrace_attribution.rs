@@ -28,6 +28,9 @@ use crate::ntrace_recording::{
     place_files, ExecutableMapping, NtraceRecording, PlacementProblem, Task, TaskSwitch,
 };
 
+/// The idle task's name (perf's; the side-band has no COMM for it).
+pub const IDLE_COMM: &str = "swapper";
+
 /// A process as the trace is split by: a pid, and how many execs it had made when it
 /// ran this (0: the program it was forked running, or ran when the recording began).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -57,7 +60,8 @@ pub struct Unattributed {
     /// unreadable message and before its next (the decoder would skip them as well).
     pub unsynchronised_messages: u64,
     /// Messages of stretches whose time falls where the side-band names no task for the
-    /// hart's CPU (before the CPU's first context switch), or in the idle task.
+    /// hart's CPU (before the CPU's first context switch), or in the idle task of a
+    /// user-mode trace (of a trace that follows the kernel, it is a thread).
     pub no_task_messages: u64,
     /// Messages of a hart that is no Linux CPU.
     pub unknown_hart_messages: u64,
@@ -158,6 +162,9 @@ impl NtraceRecording {
     /// The command name of `run`: its exec's, or the latest the pid had before it ran
     /// another program (a fork's is its parent's).
     pub fn comm_of(&self, run: ProgramRun) -> String {
+        if run.pid == 0 {
+            return IDLE_COMM.to_owned();
+        }
         let span = self.span_of(run);
         let own = self
             .comms
@@ -278,7 +285,10 @@ impl NtraceRecording {
                                     .perf_time_of_timestamp(timestamp)
                                     .unwrap_or(u64::MAX);
                                 match schedule.task_at(cpu, time) {
-                                    Some(task) if task.pid != 0 => {
+                                    // The idle task runs kernel code only: a thread
+                                    // of a trace that follows the kernel (perf's
+                                    // `swapper`), nobody's in a user-mode trace.
+                                    Some(task) if task.pid != 0 || self.info.traces_kernel() => {
                                         let run = self.program_run_at(task.pid, time);
                                         let index =
                                             *index_of.entry((run, task.tid)).or_insert_with(|| {

@@ -179,13 +179,36 @@ impl TraceCode {
         self.files.iter().position(|file| file.path == path)
     }
 
-    /// A symbolizer with every file mapped in [`TRACE_PID`] as a process would map it.
-    pub fn processes(&self, options: SymbolOptions) -> Processes {
+    /// A symbolizer with every file mapped in [`TRACE_PID`] as a process would map it,
+    /// and a kernel image (a file in the kernel's half of the address space, such as a
+    /// `--kcore` copy) as its vmlinux, unless `options` name one: the symbolizer names
+    /// kernel addresses from the kernel's symbols only.
+    pub fn processes(&self, mut options: SymbolOptions) -> Processes {
+        let is_kernel_image = |file: &TraceFile| {
+            !file.info.mappings.is_empty()
+                && file
+                    .info
+                    .mappings
+                    .iter()
+                    .all(|mapping| symbolize::is_kernel_address(mapping.start))
+        };
+        // The symbolizer opens recorded paths, which are absolute.
+        let absolute =
+            |path: &Path| std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        if options.vmlinux.is_none() {
+            options.vmlinux = self
+                .files
+                .iter()
+                .find(|file| is_kernel_image(file))
+                .map(|file| absolute(&file.path));
+        }
         let mut processes = Processes::new(options);
         let symbolizer = processes.symbolizer();
         for file in &self.files {
-            // The symbolizer opens recorded paths, which are absolute.
-            let path = std::path::absolute(&file.path).unwrap_or_else(|_| file.path.clone());
+            if is_kernel_image(file) {
+                continue;
+            }
+            let path = absolute(&file.path);
             let name = path.display().to_string();
             for mapping in &file.info.mappings {
                 symbolizer.add_mapping(

@@ -416,6 +416,38 @@ fn what_cannot_be_attributed_is_counted_and_a_gap_waits_for_the_next_sync() {
     );
 }
 
+/// The idle task runs kernel code: in a trace that follows the kernel it is a thread
+/// (perf's `swapper`), whose code is the kernel's; in a user-mode trace, nobody's.
+#[test]
+fn the_idle_task_is_a_thread_only_of_a_trace_of_the_kernel() {
+    let early = stretch(0, 1, 0x1000); // before CPU 0's first switch: the idle task
+    let shell = stretch(0, 100, 0x1000);
+    let trace = [early.as_slice(), &shell].concat();
+    for (privileges, idle_thread) in [(0, true), (2, true), (1, false)] {
+        let mut info = info(Vec::new(), feature::TIMESTAMPS);
+        info.privileges = privileges;
+        let bytes = recording(&info, &[(0, trace.clone())]);
+        let reader = PerfDataReader::from_bytes(&bytes, "idle.data").unwrap();
+        let attribution = read_ntrace_recording(&reader)
+            .unwrap()
+            .attribute(options())
+            .unwrap();
+        let idle = attribution
+            .threads
+            .iter()
+            .find(|thread| thread.run.pid == 0);
+        if idle_thread {
+            let idle = idle.unwrap_or_else(|| panic!("privileges {privileges}: no idle thread"));
+            assert_eq!(idle.comm, "swapper");
+            assert_eq!(idle.trace, early);
+            assert_eq!(attribution.unattributed.no_task_messages, 0);
+        } else {
+            assert!(idle.is_none(), "a user-mode trace has no idle thread");
+            assert_eq!(attribution.unattributed.no_task_messages, 3);
+        }
+    }
+}
+
 fn super_info_without(removed: u64) -> NtraceInfo {
     info(Vec::new(), feature::TIMESTAMPS & !removed)
 }

@@ -100,6 +100,12 @@ pub struct TraceRecordArgs {
     /// Stop the trace when the buffer is full instead of overwriting it.
     #[arg(long)]
     stop_on_wrap: bool,
+    /// Keep a copy of the running kernel's code (from /proc/kcore, with kallsyms'
+    /// names), which decoding a trace of the kernel needs: the output is then a perf.data
+    /// directory as `perf record --kcore` makes (`data`, `kcore_dir/kcore`); with
+    /// `--format raw`, FILE.kcore beside the trace (an ELF for `--elf`).
+    #[arg(long, conflicts_with = "user")]
+    kcore: bool,
     /// Drain the sink at least every MS milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 10)]
     poll_ms: u32,
@@ -161,7 +167,11 @@ fn run_record(arguments: &TraceRecordArgs) -> Result<Outcome> {
 
 /// Records into the perf.data at `output` (the recording loop of `perf-record`, with
 /// the trace device as its AUX source).
-fn record_into(arguments: &TraceRecordArgs, output: &Path) -> Result<Recording> {
+fn record_into(
+    arguments: &TraceRecordArgs,
+    output: &Path,
+    kernel_copy: Option<&Path>,
+) -> Result<Recording> {
     let target = match (arguments.command.is_empty(), arguments.all_cpus) {
         (false, _) => Target::SystemWhileCommand(arguments.command.clone()),
         (true, true) => Target::System,
@@ -175,6 +185,7 @@ fn record_into(arguments: &TraceRecordArgs, output: &Path) -> Result<Recording> 
     options.command_line = std::env::args().collect();
     let mut trace = TraceOptions::new(arguments.device.clone(), config(arguments));
     trace.drain_interval = Duration::from_millis(u64::from(arguments.poll_ms.max(1)));
+    trace.kernel_copy = kernel_copy.map(Path::to_path_buf);
     options.trace = Some(trace);
     Ok(perf_record::record(&options, stop)?)
 }
@@ -194,7 +205,12 @@ fn record_perf_data(arguments: &TraceRecordArgs) -> Result<Outcome> {
         .output
         .clone()
         .unwrap_or_else(|| PathBuf::from("perf.data"));
-    let recording = record_into(arguments, &output)?;
+    let recording = if arguments.kcore {
+        record_directory(arguments, &output)?
+    } else {
+        note_kernel_without_copy(arguments);
+        record_into(arguments, &output, None)?
+    };
     let summary = &recording.summary;
     let lost = if summary.lost > 0 {
         format!(", {} side-band records lost", summary.lost)
@@ -208,6 +224,58 @@ fn record_perf_data(arguments: &TraceRecordArgs) -> Result<Outcome> {
     );
     report(&recording);
     Ok(Outcome::new(&recording))
+}
+
+/// A trace of the kernel without `--kcore` decodes its kernel parts against vmlinux at
+/// best, which is not the code that ran: said before recording.
+fn note_kernel_without_copy(arguments: &TraceRecordArgs) {
+    if !arguments.user {
+        eprintln!(
+            "rvperf trace record: note: the kernel is traced: --kcore keeps its code as it ran, which decoding it needs (vmlinux differs wherever the kernel patched itself)"
+        );
+    }
+}
+
+/// `--kcore`: a perf.data directory, as `perf record --kcore` writes one: the recording
+/// in `data` and the kernel's code in `kcore_dir/kcore`, written in a temporary
+/// directory beside `output` and moved into place when complete (nothing is left
+/// behind otherwise).
+fn record_directory(arguments: &TraceRecordArgs, output: &Path) -> Result<Recording> {
+    let mut temporary = output.to_owned().into_os_string();
+    temporary.push(".partial");
+    let temporary = PathBuf::from(temporary);
+    let result = (|| {
+        let _ = std::fs::remove_dir_all(&temporary);
+        let kcore_directory = temporary.join(perf_data::DIRECTORY_KCORE);
+        std::fs::create_dir_all(&kcore_directory)
+            .with_context(|| format!("cannot create {}", kcore_directory.display()))?;
+        let recording = record_into(
+            arguments,
+            &temporary.join(perf_data::DIRECTORY_DATA),
+            Some(&kcore_directory.join(perf_data::DIRECTORY_KCORE_ELF)),
+        )?;
+        // A file or an older directory of that name is replaced, as a perf.data file is.
+        let replaced = if output.is_dir() {
+            std::fs::remove_dir_all(output)
+        } else if output.exists() {
+            std::fs::remove_file(output)
+        } else {
+            Ok(())
+        };
+        replaced.with_context(|| format!("cannot replace {}", output.display()))?;
+        std::fs::rename(&temporary, output).with_context(|| {
+            format!(
+                "cannot move {} to {}",
+                temporary.display(),
+                output.display()
+            )
+        })?;
+        Ok(recording)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&temporary);
+    }
+    result
 }
 
 /// `--format raw`: the recording's trace bytes, gaps cut out, and its `.info`. The
@@ -224,6 +292,9 @@ fn record_raw(arguments: &TraceRecordArgs) -> Result<Outcome> {
     let result = record_raw_through(arguments, &output, &intermediate);
     // Whatever happened: the perf.data was a means.
     let _ = std::fs::remove_file(&intermediate);
+    if result.is_err() {
+        let _ = std::fs::remove_file(kernel_copy_of(&output));
+    }
     result
 }
 
@@ -232,7 +303,15 @@ fn record_raw_through(
     output: &Path,
     intermediate: &Path,
 ) -> Result<Outcome> {
-    let recording = record_into(arguments, intermediate)?;
+    let kernel_copy = kernel_copy_of(output);
+    if !arguments.kcore {
+        note_kernel_without_copy(arguments);
+    }
+    let recording = record_into(
+        arguments,
+        intermediate,
+        arguments.kcore.then_some(kernel_copy.as_path()),
+    )?;
     let Some(outcome) = recording.trace else {
         bail!("the recording holds no trace device outcome");
     };
@@ -270,6 +349,13 @@ fn record_raw_through(
     );
     report(&recording);
     Ok(Outcome::new(&recording))
+}
+
+/// `--format raw --kcore`'s copy of the kernel's code: FILE.kcore.
+fn kernel_copy_of(output: &Path) -> PathBuf {
+    let mut path = output.to_owned().into_os_string();
+    path.push(".kcore");
+    PathBuf::from(path)
 }
 
 /// The configuration and the outcome, one `key=value` per line (the keys

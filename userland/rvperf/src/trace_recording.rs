@@ -149,6 +149,25 @@ fn reader_under(
     }
 }
 
+/// The copy of the kernel's code a `--kcore` recording holds (`kcore_dir/kcore` of its
+/// perf.data directory; with kallsyms' names), placed at its addresses.
+fn kernel_code_of(path: &Path) -> Option<PlacedElf> {
+    let copy = path
+        .join(perf_data::DIRECTORY_KCORE)
+        .join(perf_data::DIRECTORY_KCORE_ELF);
+    copy.is_file().then_some(PlacedElf {
+        path: copy,
+        load_address: None,
+    })
+}
+
+/// A process's files and the kernel's code: every thread of a trace that follows the
+/// kernel ran both.
+fn with_kernel(mut placed: Vec<PlacedElf>, kernel: Option<&PlacedElf>) -> Vec<PlacedElf> {
+    placed.extend(kernel.cloned());
+    placed
+}
+
 fn warn_problems(path: &Path, problems: &[PlacementProblem], whose: &str) {
     for problem in problems {
         eprintln!("rvperf: warning: {}: {whose}{problem}", path.display());
@@ -170,6 +189,13 @@ pub fn load(
     let recording = read_ntrace_recording(&reader).with_context(|| path.display().to_string())?;
     warn_lost(path, &recording);
     let name = path.display().to_string();
+    let kernel = kernel_code_of(path);
+    if recording.info.traces_kernel() && kernel.is_none() && given.elf.is_empty() {
+        eprintln!(
+            "rvperf: warning: {}: the trace follows the kernel, and the recording has no copy of its code (record with --kcore, or give it with --elf): the kernel's parts are gaps",
+            path.display()
+        );
+    }
     let options = MessageOptions::default()
         .with_src_bits(recording.info.src_bits)
         .with_timestamps(recording.info.has(feature::TIMESTAMPS))
@@ -184,7 +210,13 @@ pub fn load(
                 path.display()
             );
             return Ok(LoadedRecording {
-                traces: vec![whole_trace(path, &recording, symfs, given)?],
+                traces: vec![whole_trace(
+                    path,
+                    &recording,
+                    symfs,
+                    given,
+                    kernel.as_ref(),
+                )?],
                 name,
             });
         }
@@ -196,7 +228,7 @@ pub fn load(
     warn_unattributed(path, &attribution.unattributed);
     // A user-mode trace stops whenever its thread enters the kernel, which returns
     // to it (or runs a signal handler on top): its stack goes on.
-    let stops = if recording.info.privileges == trace_device::abi::privilege::USER {
+    let stops = if recording.info.privileges == perf_abi::ntrace::privilege::USER {
         StopsKeepStacks::Yes
     } else {
         StopsKeepStacks::No
@@ -223,6 +255,7 @@ pub fn load(
                 placed
             }
         };
+        let placed = with_kernel(placed, kernel.as_ref());
         if placed.is_empty() && given.elf.is_empty() {
             eprintln!(
                 "rvperf: warning: {}: {label}: none of its files was found: its {} messages are left out",
@@ -289,9 +322,11 @@ fn whole_trace(
     recording: &NtraceRecording,
     symfs: Option<&Path>,
     given: &TraceArgs,
+    kernel: Option<&PlacedElf>,
 ) -> Result<LoadedTrace> {
     let (placed, problems) = recording.placed_files(reader_under(symfs));
     warn_problems(path, &problems, "");
+    let placed = with_kernel(placed, kernel);
     let mut bytes = Vec::new();
     for (index, piece) in recording.pieces.iter().enumerate() {
         if index > 0 {

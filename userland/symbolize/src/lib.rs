@@ -53,5 +53,6 @@ pub use locate::{binary_candidates, cached_kallsyms};
 pub use object_symbolizer::{DebugLink, ObjectSymbolizer, SupplementaryLink};
 pub use problem::Problem;
 pub use symbolizer::{
-    FileLocation, MappedFile, RecordedFile, Symbolized, Symbolizer, SymbolizerOptions,
+    is_kernel_address, FileLocation, MappedFile, RecordedFile, Symbolized, Symbolizer,
+    SymbolizerOptions,
 };

@@ -111,6 +111,12 @@ const UNKNOWN_DSO: &str = "[unknown]";
 /// architecture rvperf records: x86-64, AArch64, RISC-V Sv39/48/57).
 const KERNEL_START: u64 = 0xffff_0000_0000_0000;
 
+/// Whether `address` is in the kernel's half of a 64-bit address space, which the
+/// symbolizer names from kallsyms or vmlinux, never from a process's mappings.
+pub fn is_kernel_address(address: u64) -> bool {
+    address >= KERNEL_START
+}
+
 /// Cache keys of the two kernel sources, beside the file indices.
 const VMLINUX_KEY: usize = usize::MAX;
 const KALLSYMS_KEY: usize = usize::MAX - 1;
@@ -350,7 +356,7 @@ impl Symbolizer {
     /// addresses may keep its own results per location and call
     /// [`symbolize_location`](Self::symbolize_location) once for each.
     pub fn locate(&mut self, pid: u32, address: u64) -> Option<FileLocation> {
-        if address >= KERNEL_START {
+        if is_kernel_address(address) {
             return None;
         }
         let mapping = *self.processes.get(&pid)?.find(address)?;
@@ -394,7 +400,7 @@ impl Symbolizer {
     /// What a kernel address, or an address in no user mapping, is; counted
     /// as `occurrences` sampled addresses in [`problems`](Self::problems).
     pub fn symbolize_unmapped(&mut self, address: u64, occurrences: u64) -> Symbolized {
-        if address >= KERNEL_START || self.kernel_knows(address) {
+        if is_kernel_address(address) || self.kernel_knows(address) {
             return self.symbolize_kernel(address, occurrences);
         }
         self.outside_mappings += occurrences;

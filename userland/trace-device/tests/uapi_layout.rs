@@ -229,6 +229,10 @@ fn recordings_keep_the_header_feature_bits() {
     for (recorded, header) in pairs {
         assert_eq!(recorded, u64::from(header));
     }
+    use perf_abi::ntrace::privilege as recorded_privilege;
+    assert_eq!(recorded_privilege::USER, privilege::USER);
+    assert_eq!(recorded_privilege::SUPERVISOR, privilege::SUPERVISOR);
+    assert_eq!(recorded_privilege::MACHINE, privilege::MACHINE);
 }
 
 #[test]
