@@ -1593,3 +1593,107 @@ fn a_kernel_recording_decodes_against_its_copy_of_the_running_kernel() {
         frames.len()
     );
 }
+
+/// A user-mode trace through the vDSO (`clock`'s `clock_gettime` calls): the recorder
+/// kept the vDSO's image in perf's build-id cache (the guest's `~/.debug`, brought
+/// back), and `decode -i` finds it there by the recorded build id: the program's thread
+/// decodes with no gap, through the vDSO at every call, and its own instructions are
+/// `qemu-riscv64`'s exactly. Without the cache, the decode says that the vDSO has no
+/// image, and loses the trace after the first call.
+#[test]
+#[ignore = "needs the guest tier's vDSO recording (tools/vm/test runs it)"]
+fn a_trace_through_the_vdso_is_decoded_with_the_recorders_copy() {
+    let directory = captures_directory();
+    let recording = directory.join("rvperf-clock-vdso.perf.data");
+    let home = directory.join("debug-home");
+    let symfs = std::env::var_os("RVPERF_NTRACE_SYMFS")
+        .expect("RVPERF_NTRACE_SYMFS: the guest's root for the recorded files");
+    let reader = perf_data::PerfDataReader::open(&recording)
+        .unwrap_or_else(|error| panic!("{}: {error}", recording.display()));
+    let parsed = perf_session::read_ntrace_recording(&reader).expect("an N-Trace recording");
+    let options = MessageOptions::default()
+        .with_src_bits(parsed.info.src_bits)
+        .with_timestamps(true)
+        .with_address_width(AddressWidth::Bits64);
+    let attribution = parsed.attribute(options).expect("split by thread");
+    let run = attribution
+        .threads
+        .iter()
+        .find(|thread| thread.comm == "clock")
+        .expect("clock's thread")
+        .run;
+    let vdso = parsed
+        .mappings_of(run)
+        .into_iter()
+        .find(|mapping| mapping.filename == "[vdso]")
+        .expect("clock's [vdso] mapping in the side-band");
+    assert!(vdso.build_id.is_some(), "the vDSO's build id is recorded");
+    let vdso_range = vdso.start..vdso.start + vdso.length;
+
+    let decode = |home: &Path| {
+        let output = std::process::Command::new(common::rvperf_binary())
+            .args(["decode", "--output", "pcs", "--comm", "clock", "-i"])
+            .arg(&recording)
+            .arg("--symfs")
+            .arg(&symfs)
+            .env("HOME", home)
+            .output()
+            .expect("run rvperf decode");
+        (
+            output.status.success(),
+            printed_pcs(&String::from_utf8(output.stdout).expect("UTF-8")),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (success, pcs, stderr) = decode(&home);
+    assert!(success, "{stderr}");
+    assert!(!stderr.contains("gap"), "{stderr}");
+    let in_vdso = pcs.iter().filter(|pc| vdso_range.contains(pc)).count();
+    let elf = binaries_directory().join("clock");
+    let in_elf = |pcs: &[u64]| -> Vec<u64> {
+        let ranges = elf_code_ranges(&elf);
+        pcs.iter()
+            .copied()
+            .filter(|pc| ranges.iter().any(|range| range.contains(pc)))
+            .collect()
+    };
+    let (truth, main, exit) = ground_truth("clock", &[]);
+    let decoded = in_elf(window(&pcs, main, exit).expect("main decoded"));
+    let truth = in_elf(&truth);
+    assert!(
+        in_vdso >= 2000,
+        "{in_vdso} instructions in the vDSO for 2000 calls"
+    );
+    assert_same_execution("clock through the vDSO", &elf, &truth, &decoded);
+
+    // No cache: the vDSO has no image, and the trace is lost from its first call on.
+    let empty = common::scratch().join(format!("empty-home-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let (_, without, stderr) = decode(&empty);
+    assert!(
+        stderr.contains("no image of the vDSO") && stderr.contains("gap"),
+        "without the cache: {stderr}"
+    );
+    assert!(
+        without.len() < pcs.len(),
+        "without the cache, less is decoded"
+    );
+    eprintln!(
+        "rvperf-clock-vdso: {} instructions of main exact through the vDSO ({in_vdso} instructions there, image found by build id); without it {} of {} instructions decoded",
+        truth.len(),
+        without.len(),
+        pcs.len()
+    );
+}
+
+/// The address ranges of an ELF's executable segments.
+fn elf_code_ranges(elf: &Path) -> Vec<std::ops::Range<u64>> {
+    let bytes = std::fs::read(elf).expect("read ELF");
+    let file = object::File::parse(&*bytes).expect("parse ELF");
+    file.segments()
+        .filter(|segment| {
+            matches!(segment.flags(), object::SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0)
+        })
+        .map(|segment| segment.address()..segment.address() + segment.size())
+        .collect()
+}

@@ -205,6 +205,17 @@ else
         else
             not_ok "$name: rvperf trace record --kernel --kcore failed: $(tail -n 3 "$OUT/$name.stderr")"
         fi
+        # Through the vDSO (no file): the recorder keeps its image in perf's build-id
+        # cache (~/.debug), which goes to the host with the recording.
+        name=rvperf-clock-vdso
+        if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record --user -o "$OUT/$name.perf.data" -- \
+            "$BIN/clock" 2>"$OUT/$name.stderr" && [ -d "$HOME/.debug/[vdso]" ]; then
+            mkdir -p "$OUT/debug-home"
+            cp -a "$HOME/.debug" "$OUT/debug-home/"
+            ok "$name: rvperf trace record of clock_gettime calls keeps the vDSO: $(ls "$HOME/.debug/[vdso]")"
+        else
+            not_ok "$name: rvperf trace record of clock kept no vDSO in $HOME/.debug: $(tail -n 3 "$OUT/$name.stderr")"
+        fi
         if rvperf trace record --user -o /tmp/refused.perf.data -- /nonexistent/program 2>"$OUT/refused.stderr"; then
             not_ok "rvperf trace record of a missing program fails"
         elif [ -e /tmp/refused.perf.data ]; then

@@ -25,6 +25,7 @@ mod recorder;
 mod stop;
 mod synthesize;
 mod trace_source;
+mod vdso;
 mod workload;
 
 pub use ctr::pmu_type as ctr_pmu_type;
@@ -37,6 +38,7 @@ pub use options::{
 pub use recorder::record;
 pub use stop::{StopFlag, StopHandlerError};
 pub use trace_source::{TraceOptions, TraceOutcome, DEFAULT_DRAIN_INTERVAL};
+pub use vdso::VDSO_NAME;
 pub use workload::{Workload, WorkloadError, WorkloadExit};
 
 pub(crate) use options::Scope;

@@ -105,6 +105,9 @@ pub struct RecordOptions {
     /// Record the trace device's N-Trace instead of sampling `events` (`rvperf trace
     /// record`): the events are then a system-wide dummy event for the side-band.
     pub trace: Option<crate::TraceOptions>,
+    /// perf's build-id cache (`~/.debug`), where a copy of the vDSO is kept when a
+    /// recorded process mapped it (as perf record keeps one); `None`: not kept.
+    pub vdso_cache: Option<PathBuf>,
 }
 
 impl Default for RecordOptions {
@@ -124,6 +127,7 @@ impl Default for RecordOptions {
             sysfs: PathBuf::from("/sys"),
             command_line: Vec::new(),
             trace: None,
+            vdso_cache: None,
         }
     }
 }
@@ -175,6 +179,9 @@ pub enum RecordWarning {
     /// perf throttled the rvperf_ctr trigger `count` times
     /// (kernel.perf_event_max_sample_rate): samples are missing after each.
     Throttled { count: u64 },
+    /// The vDSO was mapped, and no copy of it could be kept: a trace through it cannot
+    /// be decoded there.
+    VdsoNotKept { reason: String },
 }
 
 impl RecordWarning {
@@ -208,6 +215,10 @@ impl fmt::Display for RecordWarning {
                 "rvperf_ctr recorded during only {:.1}% of the time the event was \
                  enabled: its trigger could not always get a hardware counter",
                 share * 100.0
+            ),
+            RecordWarning::VdsoNotKept { reason } => write!(
+                f,
+                "no copy of the vDSO was kept ({reason}): its code in the recording has no image"
             ),
             RecordWarning::Throttled { count } => write!(
                 f,

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::fd::AsFd;
+use std::path::Path;
 use std::time::Duration;
 
 use perf_abi::sys::bindings as b;
@@ -22,9 +23,10 @@ use crate::plan::{
     quarter_watermark, sampling_options, AuxSource, Counts, CpuRing, Plan, PlannedEvent, Writer,
 };
 use crate::trace_source;
+use crate::vdso::{Vdso, VDSO_NAME};
 use crate::{
-    AuxData, CallChains, RecordError, RecordOptions, Recording, Scope, StopFlag, Summary, Target,
-    Workload,
+    AuxData, CallChains, RecordError, RecordOptions, RecordWarning, Recording, Scope, StopFlag,
+    Summary, Target, Workload,
 };
 
 /// How long the loop waits for a wake-up before it drains anyway.
@@ -129,7 +131,9 @@ pub fn record(options: &RecordOptions, stop: StopFlag) -> Result<Recording, Reco
                 build_id: None,
             });
     }
-    let metadata = metadata(&state.mappings, options.command_line.clone());
+    let mut warnings = warnings;
+    let vdso = keep_vdso(options, &state.mappings, &mut warnings);
+    let metadata = metadata(&state.mappings, vdso.as_ref(), options.command_line.clone());
     let mut inner = writer.finish(&metadata)?;
     inner
         .flush()
@@ -393,7 +397,8 @@ fn drain_rings(
                 }
                 Ok(Record::Mmap2(mmap)) if mmap.prot & (libc::PROT_EXEC as u32) != 0 => {
                     let build_id = match mmap.file_id {
-                        Mmap2FileId::BuildId(id) => Some(id.to_vec()),
+                        // A mapping of no file (the vDSO) has an empty one.
+                        Mmap2FileId::BuildId(id) if !id.is_empty() => Some(id.to_vec()),
                         _ => None,
                     };
                     state
@@ -416,12 +421,40 @@ fn drain_rings(
     Ok(())
 }
 
+/// A copy of the vDSO in `options.vdso_cache` when a recorded process mapped it; what
+/// went wrong is a warning (the recording holds everything else).
+fn keep_vdso(
+    options: &RecordOptions,
+    mappings: &Mappings,
+    warnings: &mut Vec<RecordWarning>,
+) -> Option<Vdso> {
+    let directory = options.vdso_cache.as_ref()?;
+    if !mappings.contains_key(VDSO_NAME) {
+        return None;
+    }
+    let Some(vdso) = Vdso::of_process(Path::new("/proc/self")) else {
+        warnings.push(RecordWarning::VdsoNotKept {
+            reason: "this process's vDSO has no build id, or could not be read".to_owned(),
+        });
+        return None;
+    };
+    if let Err(error) = vdso.cache(directory) {
+        warnings.push(RecordWarning::VdsoNotKept {
+            reason: format!("{}: {error}", directory.display()),
+        });
+    }
+    Some(vdso)
+}
+
 /// The header features: the host, the command line, and the build id of every
-/// executable mapping (from MMAP2, else read from the file).
-fn metadata(mappings: &Mappings, command_line: Vec<String>) -> Metadata {
+/// executable mapping (from MMAP2, else read from the file; the vDSO's from its copy).
+fn metadata(mappings: &Mappings, vdso: Option<&Vdso>, command_line: Vec<String>) -> Metadata {
     let mut metadata = Metadata::from_host(RECORDER_NAME, command_line);
     for (filename, mapping) in mappings {
-        let build_id = mapping.build_id.clone().or_else(|| {
+        let vdso_id = vdso
+            .filter(|_| filename == VDSO_NAME)
+            .map(|vdso| vdso.build_id.clone());
+        let build_id = mapping.build_id.clone().or(vdso_id).or_else(|| {
             // Read in place: the headers and notes, not the whole file.
             std::fs::File::open(filename)
                 .ok()

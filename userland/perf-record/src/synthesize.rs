@@ -27,8 +27,8 @@ pub(crate) struct MapsLine {
     pub(crate) path: String,
 }
 
-/// An executable mapping of a file in one line of `/proc/PID/maps`, `None` for other
-/// lines (anonymous, `[vdso]`, not executable, malformed).
+/// An executable mapping of a file (or the vDSO) in one line of `/proc/PID/maps`,
+/// `None` for other lines (anonymous, not executable, malformed).
 pub(crate) fn parse_maps_line(line: &str) -> Option<MapsLine> {
     let mut fields = line.splitn(6, ' ');
     let range = fields.next()?;
@@ -37,7 +37,9 @@ pub(crate) fn parse_maps_line(line: &str) -> Option<MapsLine> {
     let device = fields.next()?;
     let inode = fields.next()?;
     let path = fields.next().unwrap_or("").trim_start();
-    if !path.starts_with('/') || perms.as_bytes().get(2) != Some(&b'x') {
+    if !(path.starts_with('/') || path == crate::vdso::VDSO_NAME)
+        || perms.as_bytes().get(2) != Some(&b'x')
+    {
         return None;
     }
     let (start, end) = range.split_once('-')?;
@@ -138,7 +140,7 @@ pub(crate) fn synthesize_processes(
         )?;
         for line in maps.lines().filter_map(parse_maps_line) {
             if line.prot & libc::PROT_EXEC as u32 != 0
-                && line.path.starts_with('/')
+                && (line.path.starts_with('/') || line.path == crate::vdso::VDSO_NAME)
                 && !files.iter().any(|file| file.filename == line.path)
             {
                 files.push(SynthesizedFile {
@@ -217,9 +219,18 @@ mod tests {
             (line.path.as_str(), line.private, line.offset, line.major),
             ("/tmp/lib.so", false, 0x1000, 0xfd)
         );
+        // The vDSO is no file, and code: kept, by its name.
+        let vdso = parse_maps_line(
+            "7ffd0000-7ffd2000 r-xp 00000000 00:00 0                          [vdso]",
+        )
+        .unwrap();
+        assert_eq!(
+            (vdso.path.as_str(), vdso.start, vdso.end, vdso.inode),
+            ("[vdso]", 0x7ffd_0000, 0x7ffd_2000, 0)
+        );
         for skipped in [
             "00075000-00077000 rw-p 00065000 00:1f 1234 /opt/rvperf/bin/qsort",
-            "7ffd0000-7ffd2000 r-xp 00000000 00:00 0                          [vdso]",
+            "7ffd2000-7ffd4000 r--p 00000000 00:00 0                          [vvar]",
             "55550000-55560000 r-xp 00000000 00:00 0 ",
             "garbage",
         ] {

@@ -214,11 +214,14 @@ pub fn read_ntrace_recording(
             }
             _ => match reader.parse_record(&record) {
                 Ok(Record::Mmap2(mmap)) => {
-                    if mmap.prot & PROT_EXEC == 0 || !mmap.filename.starts_with(b"/") {
+                    // Files, and the vDSO (no file: its copy is found by build id).
+                    let named = mmap.filename.starts_with(b"/") || mmap.filename == b"[vdso]";
+                    if mmap.prot & PROT_EXEC == 0 || !named {
                         continue;
                     }
                     let build_id = match mmap.file_id {
-                        Mmap2FileId::BuildId(id) => Some(id.to_vec()),
+                        // A mapping of no file (the vDSO) has an empty one.
+                        Mmap2FileId::BuildId(id) if !id.is_empty() => Some(id.to_vec()),
                         _ => None,
                     };
                     let mapping = ExecutableMapping {

@@ -187,6 +187,12 @@ fn record_into(
     trace.drain_interval = Duration::from_millis(u64::from(arguments.poll_ms.max(1)));
     trace.kernel_copy = kernel_copy.map(Path::to_path_buf);
     options.trace = Some(trace);
+    // The vDSO's image where readers look for recorded files (perf's ~/.debug): a
+    // trace through it is decoded against it.
+    options.vdso_cache = symbolize::SymbolizerOptions::default()
+        .build_id_dirs
+        .into_iter()
+        .next();
     Ok(perf_record::record(&options, stop)?)
 }
 

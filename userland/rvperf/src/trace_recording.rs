@@ -168,9 +168,32 @@ fn with_kernel(mut placed: Vec<PlacedElf>, kernel: Option<&PlacedElf>) -> Vec<Pl
     placed
 }
 
-fn warn_problems(path: &Path, problems: &[PlacementProblem], whose: &str) {
+/// Whether the missing vDSO was warned about: every process maps it, once is enough.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum VdsoWarning {
+    NotYet,
+    Given,
+}
+
+fn warn_problems(
+    path: &Path,
+    problems: &[PlacementProblem],
+    whose: &str,
+    vdso_warning: &mut VdsoWarning,
+) {
     for problem in problems {
-        eprintln!("rvperf: warning: {}: {whose}{problem}", path.display());
+        match problem {
+            PlacementProblem::Unreadable { filename, .. } if filename == perf_record::VDSO_NAME => {
+                if *vdso_warning == VdsoWarning::NotYet {
+                    eprintln!(
+                        "rvperf: warning: {}: no image of the vDSO in perf's build-id cache (~/.debug, where rvperf trace record keeps it): a trace through it cannot be followed",
+                        path.display()
+                    );
+                    *vdso_warning = VdsoWarning::Given;
+                }
+            }
+            _ => eprintln!("rvperf: warning: {}: {whose}{problem}", path.display()),
+        }
     }
 }
 
@@ -234,6 +257,7 @@ pub fn load(
         StopsKeepStacks::No
     };
     let mut placed_of: Vec<(ProgramRun, Vec<PlacedElf>)> = Vec::new();
+    let mut vdso_warning = VdsoWarning::NotYet;
     let mut traces = Vec::new();
     let mut admitted = 0;
     for thread in attribution.threads {
@@ -250,6 +274,7 @@ pub fn load(
                     path,
                     &problems,
                     &format!("{}-{}: ", thread.comm, thread.run.pid),
+                    &mut vdso_warning,
                 );
                 placed_of.push((thread.run, placed.clone()));
                 placed
@@ -325,7 +350,7 @@ fn whole_trace(
     kernel: Option<&PlacedElf>,
 ) -> Result<LoadedTrace> {
     let (placed, problems) = recording.placed_files(reader_under(symfs));
-    warn_problems(path, &problems, "");
+    warn_problems(path, &problems, "", &mut VdsoWarning::NotYet);
     let placed = with_kernel(placed, kernel);
     let mut bytes = Vec::new();
     for (index, piece) in recording.pieces.iter().enumerate() {

@@ -27,6 +27,9 @@ fn debug_dirs(options: &SymbolizerOptions) -> Vec<PathBuf> {
     dirs
 }
 
+/// The name of the vDSO's mappings (code of no file).
+const VDSO_NAME: &str = "[vdso]";
+
 /// Candidates for the file recorded as `recorded`, best first: perf's
 /// build-id cache, then the symfs root, then the recorded path itself
 /// (only without a symfs root: there the host's file is another machine's).
@@ -39,7 +42,12 @@ pub fn binary_candidates(
     if let Some(relative) = build_id.and_then(build_id_path) {
         for dir in &options.build_id_dirs {
             let cached = dir.join(".build-id").join(&relative);
-            candidates.push(cached.join("elf"));
+            // perf keeps the vDSO's image as `vdso` (it is no file of its own).
+            candidates.push(cached.join(if recorded == Path::new(VDSO_NAME) {
+                "vdso"
+            } else {
+                "elf"
+            }));
             // Older perf stored the file itself under its build id.
             candidates.push(cached);
         }
@@ -160,6 +168,16 @@ mod tests {
             "/home/u/.debug/.build-id/ab/cdef/elf",
             "/home/u/.debug/.build-id/ab/cdef",
             "/sysroot/usr/bin/ls",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(found, expected);
+        // The vDSO only by its build id, as perf caches it.
+        let found = binary_candidates(&options(), Path::new("[vdso]"), Some(&[0xab, 0xcd]));
+        let expected: Vec<PathBuf> = [
+            "/home/u/.debug/.build-id/ab/cd/vdso",
+            "/home/u/.debug/.build-id/ab/cd",
         ]
         .iter()
         .map(PathBuf::from)
