@@ -1356,16 +1356,7 @@ fn rvperf_trace_record_a_attributes_each_instruction_to_its_process() {
     let recording = directory.join("rvperf-alternating.perf.data");
     let symfs = std::env::var_os("RVPERF_NTRACE_SYMFS")
         .expect("RVPERF_NTRACE_SYMFS: the guest's root for the recorded files");
-    let reader = perf_data::PerfDataReader::open(&recording)
-        .unwrap_or_else(|error| panic!("{}: {error}", recording.display()));
-    let parsed = perf_session::read_ntrace_recording(&reader).expect("an N-Trace recording");
-    let options = MessageOptions::default()
-        .with_src_bits(parsed.info.src_bits)
-        .with_timestamps(true)
-        .with_address_width(AddressWidth::Bits64);
-    let attribution = parsed
-        .attribute(options)
-        .expect("the trace split by process");
+    let (parsed, attribution) = split_recording(&recording);
     let unattributed = attribution.unattributed;
     assert_eq!(
         unattributed.no_task_messages
@@ -1608,14 +1599,7 @@ fn a_trace_through_the_vdso_is_decoded_with_the_recorders_copy() {
     let home = directory.join("debug-home");
     let symfs = std::env::var_os("RVPERF_NTRACE_SYMFS")
         .expect("RVPERF_NTRACE_SYMFS: the guest's root for the recorded files");
-    let reader = perf_data::PerfDataReader::open(&recording)
-        .unwrap_or_else(|error| panic!("{}: {error}", recording.display()));
-    let parsed = perf_session::read_ntrace_recording(&reader).expect("an N-Trace recording");
-    let options = MessageOptions::default()
-        .with_src_bits(parsed.info.src_bits)
-        .with_timestamps(true)
-        .with_address_width(AddressWidth::Bits64);
-    let attribution = parsed.attribute(options).expect("split by thread");
+    let (parsed, attribution) = split_recording(&recording);
     let run = attribution
         .threads
         .iter()
@@ -1696,4 +1680,19 @@ fn elf_code_ranges(elf: &Path) -> Vec<std::ops::Range<u64>> {
         })
         .map(|segment| segment.address()..segment.address() + segment.size())
         .collect()
+}
+
+/// A perf.data recording of the guest, read and split by thread.
+fn split_recording(recording: &Path) -> (perf_session::NtraceRecording, perf_session::Attribution) {
+    let reader = perf_data::PerfDataReader::open(recording)
+        .unwrap_or_else(|error| panic!("{}: {error}", recording.display()));
+    let parsed = perf_session::read_ntrace_recording(&reader).expect("an N-Trace recording");
+    let options = MessageOptions::default()
+        .with_src_bits(parsed.info.src_bits)
+        .with_timestamps(true)
+        .with_address_width(AddressWidth::Bits64);
+    let attribution = parsed
+        .attribute(options)
+        .expect("the trace split by thread");
+    (parsed, attribution)
 }
