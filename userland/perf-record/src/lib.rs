@@ -38,7 +38,6 @@ pub use options::{
 pub use recorder::record;
 pub use stop::{StopFlag, StopHandlerError};
 pub use trace_source::{TraceOptions, TraceOutcome, DEFAULT_DRAIN_INTERVAL};
-pub use vdso::VDSO_NAME;
 pub use workload::{Workload, WorkloadError, WorkloadExit};
 
 pub(crate) use options::Scope;

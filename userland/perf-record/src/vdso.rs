@@ -8,8 +8,7 @@
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// The name the kernel gives the vDSO's mapping (in `/proc/PID/maps` and MMAP2).
-pub const VDSO_NAME: &str = "[vdso]";
+pub(crate) use symbolize::VDSO_NAME;
 
 /// A copy of the vDSO's image.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,26 +45,26 @@ impl Vdso {
     /// Keeps the image in the build-id cache `directory` (perf's `~/.debug`) as perf
     /// does; the file's path. An image already there is left as it is.
     pub(crate) fn cache(&self, directory: &Path) -> std::io::Result<PathBuf> {
-        let hex: String = self
-            .build_id
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect();
-        let own = directory.join(VDSO_NAME).join(&hex);
-        let file = own.join("vdso");
+        let file = symbolize::cached_vdso(directory, &self.build_id);
         if !file.is_file() {
-            std::fs::create_dir_all(&own)?;
+            if let Some(own) = file.parent() {
+                std::fs::create_dir_all(own)?;
+            }
             let mut temporary = file.clone().into_os_string();
             temporary.push(".tmp");
             std::fs::write(&temporary, &self.bytes)?;
             std::fs::rename(&temporary, &file)?;
         }
-        let (head, rest) = hex.split_at(2.min(hex.len()));
-        let links = directory.join(".build-id").join(head);
-        let link = links.join(rest);
+        let Some(link) = symbolize::build_id_link(directory, &self.build_id) else {
+            return Ok(file);
+        };
         if std::fs::symlink_metadata(&link).is_err() {
-            std::fs::create_dir_all(&links)?;
-            std::os::unix::fs::symlink(Path::new("../..").join(VDSO_NAME).join(&hex), &link)?;
+            if let Some(links) = link.parent() {
+                std::fs::create_dir_all(links)?;
+            }
+            // Relative, as perf links: `.build-id/xx/rest` to `../../[vdso]/<id>`.
+            let own = file.parent().and_then(Path::file_name).unwrap_or_default();
+            std::os::unix::fs::symlink(Path::new("../..").join(VDSO_NAME).join(own), &link)?;
         }
         Ok(file)
     }
@@ -94,6 +93,14 @@ mod tests {
             .join(&hex[2..])
             .join("vdso");
         assert_eq!(std::fs::read(through_link).unwrap(), vdso.bytes);
+        // Where readers look for it (rvperf decode -i, the symbolizer).
+        let options = symbolize::SymbolizerOptions {
+            build_id_dirs: vec![directory.path().to_owned()],
+            ..symbolize::SymbolizerOptions::default()
+        };
+        let candidates =
+            symbolize::binary_candidates(&options, Path::new(VDSO_NAME), Some(&vdso.build_id));
+        assert_eq!(std::fs::read(&candidates[0]).unwrap(), vdso.bytes);
         // Cached again: nothing changes, nothing fails.
         assert_eq!(vdso.cache(directory.path()).unwrap(), file);
     }

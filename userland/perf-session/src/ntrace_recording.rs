@@ -215,7 +215,8 @@ pub fn read_ntrace_recording(
             _ => match reader.parse_record(&record) {
                 Ok(Record::Mmap2(mmap)) => {
                     // Files, and the vDSO (no file: its copy is found by build id).
-                    let named = mmap.filename.starts_with(b"/") || mmap.filename == b"[vdso]";
+                    let named = mmap.filename.starts_with(b"/")
+                        || mmap.filename == symbolize::VDSO_NAME.as_bytes();
                     if mmap.prot & PROT_EXEC == 0 || !named {
                         continue;
                     }

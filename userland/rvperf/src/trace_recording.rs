@@ -183,7 +183,7 @@ fn warn_problems(
 ) {
     for problem in problems {
         match problem {
-            PlacementProblem::Unreadable { filename, .. } if filename == perf_record::VDSO_NAME => {
+            PlacementProblem::Unreadable { filename, .. } if filename == symbolize::VDSO_NAME => {
                 if *vdso_warning == VdsoWarning::NotYet {
                     eprintln!(
                         "rvperf: warning: {}: no image of the vDSO in perf's build-id cache (~/.debug, where rvperf trace record keeps it): a trace through it cannot be followed",

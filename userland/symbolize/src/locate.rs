@@ -6,6 +6,22 @@ use std::path::{Path, PathBuf};
 use crate::error::hex;
 use crate::{DebugLink, SupplementaryLink, SymbolizerOptions};
 
+/// The name of the vDSO's mappings (in `/proc/PID/maps` and MMAP2): code of no file.
+pub const VDSO_NAME: &str = "[vdso]";
+
+/// Where perf's build-id cache `directory` (`~/.debug`) keeps the vDSO with
+/// `build_id`: `[vdso]/<build id>/vdso`, which `.build-id/xx/<rest>`
+/// ([`build_id_link`]) links to as `../../[vdso]/<build id>`.
+pub fn cached_vdso(directory: &Path, build_id: &[u8]) -> PathBuf {
+    directory.join(VDSO_NAME).join(hex(build_id)).join("vdso")
+}
+
+/// The link of the build-id cache `directory` for `build_id`:
+/// `.build-id/xx/<rest>` (`None` for an id too short to split).
+pub fn build_id_link(directory: &Path, build_id: &[u8]) -> Option<PathBuf> {
+    Some(directory.join(".build-id").join(build_id_path(build_id)?))
+}
+
 /// `xx/rest` of a build id, the layout of every `.build-id` directory.
 fn build_id_path(build_id: &[u8]) -> Option<PathBuf> {
     let text = hex(build_id);
@@ -26,9 +42,6 @@ fn debug_dirs(options: &SymbolizerOptions) -> Vec<PathBuf> {
     dirs.extend(options.debug_dirs.iter().cloned());
     dirs
 }
-
-/// The name of the vDSO's mappings (code of no file).
-const VDSO_NAME: &str = "[vdso]";
 
 /// Candidates for the file recorded as `recorded`, best first: perf's
 /// build-id cache, then the symfs root, then the recorded path itself
