@@ -441,7 +441,8 @@ impl Symbolizer {
                 problems.extend(unusable.problem(KERNEL_DSO, kernel.samples));
             }
             if let Some((path, vmlinux)) = &kernel.vmlinux {
-                if !vmlinux.has_debug_info() {
+                // As for every other file: lines are missing only where they are asked for.
+                if self.options.inlines && !vmlinux.has_debug_info() {
                     problems.push(Problem::MissingDebugInfo {
                         file: path.to_path_buf(),
                         samples: kernel.samples,
