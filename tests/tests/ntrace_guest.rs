@@ -1405,18 +1405,13 @@ fn rvperf_trace_record_a_attributes_each_instruction_to_its_process() {
         .count();
     assert!(turns >= 2, "qsort and autofdo switched {turns} times");
     for (program, args) in [("qsort", "2"), ("autofdo", "200")] {
-        let output = std::process::Command::new(common::rvperf_binary())
-            .args(["decode", "--output", "pcs", "-i"])
-            .arg(&recording)
-            .arg("--symfs")
-            .arg(&symfs)
-            .args(["--comm", program])
-            .output()
-            .expect("run rvperf decode");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "{program}: {stderr}");
+        let DecodedThread {
+            success,
+            pcs,
+            stderr,
+        } = decode_thread(&recording, program, Some(&symfs), None);
+        assert!(success, "{program}: {stderr}");
         assert!(!stderr.contains("gap"), "{program}: {stderr}");
-        let pcs = printed_pcs(&String::from_utf8(output.stdout).expect("UTF-8"));
         let (truth, main, exit) = ground_truth(program, &[args.to_string()]);
         let elf = binaries_directory().join(program);
         let decoded =
@@ -1440,23 +1435,17 @@ fn a_recording_finds_its_files_in_the_build_id_cache() {
     let build_id = perf_session::elf_build_id(&std::fs::read(&elf).unwrap()).expect("a build id");
     let hex: String = build_id.iter().map(|byte| format!("{byte:02x}")).collect();
     let home = common::scratch().join(format!("build-id-cache-{}", std::process::id()));
-    let cached = home
-        .join(".debug/.build-id")
-        .join(&hex[..2])
-        .join(&hex[2..]);
+    let cached = symbolize::build_id_link(&home.join(".debug"), &build_id).expect("a link");
     std::fs::create_dir_all(&cached).unwrap();
     let _ = std::fs::remove_file(cached.join("elf"));
     std::os::unix::fs::symlink(&elf, cached.join("elf")).unwrap();
-    let output = std::process::Command::new(common::rvperf_binary())
-        .args(["decode", "--output", "pcs", "--comm", "autofdo", "-i"])
-        .arg(&recording)
-        .env("HOME", &home)
-        .output()
-        .expect("run rvperf decode");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
+    let DecodedThread {
+        success,
+        pcs,
+        stderr,
+    } = decode_thread(&recording, "autofdo", None, Some(&home));
+    assert!(success, "{stderr}");
     assert!(!stderr.contains("gap"), "{stderr}");
-    let pcs = printed_pcs(&String::from_utf8(output.stdout).expect("UTF-8"));
     let (truth, main, exit) = ground_truth("autofdo", &["60".to_string()]);
     let decoded = window(&pcs, main, exit).expect("main decoded");
     assert_same_execution("build-id cache", &elf, &truth, decoded);
@@ -1498,24 +1487,13 @@ fn a_kernel_recording_decodes_against_its_copy_of_the_running_kernel() {
         .expect("kallsyms' names in the copy")
         .address();
 
-    let decode = |path: &Path| {
-        let output = std::process::Command::new(common::rvperf_binary())
-            .args(["decode", "--output", "pcs", "--comm", "syscalls", "-i"])
-            .arg(path)
-            .arg("--symfs")
-            .arg(&symfs)
-            .output()
-            .expect("run rvperf decode");
-        (
-            output.status.success(),
-            String::from_utf8(output.stdout).expect("UTF-8"),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    };
-    let (success, stdout, stderr) = decode(&recording);
+    let DecodedThread {
+        success,
+        pcs,
+        stderr,
+    } = decode_thread(&recording, "syscalls", Some(&symfs), None);
     assert!(success, "rvperf decode -i: {stderr}");
     assert!(!stderr.contains("gap"), "{stderr}");
-    let pcs = printed_pcs(&stdout);
     let outside: Vec<&u64> = pcs
         .iter()
         .filter(|pc| !ranges.iter().any(|range| range.contains(pc)))
@@ -1570,7 +1548,7 @@ fn a_kernel_recording_decodes_against_its_copy_of_the_running_kernel() {
         std::process::id()
     ));
     std::fs::copy(recording.join("data"), &alone).expect("copy the data file");
-    let (_, _, stderr) = decode(&alone);
+    let stderr = decode_thread(&alone, "syscalls", Some(&symfs), None).stderr;
     let _ = std::fs::remove_file(&alone);
     assert!(
         stderr.contains("has no copy of its code") && stderr.contains("gap"),
@@ -1614,22 +1592,11 @@ fn a_trace_through_the_vdso_is_decoded_with_the_recorders_copy() {
     assert!(vdso.build_id.is_some(), "the vDSO's build id is recorded");
     let vdso_range = vdso.start..vdso.start + vdso.length;
 
-    let decode = |home: &Path| {
-        let output = std::process::Command::new(common::rvperf_binary())
-            .args(["decode", "--output", "pcs", "--comm", "clock", "-i"])
-            .arg(&recording)
-            .arg("--symfs")
-            .arg(&symfs)
-            .env("HOME", home)
-            .output()
-            .expect("run rvperf decode");
-        (
-            output.status.success(),
-            printed_pcs(&String::from_utf8(output.stdout).expect("UTF-8")),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    };
-    let (success, pcs, stderr) = decode(&home);
+    let DecodedThread {
+        success,
+        pcs,
+        stderr,
+    } = decode_thread(&recording, "clock", Some(&symfs), Some(&home));
     assert!(success, "{stderr}");
     assert!(!stderr.contains("gap"), "{stderr}");
     let in_vdso = pcs.iter().filter(|pc| vdso_range.contains(pc)).count();
@@ -1653,7 +1620,11 @@ fn a_trace_through_the_vdso_is_decoded_with_the_recorders_copy() {
     // No cache: the vDSO has no image, and the trace is lost from its first call on.
     let empty = common::scratch().join(format!("empty-home-{}", std::process::id()));
     std::fs::create_dir_all(&empty).unwrap();
-    let (_, without, stderr) = decode(&empty);
+    let DecodedThread {
+        pcs: without,
+        stderr,
+        ..
+    } = decode_thread(&recording, "clock", Some(&symfs), Some(&empty));
     assert!(
         stderr.contains("no image of the vDSO") && stderr.contains("gap"),
         "without the cache: {stderr}"
@@ -1695,4 +1666,38 @@ fn split_recording(recording: &Path) -> (perf_session::NtraceRecording, perf_ses
         .attribute(options)
         .expect("the trace split by thread");
     (parsed, attribution)
+}
+
+/// What `rvperf decode --output pcs --comm COMM -i RECORDING` printed.
+struct DecodedThread {
+    success: bool,
+    pcs: Vec<u64>,
+    stderr: String,
+}
+
+/// Decodes the threads named `comm` of a guest recording on the host, with the guest's
+/// files under `symfs` (if given) and `home` as `HOME` (its `.debug` is the build-id
+/// cache; if not given, this process's).
+fn decode_thread(
+    recording: &Path,
+    comm: &str,
+    symfs: Option<&OsStr>,
+    home: Option<&Path>,
+) -> DecodedThread {
+    let mut command = std::process::Command::new(common::rvperf_binary());
+    command
+        .args(["decode", "--output", "pcs", "--comm", comm, "-i"])
+        .arg(recording);
+    if let Some(symfs) = symfs {
+        command.arg("--symfs").arg(symfs);
+    }
+    if let Some(home) = home {
+        command.env("HOME", home);
+    }
+    let output = command.output().expect("run rvperf decode");
+    DecodedThread {
+        success: output.status.success(),
+        pcs: printed_pcs(&String::from_utf8(output.stdout).expect("UTF-8")),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
 }

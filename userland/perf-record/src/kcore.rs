@@ -16,9 +16,10 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use object::elf;
+use object::read::elf::{FileHeader as _, ProgramHeader as _};
 use object::write::elf::{FileHeader, ProgramHeader, SectionHeader, SectionIndex, Sym, Writer};
 use object::write::StringId;
-use object::Endianness;
+use object::{Endianness, LittleEndian};
 
 /// Where the running kernel is read from (the defaults: this machine's).
 #[derive(Debug, Clone)]
@@ -96,6 +97,10 @@ pub enum KcoreError {
 /// A module's memory larger than this is not a module's (a misread line): refused
 /// rather than read.
 const MODULE_SIZE_LIMIT: u64 = 256 << 20;
+
+/// How far into a kcore its program headers may reach (a kcore has tens of segments;
+/// more would be a misread header, refused rather than allocated).
+const PROGRAM_HEADERS_LIMIT: u64 = 1 << 20;
 
 /// `PT_LOAD` of a kcore's program header, as needed here.
 #[derive(Debug, Clone, Copy)]
@@ -444,36 +449,33 @@ fn kcore_segments(file: &std::fs::File, path: &Path) -> Result<Vec<KcoreSegment>
             })?;
         Ok::<_, KcoreError>(bytes)
     };
-    let header = read(0, 64)?;
-    if header[..4] != *b"\x7fELF" || header[4] != elf::ELFCLASS64 || header[5] != elf::ELFDATA2LSB {
-        return Err(bad("not a little-endian 64-bit ELF file"));
-    }
-    let u16_at = |bytes: &[u8], at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
-    let u32_at = |bytes: &[u8], at: usize| {
-        u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or_default())
-    };
-    let u64_at = |bytes: &[u8], at: usize| {
-        u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or_default())
-    };
-    let program_headers = u64_at(&header, 32);
-    let entry_size = usize::from(u16_at(&header, 54));
-    let count = usize::from(u16_at(&header, 56));
-    if entry_size < 56 {
-        return Err(bad("program header entries shorter than ELF64's"));
-    }
-    let table = read(
-        program_headers,
-        entry_size
-            .checked_mul(count)
-            .ok_or_else(|| bad("program header table too large"))?,
-    )?;
-    Ok(table
-        .chunks_exact(entry_size)
-        .filter(|entry| u32_at(entry, 0) == elf::PT_LOAD)
-        .map(|entry| KcoreSegment {
-            file_offset: u64_at(entry, 8),
-            virtual_address: u64_at(entry, 16),
-            size: u64_at(entry, 32),
+    // The header's fixed part first: it says how far the program headers reach.
+    let header_size = std::mem::size_of::<elf::FileHeader64<LittleEndian>>();
+    let start = read(0, header_size)?;
+    let header = elf::FileHeader64::<LittleEndian>::parse(start.as_slice())
+        .map_err(|error| bad(&format!("not a little-endian 64-bit ELF file ({error})")))?;
+    let table_end = header
+        .e_phoff(LittleEndian)
+        .checked_add(
+            u64::from(header.e_phentsize(LittleEndian))
+                .saturating_mul(u64::from(header.e_phnum(LittleEndian))),
+        )
+        .filter(|&end| end <= PROGRAM_HEADERS_LIMIT)
+        .ok_or_else(|| bad("program header table out of reach"))?;
+    // The header and its program headers, read once, for object to parse.
+    let headers = read(0, table_end as usize)?;
+    let header = elf::FileHeader64::<LittleEndian>::parse(headers.as_slice())
+        .map_err(|error| bad(&error.to_string()))?;
+    let segments = header
+        .program_headers(LittleEndian, headers.as_slice())
+        .map_err(|error| bad(&error.to_string()))?;
+    Ok(segments
+        .iter()
+        .filter(|segment| segment.p_type(LittleEndian) == elf::PT_LOAD)
+        .map(|segment| KcoreSegment {
+            file_offset: segment.p_offset(LittleEndian),
+            virtual_address: segment.p_vaddr(LittleEndian),
+            size: segment.p_filesz(LittleEndian),
         })
         .filter(|segment| segment.virtual_address.checked_add(segment.size).is_some())
         .collect())
