@@ -194,6 +194,11 @@ impl BlockCache {
         }
     }
 
+    /// An empty cache of another code, decoding as this one does.
+    pub(crate) fn empty_like(&self) -> Self {
+        Self::new(self.all_jumps)
+    }
+
     #[cfg(test)]
     pub(crate) fn block(&self, index: u32) -> &Block {
         &self.blocks[index as usize]

@@ -8,17 +8,18 @@
 //! batch of elements, so memory does not grow with the trace, and the caller pulls at
 //! its own pace.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use code_image::CodeImage;
 use ntrace_message::{Body, BranchType, Message, MessageDecoder, ShortMessage};
-use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement, TraceOnReason};
+use trace_elements::{Context, ElementKind, GapReason, RangeEnd, TraceElement, TraceOnReason};
 
-use crate::block::{FileDecodeInfo, NO_BLOCK};
+use crate::block::FileDecodeInfo;
 use crate::event::{units_of, Event, NextWalk, Resume};
 use crate::memo::{MessageKey, MessageMemo, WalkKey};
-use crate::walk::{BlockWalk, Hart, RangeOutput, ReadyElement, Stepped};
+use crate::walk::{BlockRef, BlockWalk, Hart, RangeOutput, ReadyElement, Stepped};
 use crate::{DecoderOptions, FlowError, Recovery, WalkReplay};
 
 /// Counters for `summary` output and for reporting what was skipped.
@@ -160,6 +161,22 @@ enum Lost {
     EveryHart,
 }
 
+/// The code of one program: an image and its files' decoding options, by file index.
+#[derive(Clone, Debug)]
+pub struct ProgramCode<'a> {
+    pub image: &'a CodeImage,
+    pub files: Vec<FileDecodeInfo>,
+}
+
+/// The code of each context a trace reports, for [`FlowDecoder::with_contexts`].
+#[derive(Clone, Debug)]
+pub struct ContextCode<'a> {
+    /// The code of contexts not in `contexts`, and of a hart before its first context.
+    pub shared: ProgramCode<'a>,
+    /// By `scontext` value. A context given twice has the code given last.
+    pub contexts: Vec<(u64, ProgramCode<'a>)>,
+}
+
 /// Decodes an N-Trace byte stream against a code image.
 #[derive(Debug)]
 pub struct FlowDecoder<'a> {
@@ -191,7 +208,10 @@ pub struct FlowDecoder<'a> {
     ready: Vec<ReadyElement>,
     ready_index: usize,
     /// Block of the element returned last, for `for_each_instruction`.
-    last_block: u32,
+    last_block: BlockRef,
+    /// The code of each context Ownership messages report (scontext -> code of the
+    /// walk); empty when the decoder has one code.
+    contexts: HashMap<u64, u32>,
     /// An error met while producing the current batch, returned after its elements.
     pending_error: Option<FlowError>,
     /// The error behind the latest gap of [`Recovery::Resync`].
@@ -250,7 +270,8 @@ impl<'a> FlowDecoder<'a> {
             active: None,
             ready: Vec::with_capacity(BATCH),
             ready_index: 0,
-            last_block: NO_BLOCK,
+            last_block: BlockRef::NONE,
+            contexts: HashMap::new(),
             pending_error: None,
             recovered_error: None,
             statistics: FlowStatistics::default(),
@@ -259,6 +280,29 @@ impl<'a> FlowDecoder<'a> {
             finished: false,
             progress: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// A decoder of a trace whose Ownership messages report the context (`scontext`)
+    /// each hart runs (trTeContext): from a hart's Ownership message on, its walk is in
+    /// the code of that context, `code.shared` for a context with no code of its own and
+    /// before the first. Each context's code must hold what every context runs (an
+    /// operating system's kernel): the instructions a hart ran before an Ownership
+    /// message, since the message before it, are walked in the new context's code.
+    ///
+    /// Kept walks and messages are by address, so of one code: they are off.
+    pub fn with_contexts(trace: &'a [u8], code: ContextCode<'a>, options: DecoderOptions) -> Self {
+        let options = options.with_walk_replay(WalkReplay::Off);
+        let mut decoder = Self::new(trace, code.shared.image, code.shared.files, options);
+        for (context, program) in code.contexts {
+            let number = decoder.walk.add_code(program.image, program.files);
+            decoder.contexts.insert(context, number);
+        }
+        decoder
+    }
+
+    /// Whether Ownership messages choose the code ([`Self::with_contexts`]).
+    pub fn has_contexts(&self) -> bool {
+        self.walk.has_codes()
     }
 
     /// A shared counter of the trace bytes consumed so far, updated every few thousand
@@ -272,7 +316,7 @@ impl<'a> FlowDecoder<'a> {
     pub fn statistics(&self) -> FlowStatistics {
         let mut statistics = self.statistics;
         statistics.instructions = self.walk.instructions;
-        statistics.blocks_decoded = self.walk.cache.len() as u64;
+        statistics.blocks_decoded = self.walk.caches().map(|cache| cache.len() as u64).sum();
         statistics
     }
 
@@ -297,14 +341,18 @@ impl<'a> FlowDecoder<'a> {
     /// Instructions executed per code block so far: (block start, address of the block's
     /// last instruction, instructions executed starting at that block start). A cheap
     /// instruction-count profile: it costs one add per block walked.
+    /// With several codes ([`Self::with_contexts`]), the blocks of each code in turn.
     pub fn block_profile(&self) -> impl Iterator<Item = crate::BlockExecutions> + '_ {
-        self.walk.cache.executed()
+        self.walk.caches().flat_map(|cache| cache.executed())
     }
 
     /// Approximate heap bytes the decoder holds: the block cache (bounded by the code
     /// image), queued history (bounded by the trace bytes carrying it) and buffers.
     pub fn memory_footprint(&self) -> usize {
-        self.walk.cache.footprint()
+        self.walk
+            .caches()
+            .map(|cache| cache.footprint())
+            .sum::<usize>()
             + self.walk.memo.as_ref().map_or(0, |memo| memo.footprint())
             + self.message_memo.as_ref().map_or(0, MessageMemo::footprint)
             + self.ready.capacity() * std::mem::size_of::<ReadyElement>()
@@ -582,7 +630,7 @@ impl<'a> FlowDecoder<'a> {
 
     /// Block of the element returned last (`NO_BLOCK` for other elements).
     pub(crate) fn last_block(&self) -> u32 {
-        self.last_block
+        self.last_block.block
     }
 
     pub(crate) fn walk(&self) -> &BlockWalk<'a> {
@@ -788,7 +836,7 @@ impl<'a> FlowDecoder<'a> {
                         offset,
                         kind: gap,
                     };
-                    self.ready.push((element, NO_BLOCK));
+                    self.ready.push((element, BlockRef::NONE));
                 }
                 if self.ready.len() == before {
                     // Unreadable bytes before any hart synchronised (a wrapped buffer's
@@ -798,7 +846,7 @@ impl<'a> FlowDecoder<'a> {
                         offset,
                         kind: gap,
                     };
-                    self.ready.push((element, NO_BLOCK));
+                    self.ready.push((element, BlockRef::NONE));
                 }
                 self.recovered_error = Some(error);
             }
@@ -835,7 +883,7 @@ impl<'a> FlowDecoder<'a> {
     fn queue(&mut self, hart: usize, offset: u64, kind: ElementKind) {
         let hart = self.harts[hart].events.src;
         self.ready
-            .push((TraceElement { hart, offset, kind }, NO_BLOCK));
+            .push((TraceElement { hart, offset, kind }, BlockRef::NONE));
     }
 
     /// Hands a message to its hart's event layer and reports the event.
@@ -866,6 +914,9 @@ impl<'a> FlowDecoder<'a> {
                     return Ok(());
                 }
                 self.active = Some(hart);
+                // A hart's code changes only between its walks (at an Ownership
+                // message): the walk it starts is all in the code it runs now.
+                self.walk.select(self.harts[hart].code);
                 if let Some(key) = self.walk.replay_key(&self.harts[hart]) {
                     if self
                         .walk
@@ -944,11 +995,21 @@ impl<'a> FlowDecoder<'a> {
                 privilege,
                 virtualized,
                 context,
-            } => Some(ElementKind::ContextChange {
-                privilege,
-                virtualized,
-                context,
-            }),
+            } => {
+                if let (Some(Context::Process(process)), false) =
+                    (context, self.contexts.is_empty())
+                {
+                    // A context with no code of its own runs the code every context
+                    // shares (the kernel's).
+                    let code = self.contexts.get(&process).copied().unwrap_or(0);
+                    self.harts[hart].switch_code(code);
+                }
+                Some(ElementKind::ContextChange {
+                    privilege,
+                    virtualized,
+                    context,
+                })
+            }
         };
         if let Some(kind) = kind {
             self.queue(hart, offset, kind);
@@ -1139,7 +1200,7 @@ impl<'a> FlowDecoder<'a> {
                     offset,
                     kind,
                 },
-                NO_BLOCK,
+                BlockRef::NONE,
             ));
         })?;
         match ended.resume {

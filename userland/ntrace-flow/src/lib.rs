@@ -33,7 +33,7 @@ mod seam;
 mod walk;
 
 pub use block::{BlockExecutions, FileDecodeInfo};
-pub use decoder::{FlowDecoder, FlowStatistics};
+pub use decoder::{ContextCode, FlowDecoder, FlowStatistics, ProgramCode};
 pub use encoder::{
     BranchMode, Context, EncodeError, EncoderOptions, EncoderStatistics, InstructionRun,
     TraceEncoder, Trap,

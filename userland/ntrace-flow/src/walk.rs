@@ -14,7 +14,31 @@ use crate::memo::{WalkKey, WalkMemo};
 use crate::{FlowError, ReturnStackModel};
 
 /// A produced element with the block its range came from (`NO_BLOCK` otherwise).
-pub(crate) type ReadyElement = (TraceElement, u32);
+pub(crate) type ReadyElement = (TraceElement, BlockRef);
+
+/// A block of one of the walk's codes (see [`BlockWalk::select`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BlockRef {
+    /// Which code's cache holds it.
+    pub(crate) code: u32,
+    pub(crate) block: u32,
+}
+
+impl BlockRef {
+    /// No block: an element that is no instruction range.
+    pub(crate) const NONE: Self = Self {
+        code: 0,
+        block: NO_BLOCK,
+    };
+}
+
+/// A code the walk is not in now, with what it learnt about it.
+#[derive(Debug)]
+struct ParkedCode<'a> {
+    image: &'a CodeImage,
+    files: Vec<FileDecodeInfo>,
+    cache: BlockCache,
+}
 
 /// Which static successor of a block a step took.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,11 +80,14 @@ impl Position {
     }
 }
 
-/// A hart: its event state and where its walk stands.
+/// A hart: its event state, where its walk stands and in which code.
 #[derive(Clone, Debug)]
 pub(crate) struct Hart {
     pub(crate) events: HartEvents,
     pub(crate) position: Position,
+    /// The code it runs (see [`BlockWalk::select`]): 0 but where Ownership messages
+    /// choose another.
+    pub(crate) code: u32,
 }
 
 impl Hart {
@@ -72,6 +99,7 @@ impl Hart {
                 block: NO_BLOCK,
                 link: None,
             },
+            code: 0,
         }
     }
 
@@ -88,6 +116,7 @@ impl Hart {
                 block: NO_BLOCK,
                 link: None,
             },
+            code: 0,
         }
     }
 
@@ -96,6 +125,15 @@ impl Hart {
     pub(crate) fn lose_walk(&mut self) {
         self.events.lose_walk();
         self.position.jump_to(None);
+    }
+
+    /// Runs `code` from now on: where the walk stands is kept, what it had linked in the
+    /// previous code's cache is not.
+    pub(crate) fn switch_code(&mut self, code: u32) {
+        if code != self.code {
+            self.code = code;
+            self.position.jump_to(self.position.pc);
+        }
     }
 
     /// Forgets the flow until the next synchronisation message.
@@ -148,11 +186,20 @@ struct Transfer {
 }
 
 /// The code the walk runs over and what it learnt about it.
+///
+/// A walk may have several codes, one per context a trace's Ownership messages report
+/// (the processes of an operating system, each with its own files at the same
+/// addresses): `image`, `files` and `cache` are those of code `code`, which the hart
+/// being walked runs ([`Self::select`]); the others wait in `parked`. Every block index
+/// a hart holds is one of its own code's cache.
 #[derive(Debug)]
 pub(crate) struct BlockWalk<'a> {
     image: &'a CodeImage,
     files: Vec<FileDecodeInfo>,
     pub(crate) cache: BlockCache,
+    code: u32,
+    /// By code: `None` for the code in use.
+    parked: Vec<Option<ParkedCode<'a>>>,
     ranges: RangeOutput,
     /// Instructions walked so far.
     pub(crate) instructions: u64,
@@ -174,6 +221,8 @@ impl<'a> BlockWalk<'a> {
             image,
             files,
             cache: BlockCache::new(all_jumps),
+            code: 0,
+            parked: vec![None],
             ranges,
             instructions: 0,
             walks_replayed: 0,
@@ -182,6 +231,63 @@ impl<'a> BlockWalk<'a> {
                 WalkReplay::Off => None,
             },
         }
+    }
+
+    /// Adds a code (a context's); returns its number for [`Hart::switch_code`]. Kept
+    /// walks are by address and so of one code: a walk of several has none
+    /// ([`WalkReplay::Off`]).
+    pub(crate) fn add_code(&mut self, image: &'a CodeImage, files: Vec<FileDecodeInfo>) -> u32 {
+        self.memo = None;
+        self.parked.push(Some(ParkedCode {
+            image,
+            files,
+            cache: self.cache.empty_like(),
+        }));
+        u32::try_from(self.parked.len() - 1).unwrap_or(u32::MAX)
+    }
+
+    /// Whether the walk has more than one code.
+    pub(crate) fn has_codes(&self) -> bool {
+        self.parked.len() > 1
+    }
+
+    /// Makes `code` the one walked (the code of the hart about to be walked).
+    #[inline(always)]
+    pub(crate) fn select(&mut self, code: u32) {
+        if code != self.code {
+            self.swap_in(code);
+        }
+    }
+
+    #[cold]
+    fn swap_in(&mut self, code: u32) {
+        let Some(incoming) = self.parked.get_mut(code as usize).and_then(Option::take) else {
+            return;
+        };
+        let outgoing = ParkedCode {
+            image: std::mem::replace(&mut self.image, incoming.image),
+            files: std::mem::replace(&mut self.files, incoming.files),
+            cache: std::mem::replace(&mut self.cache, incoming.cache),
+        };
+        self.parked[self.code as usize] = Some(outgoing);
+        self.code = code;
+    }
+
+    /// The cache of `code`.
+    fn cache_of(&self, code: u32) -> Option<&BlockCache> {
+        if code == self.code {
+            Some(&self.cache)
+        } else {
+            self.parked
+                .get(code as usize)?
+                .as_ref()
+                .map(|parked| &parked.cache)
+        }
+    }
+
+    /// Every code's cache.
+    pub(crate) fn caches(&self) -> impl Iterator<Item = &BlockCache> {
+        std::iter::once(&self.cache).chain(self.parked.iter().flatten().map(|parked| &parked.cache))
     }
 
     /// The key of the walk `hart` just armed, when a kept walk may stand in for it.
@@ -267,6 +373,7 @@ impl<'a> BlockWalk<'a> {
         }
         if self.ranges == RangeOutput::Report {
             let src = hart.events.src;
+            let code = self.code;
             // The walk's ranges, merged among themselves when kept: only the first may
             // still extend the range before the walk.
             let last_index = kept.ranges.len().saturating_sub(1);
@@ -279,10 +386,14 @@ impl<'a> BlockWalk<'a> {
                         range.next = Some(target);
                     }
                 }
+                let block = BlockRef {
+                    code,
+                    block: step.block,
+                };
                 if index == 0 {
-                    push_range(ready, src, offset, range, step.block);
+                    push_range(ready, src, offset, range, block);
                 } else {
-                    ready.push((range_element(src, offset, range), step.block));
+                    ready.push((range_element(src, offset, range), block));
                 }
             }
         }
@@ -369,7 +480,7 @@ impl<'a> BlockWalk<'a> {
             next: transfer.next,
         };
         if self.ranges == RangeOutput::Report {
-            push_range(ready, hart.events.src, offset, range, index);
+            push_range(ready, hart.events.src, offset, range, self.block_ref(index));
         }
         if let Some(memo) = &mut self.memo {
             if memo.is_recording() {
@@ -377,6 +488,15 @@ impl<'a> BlockWalk<'a> {
             }
         }
         Ok(Stepped::Element)
+    }
+
+    /// Block `block` of the code in use.
+    #[inline(always)]
+    fn block_ref(&self, block: u32) -> BlockRef {
+        BlockRef {
+            code: self.code,
+            block,
+        }
     }
 
     /// The block starting at the hart's pc: from the previous block's link, or looked up
@@ -428,7 +548,7 @@ impl<'a> BlockWalk<'a> {
             next: Some(next),
         };
         if self.ranges == RangeOutput::Report {
-            push_range(ready, hart.events.src, offset, range, index);
+            push_range(ready, hart.events.src, offset, range, self.block_ref(index));
         }
         if let Some(memo) = &mut self.memo {
             if memo.is_recording() {
@@ -444,14 +564,17 @@ impl<'a> BlockWalk<'a> {
     #[inline]
     pub(crate) fn for_each_instruction(
         &self,
-        hint: u32,
+        hint: BlockRef,
         start: u64,
         instructions: u32,
         visit: impl FnMut(u64),
     ) -> bool {
-        let block = match self.cache.blocks.get(hint as usize) {
+        let Some(cache) = self.cache_of(hint.code) else {
+            return false;
+        };
+        let block = match cache.blocks.get(hint.block as usize) {
             Some(block) if block.start == start => block,
-            _ => match self.cache.cached(start) {
+            _ => match cache.cached(start) {
                 Some(block) => block,
                 None => return false,
             },
@@ -460,7 +583,7 @@ impl<'a> BlockWalk<'a> {
             block,
             start,
             instructions,
-            |address| self.cache.cached(address),
+            |address| cache.cached(address),
             visit,
         )
     }
@@ -625,7 +748,13 @@ pub(crate) struct Range {
 /// simply continued into this block (a not-taken branch or a block size limit): fewer,
 /// longer ranges are what profilers want, and each costs the consumer a call.
 #[inline(always)]
-fn push_range(ready: &mut Vec<ReadyElement>, hart: u16, offset: u64, range: Range, block: u32) {
+fn push_range(
+    ready: &mut Vec<ReadyElement>,
+    hart: u16,
+    offset: u64,
+    range: Range,
+    block: BlockRef,
+) {
     if let Some((previous, _)) = ready.last_mut() {
         if previous.hart == hart {
             if let ElementKind::InstructionRange {

@@ -2,7 +2,7 @@
 //! progress, and every error names a byte offset inside the input.
 
 use code_image::{load_elf, CodeImage};
-use ntrace_flow::{DecoderOptions, FileDecodeInfo, FlowDecoder};
+use ntrace_flow::{ContextCode, DecoderOptions, FileDecodeInfo, FlowDecoder, ProgramCode};
 use ntrace_message::{CorrelationEvent, MessageOptions};
 use proptest::prelude::*;
 
@@ -19,7 +19,31 @@ fn image() -> (CodeImage, Vec<FileDecodeInfo>) {
 /// Decodes to the end with a bound on calls; returns (elements, errors).
 fn exhaust(trace: &[u8], options: DecoderOptions) -> (usize, usize) {
     let (image, files) = image();
-    let mut decoder = FlowDecoder::new(trace, &image, files, options);
+    exhaust_decoder(FlowDecoder::new(trace, &image, files, options), trace)
+}
+
+/// The same with a code per context: the tiny program for small even contexts, no code
+/// for odd ones, so that Ownership messages in arbitrary bytes switch codes often.
+fn exhaust_with_contexts(trace: &[u8], options: DecoderOptions) -> (usize, usize) {
+    let (image, files) = image();
+    let empty = CodeImage::new();
+    let program = |image| ProgramCode {
+        image,
+        files: files.clone(),
+    };
+    let code = ContextCode {
+        shared: program(&empty),
+        contexts: (0..16)
+            .map(|context| {
+                let image = if context % 2 == 0 { &image } else { &empty };
+                (context, program(image))
+            })
+            .collect(),
+    };
+    exhaust_decoder(FlowDecoder::with_contexts(trace, code, options), trace)
+}
+
+fn exhaust_decoder(mut decoder: FlowDecoder<'_>, trace: &[u8]) -> (usize, usize) {
     let (mut elements, mut errors) = (0, 0);
     let bound = trace.len() * 4096 + 64;
     for _ in 0..bound {
@@ -64,6 +88,11 @@ proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(trace in proptest::collection::vec(any::<u8>(), 0..512), flags in any::<u8>()) {
         exhaust(&trace, options(flags));
+    }
+
+    #[test]
+    fn arbitrary_bytes_with_contexts_never_panic(trace in proptest::collection::vec(any::<u8>(), 0..512), flags in any::<u8>()) {
+        exhaust_with_contexts(&trace, options(flags));
     }
 
     #[test]
