@@ -1549,10 +1549,57 @@ fn a_kernel_recording_decodes_against_its_copy_of_the_running_kernel() {
     ));
     std::fs::copy(recording.join("data"), &alone).expect("copy the data file");
     let stderr = decode_thread(&alone, "syscalls", Some(&symfs), None).stderr;
-    let _ = std::fs::remove_file(&alone);
     assert!(
         stderr.contains("has no copy of its code") && stderr.contains("gap"),
         "without the copy: {stderr}"
+    );
+
+    // The data alone, with the kernel's vmlinux where a debug package puts it
+    // (`/usr/lib/debug/.build-id/xx/rest.debug` of a symfs root): found by the build
+    // id the recording's kernel mapping carries, and the kernel decodes, but for the
+    // places it patched itself where it ran (gaps, which the copy has none of).
+    let vmlinux = PathBuf::from(
+        std::env::var_os("RVPERF_NTRACE_VMLINUX")
+            .expect("RVPERF_NTRACE_VMLINUX: the guest's vmlinux"),
+    );
+    let build_id = perf_session::elf_build_id(&std::fs::read(&vmlinux).expect("read vmlinux"))
+        .expect("vmlinux's build id");
+    let hex: String = build_id.iter().map(|byte| format!("{byte:02x}")).collect();
+    let debug_root = common::scratch().join(format!("vmlinux-symfs-{}", std::process::id()));
+    let link = debug_root
+        .join("usr/lib/debug/.build-id")
+        .join(&hex[..2])
+        .join(format!("{}.debug", &hex[2..]));
+    std::fs::create_dir_all(link.parent().expect("a directory")).expect("debug directory");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&vmlinux, &link).expect("link vmlinux");
+    let with_vmlinux = decode_thread(&alone, "syscalls", Some(debug_root.as_os_str()), None);
+    let _ = std::fs::remove_file(&alone);
+    let _ = std::fs::remove_dir_all(&debug_root);
+    assert!(
+        with_vmlinux.stderr.contains("the kernel's code is")
+            && !with_vmlinux.stderr.contains("has no copy of its code"),
+        "vmlinux by its build id: {}",
+        with_vmlinux.stderr
+    );
+    let vmlinux_text = elf_code_ranges(&vmlinux);
+    assert!(
+        with_vmlinux
+            .pcs
+            .iter()
+            .all(|pc| vmlinux_text.iter().any(|range| range.contains(pc))),
+        "every instruction decoded against vmlinux is in its text"
+    );
+    assert!(
+        with_vmlinux.pcs.len() * 10 > pcs.len(),
+        "{} of {} kernel instructions decoded against vmlinux",
+        with_vmlinux.pcs.len(),
+        pcs.len()
+    );
+    eprintln!(
+        "rvperf-syscalls-kernel: against vmlinux found by its build id, {} of the {} kernel instructions the copy gives",
+        with_vmlinux.pcs.len(),
+        pcs.len()
     );
     eprintln!(
         "rvperf-syscalls-kernel: {} kernel instructions of syscalls decoded against the copy ({} bytes, {} ranges) with no gap, {entries} entries at handle_exception for {system_calls} system calls of main, {} functions in the flame graph",

@@ -94,6 +94,71 @@ pub enum KcoreError {
     Write(String),
 }
 
+/// The name of the kernel's mapping in a recording, as perf names it: the kernel, and
+/// the symbol whose run-time address the record's pgoff holds (`_text`).
+pub const KERNEL_MAPPING_NAME: &str = "[kernel.kallsyms]_text";
+
+/// Where the running kernel's text is and which kernel it is: what perf's
+/// `[kernel.kallsyms]_text` MMAP record says, so that a trace of the kernel recorded
+/// without a copy of its code can be decoded against its vmlinux, found by the build
+/// id and moved by the difference between the two `_text` addresses (KASLR).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelPlace {
+    /// `_text`'s run-time address.
+    pub text: u64,
+    /// `_etext`'s.
+    pub end: u64,
+    /// From the kernel's notes; `None` when they are unreadable.
+    pub build_id: Option<Vec<u8>>,
+}
+
+impl KernelPlace {
+    /// Reads the running kernel's place (kallsyms' addresses: root, or kptr_restrict 0).
+    pub fn read(sources: &KernelSources) -> Result<Self, KcoreError> {
+        let kallsyms =
+            std::fs::read_to_string(&sources.kallsyms).map_err(|source| KcoreError::Read {
+                path: sources.kallsyms.clone(),
+                source,
+            })?;
+        let symbols = text_symbols(&kallsyms);
+        let address_of = |name: &str| {
+            symbols
+                .iter()
+                .find(|symbol| symbol.name == name)
+                .map(|symbol| symbol.address)
+                .filter(|&address| address != 0)
+        };
+        match (address_of("_text"), address_of("_etext")) {
+            (Some(text), Some(end)) if text < end => Ok(Self {
+                text,
+                end,
+                build_id: std::fs::read(&sources.notes)
+                    .ok()
+                    .and_then(|notes| gnu_build_id(&notes)),
+            }),
+            _ => Err(KcoreError::NoKernelText {
+                path: sources.kallsyms.clone(),
+            }),
+        }
+    }
+}
+
+/// The GNU build id among ELF notes (`/sys/kernel/notes`, a `PT_NOTE`'s bytes).
+pub fn gnu_build_id(notes: &[u8]) -> Option<Vec<u8>> {
+    let mut iterator = object::read::elf::NoteIterator::<elf::FileHeader64<LittleEndian>>::new(
+        LittleEndian,
+        4,
+        notes,
+    )
+    .ok()?;
+    while let Ok(Some(note)) = iterator.next() {
+        if note.name() == b"GNU" && note.n_type(LittleEndian) == elf::NT_GNU_BUILD_ID {
+            return Some(note.desc().to_vec()).filter(|id| !id.is_empty());
+        }
+    }
+    None
+}
+
 /// A module's memory larger than this is not a module's (a misread line): refused
 /// rather than read.
 const MODULE_SIZE_LIMIT: u64 = 256 << 20;
@@ -531,6 +596,58 @@ mod tests {
         note.extend_from_slice(b"GNU\0");
         note.extend_from_slice(id);
         note
+    }
+
+    #[test]
+    fn the_kernels_place_is_its_text_and_its_build_id() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = |name: &str| directory.path().join(name);
+        std::fs::write(
+            path("kallsyms"),
+            "ffffffff81000000 T _text\n\
+             ffffffff81002000 T _stext\n\
+             ffffffff81800000 T _etext\n",
+        )
+        .unwrap();
+        let id: Vec<u8> = (1..=20).collect();
+        // Another note first: the build id is found among several.
+        let mut notes = Vec::new();
+        notes.extend_from_slice(&6u32.to_le_bytes());
+        notes.extend_from_slice(&4u32.to_le_bytes());
+        notes.extend_from_slice(&6u32.to_le_bytes());
+        notes.extend_from_slice(b"Linux\0\0\0");
+        notes.extend_from_slice(&[0, 1, 2, 3]);
+        notes.extend(build_id_note(&id));
+        std::fs::write(path("notes"), &notes).unwrap();
+        let sources = KernelSources {
+            kallsyms: path("kallsyms"),
+            modules: path("modules"),
+            kcore: path("kcore"),
+            notes: path("notes"),
+        };
+        assert_eq!(
+            KernelPlace::read(&sources).unwrap(),
+            KernelPlace {
+                text: 0xffff_ffff_8100_0000,
+                end: 0xffff_ffff_8180_0000,
+                build_id: Some(id),
+            }
+        );
+        // Hidden addresses (all zero) are refused, not recorded as 0.
+        std::fs::write(
+            path("kallsyms"),
+            "0000000000000000 T _text\n0000000000000000 T _etext\n",
+        )
+        .unwrap();
+        assert!(matches!(
+            KernelPlace::read(&sources),
+            Err(KcoreError::NoKernelText { .. })
+        ));
+        assert_eq!(
+            gnu_build_id(&notes[..20]),
+            None,
+            "a cut note is no build id"
+        );
     }
 
     /// A fake /proc: a kcore whose one segment covers the kernel and a module, with

@@ -182,6 +182,9 @@ pub enum RecordWarning {
     /// The vDSO was mapped, and no copy of it could be kept: a trace through it cannot
     /// be decoded there.
     VdsoNotKept { reason: String },
+    /// The trace follows the kernel and where the kernel is could not be recorded (no
+    /// `[kernel.kallsyms]_text` mapping): its vmlinux cannot be placed when decoding.
+    KernelNotPlaced { reason: String },
 }
 
 impl RecordWarning {
@@ -219,6 +222,11 @@ impl fmt::Display for RecordWarning {
             RecordWarning::VdsoNotKept { reason } => write!(
                 f,
                 "no copy of the vDSO was kept ({reason}): its code in the recording has no image"
+            ),
+            RecordWarning::KernelNotPlaced { reason } => write!(
+                f,
+                "where the kernel is was not recorded ({reason}): only a copy of its code \
+                 (--kcore) can decode its trace"
             ),
             RecordWarning::Throttled { count } => write!(
                 f,

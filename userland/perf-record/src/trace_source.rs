@@ -117,6 +117,7 @@ pub(crate) fn plan(options: &RecordOptions, trace: &TraceOptions) -> Result<Plan
                 kernel_copy: trace.kernel_copy.clone(),
                 drains: 0,
                 final_status: None,
+                kernel_not_placed: None,
             }),
         }),
     })
@@ -141,6 +142,8 @@ struct TraceSource {
     drains: u64,
     /// The status after the last drain.
     final_status: Option<trace_device::Status>,
+    /// Why the kernel's mapping was not recorded, for a trace that follows the kernel.
+    kernel_not_placed: Option<String>,
 }
 
 impl TraceSource {
@@ -175,10 +178,57 @@ impl TraceSource {
     }
 }
 
+/// The kernel's mapping as perf synthesizes it (`perf_event__synthesize_kernel_mmap`):
+/// pid -1, `[kernel.kallsyms]_text` with `_text`'s run-time address as pgoff, and the
+/// kernel's build id in the record.
+fn write_kernel_mapping(
+    writer: &mut Writer,
+    place: &crate::KernelPlace,
+) -> Result<(), RecordError> {
+    let file_id = match &place.build_id {
+        Some(id) => perf_abi::Mmap2FileId::BuildId(id),
+        None => perf_abi::Mmap2FileId::Inode {
+            maj: 0,
+            min: 0,
+            ino: 0,
+            ino_generation: 0,
+        },
+    };
+    writer.write_mmap2(
+        0,
+        u16::try_from(perf_abi::sys::bindings::PERF_RECORD_MISC_KERNEL).unwrap_or(1),
+        &perf_abi::Mmap2Record {
+            // The kernel's u32 of pid -1: no process's.
+            pid: u32::MAX,
+            tid: 0,
+            addr: place.text,
+            len: place.end - place.text,
+            pgoff: place.text,
+            file_id,
+            prot: (libc::PROT_READ | libc::PROT_EXEC) as u32,
+            flags: 0,
+            filename: crate::KERNEL_MAPPING_NAME.as_bytes(),
+            sample_id: perf_abi::SampleId {
+                pid: Some(u32::MAX),
+                tid: Some(0),
+                time: Some(0),
+                ..perf_abi::SampleId::default()
+            },
+        },
+    )?;
+    Ok(())
+}
+
 impl AuxSource for TraceSource {
     fn begin(&mut self, writer: &mut Writer, _pid: i32) -> Result<(), RecordError> {
         // The code of what already runs (this recorder among it), as perf synthesizes it.
         self.synthesized = synthesize_processes(writer, Path::new("/proc"))?;
+        if self.config.privileges & !perf_abi::ntrace::privilege::USER != 0 {
+            match crate::KernelPlace::read(&crate::KernelSources::default()) {
+                Ok(place) => write_kernel_mapping(writer, &place)?,
+                Err(error) => self.kernel_not_placed = Some(error.to_string()),
+            }
+        }
         if let Some(path) = &self.kernel_copy {
             let elf = crate::KernelCode::read(&crate::KernelSources::default())
                 .and_then(|code| code.to_elf())?;
@@ -260,6 +310,9 @@ impl AuxSource for TraceSource {
         }
         self.final_status = Some(self.device.status()?);
         let mut warnings = Vec::new();
+        if let Some(reason) = self.kernel_not_placed.take() {
+            warnings.push(RecordWarning::KernelNotPlaced { reason });
+        }
         if self.drain.lost() > 0 {
             warnings.push(RecordWarning::TraceLost {
                 bytes: self.drain.lost(),

@@ -43,9 +43,9 @@ pub use ntrace_attribution::{
     Attribution, AttributionError, ProgramRun, ThreadTrace, Unattributed,
 };
 pub use ntrace_recording::{
-    is_ntrace_recording, place_files, read_ntrace_recording, CommandName, ExecutableMapping,
-    JoinedGap, NtraceRecording, NtraceRecordingError, PlacementProblem, Task, TaskFork, TaskSwitch,
-    TracePiece,
+    is_ntrace_recording, place_files, place_vmlinux, read_ntrace_recording, CommandName,
+    ExecutableMapping, JoinedGap, KernelMapping, NtraceRecording, NtraceRecordingError,
+    PlacementProblem, Task, TaskFork, TaskSwitch, TracePiece, VmlinuxProblem,
 };
 pub use ordered::OrderedEvents;
 pub use processes::{thread_id, InlineFrames, Place, Processes, SymbolOptions};

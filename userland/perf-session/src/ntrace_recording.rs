@@ -83,6 +83,8 @@ pub struct JoinedGap {
 #[derive(Debug)]
 pub struct NtraceRecording {
     pub info: NtraceInfo,
+    /// The kernel's mapping, for a trace that follows the kernel.
+    pub kernel: Option<KernelMapping>,
     pub pieces: Vec<TracePiece>,
     /// Bytes missing between the pieces.
     pub lost_bytes: u64,
@@ -92,6 +94,19 @@ pub struct NtraceRecording {
     pub comms: Vec<CommandName>,
     pub forks: Vec<TaskFork>,
 }
+
+/// The kernel's mapping as perf records it (`[kernel.kallsyms]_text`): which kernel ran,
+/// and where, for its vmlinux to be found and moved to where it ran (KASLR).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelMapping {
+    /// The symbol whose run-time address `address` is (`_text`).
+    pub symbol: String,
+    pub address: u64,
+    pub build_id: Option<Vec<u8>>,
+}
+
+/// The kernel's mappings' names start with this (perf's name of the kernel).
+const KERNEL_NAME: &[u8] = b"[kernel.kallsyms]";
 
 #[derive(Debug, thiserror::Error)]
 pub enum NtraceRecordingError {
@@ -151,6 +166,7 @@ pub fn read_ntrace_recording(
     let mut switches = Vec::new();
     let mut comms = Vec::new();
     let mut forks = Vec::new();
+    let mut kernel = None;
     let mut records = reader.records();
     while let Some(record) = records.next_record()? {
         match record.record_type {
@@ -213,6 +229,18 @@ pub fn read_ntrace_recording(
                 }
             }
             _ => match reader.parse_record(&record) {
+                Ok(Record::Mmap2(mmap)) if mmap.filename.starts_with(KERNEL_NAME) => {
+                    kernel = Some(KernelMapping {
+                        symbol: String::from_utf8_lossy(&mmap.filename[KERNEL_NAME.len()..])
+                            .into_owned(),
+                        // perf puts the named symbol's run-time address in pgoff.
+                        address: mmap.pgoff,
+                        build_id: match mmap.file_id {
+                            Mmap2FileId::BuildId(id) if !id.is_empty() => Some(id.to_vec()),
+                            _ => None,
+                        },
+                    });
+                }
                 Ok(Record::Mmap2(mmap)) => {
                     // Files, and the vDSO (no file: its copy is found by build id).
                     let named = mmap.filename.starts_with(b"/")
@@ -296,6 +324,7 @@ pub fn read_ntrace_recording(
     }
     Ok(NtraceRecording {
         info,
+        kernel,
         pieces,
         lost_bytes,
         mappings,
@@ -394,6 +423,100 @@ impl NtraceRecording {
         let mappings: Vec<&ExecutableMapping> = self.mappings.iter().collect();
         place_files(&mappings, read)
     }
+}
+
+/// Why no vmlinux stands in for the kernel's code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VmlinuxProblem {
+    #[error("the recording does not say where the kernel ran (no [kernel.kallsyms] mapping)")]
+    NotPlaced,
+    #[error("the recording has no build id of the kernel")]
+    NoBuildId,
+    #[error("no vmlinux with the kernel's build id {build_id} was found (looked for {looked_at})")]
+    NotFound { build_id: String, looked_at: String },
+    #[error("{}: no symbol {symbol} to place it by", path.display())]
+    NoSymbol {
+        path: std::path::PathBuf,
+        symbol: String,
+    },
+    #[error("{}: moved by {offset:#x} it leaves the address space", path.display())]
+    BadOffset {
+        path: std::path::PathBuf,
+        offset: u64,
+    },
+}
+
+/// The kernel's vmlinux, for a trace of the kernel recorded without a copy of its code:
+/// the first of `candidates` (`symbolize::kernel_image_candidates`) whose build id is
+/// the recorded kernel's, placed where the kernel ran: moved by the difference between
+/// the recorded run-time address of the mapping's symbol (`_text`) and vmlinux's
+/// (KASLR). `read` gives a candidate's bytes.
+pub fn place_vmlinux<B: AsRef<[u8]>>(
+    kernel: Option<&KernelMapping>,
+    candidates: &[std::path::PathBuf],
+    read: impl Fn(&std::path::Path) -> std::io::Result<B>,
+) -> Result<crate::PlacedElf, VmlinuxProblem> {
+    use object::{Object, ObjectSegment, ObjectSymbol};
+    let kernel = kernel.ok_or(VmlinuxProblem::NotPlaced)?;
+    let build_id = kernel
+        .build_id
+        .as_deref()
+        .ok_or(VmlinuxProblem::NoBuildId)?;
+    for path in candidates {
+        let Ok(bytes) = read(path) else {
+            continue;
+        };
+        let bytes = bytes.as_ref();
+        let Ok(file) = object::File::parse(bytes) else {
+            continue;
+        };
+        if file.build_id().ok().flatten() != Some(build_id) {
+            continue;
+        }
+        let no_symbol = || VmlinuxProblem::NoSymbol {
+            path: path.clone(),
+            symbol: kernel.symbol.clone(),
+        };
+        let link = file
+            .symbols()
+            .find(|symbol| symbol.name() == Ok(kernel.symbol.as_str()))
+            .map(|symbol| symbol.address())
+            .ok_or_else(no_symbol)?;
+        let offset = kernel.address.wrapping_sub(link);
+        let load_address = if offset == 0 {
+            None
+        } else {
+            // Where the lowest loadable segment's page goes (`code_image::load_elf`).
+            let lowest = file
+                .segments()
+                .map(|segment| segment.address())
+                .min()
+                .ok_or_else(no_symbol)?;
+            let page = lowest & !0xfff;
+            let moved = if kernel.address >= link {
+                page.checked_add(kernel.address - link)
+            } else {
+                page.checked_sub(link - kernel.address)
+            };
+            let moved = moved.ok_or_else(|| VmlinuxProblem::BadOffset {
+                path: path.clone(),
+                offset,
+            })?;
+            Some(moved)
+        };
+        return Ok(crate::PlacedElf {
+            path: path.clone(),
+            load_address,
+        });
+    }
+    Err(VmlinuxProblem::NotFound {
+        build_id: build_id.iter().map(|byte| format!("{byte:02x}")).collect(),
+        looked_at: candidates
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
 }
 
 /// The ELF files of `mappings`, each placed where it was mapped (the address of its

@@ -204,6 +204,29 @@ impl TraceCode {
         }
         let mut processes = Processes::new(options);
         let symbolizer = processes.symbolizer();
+        // A vmlinux moved to where the kernel ran (KASLR): the symbolizer takes the
+        // offset from where `_text` ran, as from perf's `[kernel.kallsyms]_text` record.
+        if let Some(kernel) = self
+            .files
+            .iter()
+            .find(|file| is_kernel_image(file) && file.info.bias != 0)
+        {
+            let text = std::fs::File::open(&kernel.path).ok().and_then(|file| {
+                symbolize::ObjectSymbolizer::symbols_only(&kernel.path.display().to_string(), &file)
+                    .ok()?
+                    .symbol_address(KERNEL_ANCHOR)
+            });
+            if let Some(text) = text {
+                symbolizer.add_mapping(
+                    TRACE_PID,
+                    0,
+                    0,
+                    text.wrapping_add(kernel.info.bias),
+                    &format!("[kernel.kallsyms]{KERNEL_ANCHOR}"),
+                    None,
+                );
+            }
+        }
         for file in &self.files {
             if is_kernel_image(file) {
                 continue;
@@ -372,6 +395,9 @@ impl SampledTraceCounts {
         self.sampler.statistics()
     }
 }
+
+/// The kernel symbol a moved vmlinux is placed by, as perf's kernel mapping names it.
+const KERNEL_ANCHOR: &str = "_text";
 
 /// The GNU build id of an ELF file's bytes, if it is one and has one.
 pub fn elf_build_id(bytes: &[u8]) -> Option<Vec<u8>> {

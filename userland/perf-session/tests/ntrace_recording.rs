@@ -9,7 +9,10 @@ use perf_abi::ntrace::{feature, NtraceInfo, RVPERF_AUXTRACE_NTRACE};
 use perf_abi::sys::bindings::{self as abi, perf_event_attr};
 use perf_abi::{Mmap2FileId, Mmap2Record, SampleId};
 use perf_data::{AuxtraceChunk, EventDesc, Metadata, PerfDataReader, PerfDataWriter};
-use perf_session::{read_ntrace_recording, JoinedGap, NtraceRecordingError, TracePiece};
+use perf_session::{
+    place_vmlinux, read_ntrace_recording, JoinedGap, KernelMapping, NtraceRecordingError,
+    PlacedElf, TracePiece, VmlinuxProblem,
+};
 
 fn info() -> NtraceInfo {
     NtraceInfo {
@@ -191,4 +194,170 @@ fn bad_recordings_are_refused_naming_the_offset() {
             ..
         })
     ));
+}
+
+/// The kernel's mapping as `rvperf trace record` writes it (perf's
+/// `[kernel.kallsyms]_text`, pgoff `_text`'s run-time address) is read back, and a
+/// vmlinux is found by its build id and moved to where the kernel ran.
+#[test]
+fn the_kernels_mapping_places_its_vmlinux() {
+    let kernel_id = [0x4b; 20];
+    let moved_by = 0x20_0000u64;
+    let link = 0xffff_ffff_8000_0000u64;
+    let mut writer = PerfDataWriter::new(
+        Cursor::new(Vec::new()),
+        vec![EventDesc {
+            attr: dummy_attr(),
+            name: "dummy:u".into(),
+            ids: vec![1],
+        }],
+    )
+    .unwrap();
+    writer
+        .write_mmap2(
+            0,
+            abi::PERF_RECORD_MISC_KERNEL as u16,
+            &Mmap2Record {
+                pid: u32::MAX,
+                tid: 0,
+                addr: link + moved_by,
+                len: 0x10_0000,
+                pgoff: link + moved_by,
+                file_id: Mmap2FileId::BuildId(&kernel_id),
+                prot: 5,
+                flags: 0,
+                filename: b"[kernel.kallsyms]_text",
+                sample_id: SampleId {
+                    pid: Some(u32::MAX),
+                    tid: Some(0),
+                    time: Some(0),
+                    ..SampleId::default()
+                },
+            },
+        )
+        .unwrap();
+    writer
+        .write_auxtrace_info(RVPERF_AUXTRACE_NTRACE, &info().to_words())
+        .unwrap();
+    let bytes = writer
+        .finish(&Metadata::from_host("rvperf", vec![]))
+        .unwrap()
+        .into_inner();
+    let reader = PerfDataReader::from_bytes(&bytes, "trace").unwrap();
+    let recording = read_ntrace_recording(&reader).unwrap();
+    let kernel = recording.kernel.clone().expect("the kernel's mapping");
+    assert_eq!(
+        kernel,
+        KernelMapping {
+            symbol: "_text".to_owned(),
+            address: link + moved_by,
+            build_id: Some(kernel_id.to_vec()),
+        }
+    );
+    assert!(
+        recording.mappings.is_empty(),
+        "the kernel is no file mapping"
+    );
+
+    // Two vmlinux files at the link address, one of another kernel: the one with the
+    // recorded build id is placed, moved by the difference of the `_text`s.
+    let vmlinux = |id: &[u8]| {
+        let mut notes = Vec::new();
+        notes.extend_from_slice(&4u32.to_le_bytes());
+        notes.extend_from_slice(&(id.len() as u32).to_le_bytes());
+        notes.extend_from_slice(&3u32.to_le_bytes());
+        notes.extend_from_slice(b"GNU\0");
+        notes.extend_from_slice(id);
+        perf_record::KernelCode {
+            ranges: vec![perf_record::CodeRange {
+                owner: "[kernel]".to_owned(),
+                address: link,
+                bytes: vec![0x01; 0x3000],
+            }],
+            symbols: vec![perf_record::KernelSymbol {
+                address: link + 0x1000,
+                name: "_text".to_owned(),
+                global: true,
+            }],
+            notes,
+        }
+        .to_elf()
+        .unwrap()
+    };
+    let files = [
+        (
+            std::path::PathBuf::from("/other/vmlinux"),
+            vmlinux(&[0x11; 20]),
+        ),
+        (
+            std::path::PathBuf::from("/right/vmlinux"),
+            vmlinux(&kernel_id),
+        ),
+    ];
+    let candidates: Vec<std::path::PathBuf> = files.iter().map(|(path, _)| path.clone()).collect();
+    let read = |path: &std::path::Path| {
+        files
+            .iter()
+            .find(|(candidate, _)| candidate == path)
+            .map(|(_, bytes)| bytes.clone())
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+    };
+    // `_text` is 0x1000 into the file's code: the kernel ran `moved_by` above it.
+    let recorded = KernelMapping {
+        address: link + 0x1000 + moved_by,
+        ..kernel.clone()
+    };
+    assert_eq!(
+        place_vmlinux(Some(&recorded), &candidates, read).unwrap(),
+        PlacedElf {
+            path: "/right/vmlinux".into(),
+            load_address: Some(link + moved_by),
+        }
+    );
+    // Not moved: at its link addresses.
+    let unmoved = KernelMapping {
+        address: link + 0x1000,
+        ..kernel.clone()
+    };
+    assert_eq!(
+        place_vmlinux(Some(&unmoved), &candidates, read)
+            .unwrap()
+            .load_address,
+        None
+    );
+    // Decoded there, its functions are named where they ran: the symbolizer is told
+    // how far the kernel moved.
+    let directory = std::env::temp_dir().join(format!("rvperf-vmlinux-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    let path = directory.join("vmlinux");
+    std::fs::write(&path, &files[1].1).unwrap();
+    let code = perf_session::TraceCode::load(&[PlacedElf {
+        path: path.clone(),
+        load_address: Some(link + moved_by),
+    }])
+    .unwrap();
+    let mut processes = code.processes(perf_session::SymbolOptions::default());
+    let symbolized = processes
+        .symbolizer()
+        .symbolize(perf_session::TRACE_PID, link + 0x1000 + moved_by + 8);
+    let _ = std::fs::remove_dir_all(&directory);
+    assert_eq!(
+        symbolized
+            .frames
+            .first()
+            .and_then(|frame| frame.function.as_deref()),
+        Some("_text"),
+        "{symbolized:?}"
+    );
+    // Only the other kernel's: not found, and what was looked at is said.
+    let error = place_vmlinux(Some(&recorded), &candidates[..1], read).unwrap_err();
+    assert!(
+        matches!(&error, VmlinuxProblem::NotFound { build_id, .. } if build_id == &"4b".repeat(20)),
+        "{error}"
+    );
+    assert!(error.to_string().contains("/other/vmlinux"), "{error}");
+    assert_eq!(
+        place_vmlinux(None, &candidates, read).unwrap_err(),
+        VmlinuxProblem::NotPlaced
+    );
 }

@@ -161,6 +161,32 @@ fn kernel_code_of(path: &Path) -> Option<PlacedElf> {
     })
 }
 
+/// The kernel's vmlinux for a recording without a copy of its code, found by the
+/// recorded build id and release as perf finds one (`symbolize::kernel_image_candidates`)
+/// and moved to where the kernel ran.
+fn vmlinux_of(
+    recording: &NtraceRecording,
+    release: Option<&str>,
+    symfs: Option<&Path>,
+) -> Result<PlacedElf, perf_session::VmlinuxProblem> {
+    let options = symbolize::SymbolizerOptions {
+        symfs: symfs.map(Path::to_path_buf),
+        ..symbolize::SymbolizerOptions::default()
+    };
+    let candidates = recording
+        .kernel
+        .as_ref()
+        .and_then(|kernel| kernel.build_id.as_deref())
+        .map(|build_id| symbolize::kernel_image_candidates(&options, build_id, release))
+        .unwrap_or_default();
+    perf_session::place_vmlinux(recording.kernel.as_ref(), &candidates, |path| {
+        let file = std::fs::File::open(path)?;
+        // SAFETY: read-only and private; a vmlinux is not written while a recording is
+        // read (as perf assumes of the files it symbolizes).
+        unsafe { memmap2::Mmap::map(&file) }
+    })
+}
+
 /// A process's files and the kernel's code: every thread of a trace that follows the
 /// kernel ran both.
 fn with_kernel(mut placed: Vec<PlacedElf>, kernel: Option<&PlacedElf>) -> Vec<PlacedElf> {
@@ -212,12 +238,22 @@ pub fn load(
     let recording = read_ntrace_recording(&reader).with_context(|| path.display().to_string())?;
     warn_lost(path, &recording);
     let name = path.display().to_string();
-    let kernel = kernel_code_of(path);
+    let mut kernel = kernel_code_of(path);
     if recording.info.traces_kernel() && kernel.is_none() && given.elf.is_empty() {
-        eprintln!(
-            "rvperf: warning: {}: the trace follows the kernel, and the recording has no copy of its code (record with --kcore, or give it with --elf): the kernel's parts are gaps",
-            path.display()
-        );
+        match vmlinux_of(&recording, reader.info().os_release.as_deref(), symfs) {
+            Ok(vmlinux) => {
+                eprintln!(
+                    "rvperf: note: {}: the kernel's code is {} (its build id; the kernel patched itself where it ran, which only a copy, --kcore, holds: those places are gaps)",
+                    path.display(),
+                    vmlinux.path.display()
+                );
+                kernel = Some(vmlinux);
+            }
+            Err(problem) => eprintln!(
+                "rvperf: warning: {}: the trace follows the kernel, and the recording has no copy of its code ({problem}; record with --kcore, or give a kernel image with --elf): the kernel's parts are gaps",
+                path.display()
+            ),
+        }
     }
     let options = MessageOptions::default()
         .with_src_bits(recording.info.src_bits)

@@ -49,7 +49,10 @@ pub use frame::{Frame, FunctionSymbol};
 pub use function_table::FunctionTable;
 pub use image_functions::{FunctionTotal, ImageFunctions, MappedRange};
 pub use kallsyms::{KallsymsParser, KernelSymbols};
-pub use locate::{binary_candidates, build_id_link, cached_kallsyms, cached_vdso, VDSO_NAME};
+pub use locate::{
+    binary_candidates, build_id_link, cached_kallsyms, cached_vdso, kernel_image_candidates,
+    VDSO_NAME,
+};
 pub use object_symbolizer::{DebugLink, ObjectSymbolizer, SupplementaryLink};
 pub use problem::Problem;
 pub use symbolizer::{

@@ -74,6 +74,45 @@ pub fn binary_candidates(
     candidates
 }
 
+/// Candidates for the vmlinux of the kernel with `build_id` (release `release`, when
+/// the recording says), best first, as perf's `vmlinux_path` and its build-id lookup
+/// find one: perf's build-id cache; each debug directory's `.build-id/xx/rest.debug`
+/// (a distribution's debug package: Debian's `linux-image-*-dbg`); then by release,
+/// `/usr/lib/debug/boot/vmlinux-R`, `/boot/vmlinux-R`, `/lib/modules/R/build/vmlinux`
+/// (under the symfs root, else as they are). The caller checks each one's build id.
+pub fn kernel_image_candidates(
+    options: &SymbolizerOptions,
+    build_id: &[u8],
+    release: Option<&str>,
+) -> Vec<PathBuf> {
+    let mut candidates = Vec::new();
+    if let Some(relative) = build_id_path(build_id) {
+        for dir in &options.build_id_dirs {
+            let cached = dir.join(".build-id").join(&relative);
+            candidates.push(cached.join("elf"));
+            candidates.push(cached);
+        }
+        for dir in debug_dirs(options) {
+            let mut debug = dir.join(".build-id").join(&relative).into_os_string();
+            debug.push(".debug");
+            candidates.push(PathBuf::from(debug));
+        }
+    }
+    if let Some(release) = release.filter(|release| !release.is_empty() && !release.contains('/')) {
+        for path in [
+            format!("/usr/lib/debug/boot/vmlinux-{release}"),
+            format!("/boot/vmlinux-{release}"),
+            format!("/lib/modules/{release}/build/vmlinux"),
+        ] {
+            candidates.push(match &options.symfs {
+                Some(symfs) => under(symfs, Path::new(&path)),
+                None => PathBuf::from(path),
+            });
+        }
+    }
+    candidates
+}
+
 /// The copy of a kernel's kallsyms that `perf record` keeps in its build-id
 /// cache (`<dir>/[kernel.kallsyms]/<build id>/kallsyms`), if one of `dirs`
 /// has it. It is the recorded kernel's, whatever runs now, and a plain file
@@ -196,6 +235,27 @@ mod tests {
         .map(PathBuf::from)
         .collect();
         assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn kernel_images_by_build_id_then_release() {
+        let found = kernel_image_candidates(&options(), &[0xab, 0xcd, 0xef], Some("7.3.0"));
+        let expected: Vec<PathBuf> = [
+            "/home/u/.debug/.build-id/ab/cdef/elf",
+            "/home/u/.debug/.build-id/ab/cdef",
+            "/sysroot/usr/lib/debug/.build-id/ab/cdef.debug",
+            "/usr/lib/debug/.build-id/ab/cdef.debug",
+            "/sysroot/usr/lib/debug/boot/vmlinux-7.3.0",
+            "/sysroot/boot/vmlinux-7.3.0",
+            "/sysroot/lib/modules/7.3.0/build/vmlinux",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(found, expected);
+        // A release that would climb out of its directory is no release.
+        let found = kernel_image_candidates(&options(), &[0xab, 0xcd], Some("../../etc"));
+        assert_eq!(found.len(), 4);
     }
 
     #[test]
