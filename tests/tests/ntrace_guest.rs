@@ -1573,6 +1573,10 @@ fn a_kernel_recording_decodes_against_its_copy_of_the_running_kernel() {
     std::fs::create_dir_all(link.parent().expect("a directory")).expect("debug directory");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(&vmlinux, &link).expect("link vmlinux");
+    // The program's own files, from the guest's root.
+    let programs = debug_root.join("opt");
+    let _ = std::fs::remove_file(&programs);
+    std::os::unix::fs::symlink(Path::new(&symfs).join("opt"), &programs).expect("link /opt");
     let with_vmlinux = decode_thread(&alone, "syscalls", Some(debug_root.as_os_str()), None);
     let _ = std::fs::remove_file(&alone);
     let _ = std::fs::remove_dir_all(&debug_root);

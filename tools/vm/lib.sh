@@ -481,6 +481,14 @@ RISCV_TARGET=riscv64gc-unknown-linux-gnu
 # own code runs on the traced harts) names one ELF at each address.
 GUEST_RVPERF_TEXT=0x60000000
 
+# The cache's cargo target directory `NAME` for this checkout. One per checkout path:
+# cargo decides a unit is fresh by comparing its sources' mtimes with the last build's,
+# so two checkouts sharing a target directory (a clean clone's CI run beside a working
+# tree) can each take the other's newer build for its own, with other sources.
+checkout_target_dir() {
+    printf '%s/%s-%s' "$CACHE_DIR" "$1" "$(printf '%s' "$REPO_DIR" | sha256sum | cut -c1-16)"
+}
+
 build_rvperf_riscv64() {
     log "cross-building rvperf for riscv64"
     # Debian ships no riscv64 std for rustc-web, so std is built from
@@ -492,10 +500,10 @@ build_rvperf_riscv64() {
             CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static -C link-arg=-Wl,-Ttext-segment=$GUEST_RVPERF_TEXT" \
             "$DEBIAN_CARGO" build --quiet --locked --release -p rvperf \
             -Zbuild-std=std,panic_abort --target "$RISCV_TARGET" \
-            --target-dir "$CACHE_DIR/target-riscv64") >&2 ||
+            --target-dir "$(checkout_target_dir target-riscv64)") >&2 ||
         die "cross-building rvperf failed"
     mkdir -p "$GUEST_DIR/bin"
-    install -m 755 "$CACHE_DIR/target-riscv64/$RISCV_TARGET/release/rvperf" "$GUEST_DIR/bin/rvperf"
+    install -m 755 "$(checkout_target_dir target-riscv64)/$RISCV_TARGET/release/rvperf" "$GUEST_DIR/bin/rvperf"
 }
 
 # The N-Trace hardware of the guest (tools/qemu-ntrace): the TCG plugin, built with
@@ -504,9 +512,9 @@ build_rvperf_riscv64() {
 build_ntrace_plugin() {
     log "building the qemu-ntrace plugin"
     (cd "$REPO_DIR" && cargo build --quiet --locked --release -p qemu-ntrace \
-        --target-dir "$CACHE_DIR/target-host") >&2 ||
+        --target-dir "$(checkout_target_dir target-host)") >&2 ||
         die "building the qemu-ntrace plugin failed"
-    NTRACE_PLUGIN=$CACHE_DIR/target-host/release/libqemu_ntrace.so
+    NTRACE_PLUGIN=$(checkout_target_dir target-host)/release/libqemu_ntrace.so
 }
 
 # The guest's workloads: C programs with frame pointers and symbols, so
