@@ -14,13 +14,12 @@
 mod common;
 
 use code_image::CodeImage;
-use common::{assert_same_pcs, load, retired_pcs, Code};
+use common::{assert_same_pcs, instruction_at, load, retired_pcs, Code, Random};
 use ntrace_flow::{
     BranchMode, Context, ContextCode, DecoderOptions, EncoderOptions, FlowDecoder, FlowError,
     ProgramCode, TraceEncoder, Trap,
 };
 use ntrace_message::{AddressWidth, MessageOptions};
-use riscv_insn::{DecodeOptions, Instruction};
 use trace_elements::{Context as ElementContext, ElementKind};
 
 /// Where the stand-in for the kernel's context switch is.
@@ -47,18 +46,6 @@ const SCONTEXT_WRITE: u64 = KERNEL + 6;
 /// The programs, at the same addresses, and their contexts (what the kernel writes).
 const PROGRAMS: [(&str, u64); 2] = [("loops", 0x101), ("recursion", 0x202)];
 
-/// A small deterministic generator (xorshift64*), so that failures reproduce.
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % bound
-    }
-}
-
 fn add_switch_code(image: &mut CodeImage) {
     let file = image.add_file("kernel");
     let bytes = SWITCH_CODE
@@ -84,14 +71,6 @@ fn program_code(name: &str) -> Code {
     add_switch_code(&mut code.image);
     code.files = code.image.file_decode_infos();
     code
-}
-
-fn instruction_at(code: &Code, address: u64) -> Instruction {
-    let mut bytes = [0u8; 4];
-    let read = code.image.read(address, &mut bytes);
-    assert!(read >= 2, "no code at {address:#x}");
-    riscv_insn::decode(u32::from_le_bytes(bytes), DecodeOptions::default())
-        .unwrap_or_else(|_| panic!("undecodable instruction at {address:#x}"))
 }
 
 /// How an encoder reports branches: its mode, and its HIST register's width.

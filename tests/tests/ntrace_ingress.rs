@@ -7,38 +7,14 @@
 
 mod common;
 
-use common::{assert_same_pcs, decode_elements, load, retired_pcs, Code};
+use common::{assert_same_pcs, decode_elements, instruction_at, load, retired_pcs, Code, Random};
 use ntrace_flow::{
     BranchMode, Context, DecoderOptions, EncoderOptions, InstructionRun, Recovery, TraceEncoder,
     Trap,
 };
 use ntrace_message::{AddressWidth, MessageOptions};
-use riscv_insn::{ControlFlow, DecodeOptions, Instruction};
+use riscv_insn::ControlFlow;
 use trace_elements::{ElementKind, GapReason};
-
-/// A small deterministic generator (xorshift64*), so that failures reproduce.
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % bound
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
-fn instruction_at(code: &Code, address: u64) -> Instruction {
-    let mut bytes = [0u8; 4];
-    let read = code.image.read(address, &mut bytes);
-    assert!(read >= 2, "no code at {address:#x}");
-    riscv_insn::decode(u32::from_le_bytes(bytes), DecodeOptions::default())
-        .unwrap_or_else(|_| panic!("undecodable instruction at {address:#x}"))
-}
 
 /// A translation block as QEMU makes one: consecutive PCs, ending after a control
 /// transfer (or earlier, as a page end or the block size limit cuts one).

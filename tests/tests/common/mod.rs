@@ -119,6 +119,34 @@ pub struct Code {
     pub files: Vec<FileDecodeInfo>,
 }
 
+/// The instruction at `address` of `code`, decoded (panics where there is none).
+pub fn instruction_at(code: &Code, address: u64) -> riscv_insn::Instruction {
+    let mut bytes = [0u8; 4];
+    let read = code.image.read(address, &mut bytes);
+    assert!(read >= 2, "no code at {address:#x}");
+    riscv_insn::decode(
+        u32::from_le_bytes(bytes),
+        riscv_insn::DecodeOptions::default(),
+    )
+    .unwrap_or_else(|_| panic!("undecodable instruction at {address:#x}"))
+}
+
+/// A small deterministic generator (xorshift64*), so that failures reproduce.
+pub struct Random(pub u64);
+
+impl Random {
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % bound
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
 pub fn load(name: &str) -> Code {
     load_file(&program(name))
 }

@@ -94,10 +94,6 @@ pub enum KcoreError {
     Write(String),
 }
 
-/// The name of the kernel's mapping in a recording, as perf names it: the kernel, and
-/// the symbol whose run-time address the record's pgoff holds (`_text`).
-pub const KERNEL_MAPPING_NAME: &str = "[kernel.kallsyms]_text";
-
 /// Where the running kernel's text is and which kernel it is: what perf's
 /// `[kernel.kallsyms]_text` MMAP record says, so that a trace of the kernel recorded
 /// without a copy of its code can be decoded against its vmlinux, found by the build
@@ -115,20 +111,11 @@ pub struct KernelPlace {
 impl KernelPlace {
     /// Reads the running kernel's place (kallsyms' addresses: root, or kptr_restrict 0).
     pub fn read(sources: &KernelSources) -> Result<Self, KcoreError> {
-        let kallsyms =
-            std::fs::read_to_string(&sources.kallsyms).map_err(|source| KcoreError::Read {
-                path: sources.kallsyms.clone(),
-                source,
-            })?;
-        let symbols = text_symbols(&kallsyms);
-        let address_of = |name: &str| {
-            symbols
-                .iter()
-                .find(|symbol| symbol.name == name)
-                .map(|symbol| symbol.address)
-                .filter(|&address| address != 0)
-        };
-        match (address_of("_text"), address_of("_etext")) {
+        let symbols = kallsyms_text_symbols(sources)?;
+        match (
+            address_of(&symbols, symbolize::KERNEL_TEXT_SYMBOL),
+            address_of(&symbols, "_etext"),
+        ) {
             (Some(text), Some(end)) if text < end => Ok(Self {
                 text,
                 end,
@@ -141,6 +128,25 @@ impl KernelPlace {
             }),
         }
     }
+}
+
+/// The text symbols of `sources.kallsyms`, sorted by address.
+fn kallsyms_text_symbols(sources: &KernelSources) -> Result<Vec<KernelSymbol>, KcoreError> {
+    let kallsyms =
+        std::fs::read_to_string(&sources.kallsyms).map_err(|source| KcoreError::Read {
+            path: sources.kallsyms.clone(),
+            source,
+        })?;
+    Ok(text_symbols(&kallsyms))
+}
+
+/// The address of symbol `name`; `None` when absent or hidden (kptr_restrict shows 0).
+fn address_of(symbols: &[KernelSymbol], name: &str) -> Option<u64> {
+    symbols
+        .iter()
+        .find(|symbol| symbol.name == name)
+        .map(|symbol| symbol.address)
+        .filter(|&address| address != 0)
 }
 
 /// The GNU build id among ELF notes (`/sys/kernel/notes`, a `PT_NOTE`'s bytes).
@@ -178,22 +184,11 @@ struct KcoreSegment {
 impl KernelCode {
     /// Reads the running kernel's code (root, `CONFIG_PROC_KCORE`).
     pub fn read(sources: &KernelSources) -> Result<Self, KcoreError> {
-        let read_text = |path: &Path| {
-            std::fs::read_to_string(path).map_err(|source| KcoreError::Read {
-                path: path.to_owned(),
-                source,
-            })
-        };
-        let kallsyms = read_text(&sources.kallsyms)?;
-        let mut symbols = text_symbols(&kallsyms);
-        let address_of = |name: &str| {
-            symbols
-                .iter()
-                .find(|symbol| symbol.name == name)
-                .map(|symbol| symbol.address)
-                .filter(|&address| address != 0)
-        };
-        let (Some(start), Some(end)) = (address_of("_stext"), address_of("_etext")) else {
+        let mut symbols = kallsyms_text_symbols(sources)?;
+        let (Some(start), Some(end)) = (
+            address_of(&symbols, "_stext"),
+            address_of(&symbols, "_etext"),
+        ) else {
             return Err(KcoreError::NoKernelText {
                 path: sources.kallsyms.clone(),
             });

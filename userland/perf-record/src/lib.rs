@@ -32,7 +32,6 @@ pub use ctr::pmu_type as ctr_pmu_type;
 pub use error::RecordError;
 pub use kcore::{
     gnu_build_id, CodeRange, KcoreError, KernelCode, KernelPlace, KernelSources, KernelSymbol,
-    KERNEL_MAPPING_NAME,
 };
 pub use options::{
     AuxData, CallChains, RecordOptions, RecordWarning, Recording, Summary, Target,

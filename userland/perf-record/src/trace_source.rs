@@ -194,6 +194,7 @@ fn write_kernel_mapping(
             ino_generation: 0,
         },
     };
+    let filename = format!("{}{}", symbolize::KERNEL_DSO, symbolize::KERNEL_TEXT_SYMBOL);
     writer.write_mmap2(
         0,
         u16::try_from(perf_abi::sys::bindings::PERF_RECORD_MISC_KERNEL).unwrap_or(1),
@@ -207,7 +208,7 @@ fn write_kernel_mapping(
             file_id,
             prot: (libc::PROT_READ | libc::PROT_EXEC) as u32,
             flags: 0,
-            filename: crate::KERNEL_MAPPING_NAME.as_bytes(),
+            filename: filename.as_bytes(),
             sample_id: perf_abi::SampleId {
                 pid: Some(u32::MAX),
                 tid: Some(0),

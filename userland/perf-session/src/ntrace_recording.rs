@@ -105,9 +105,6 @@ pub struct KernelMapping {
     pub build_id: Option<Vec<u8>>,
 }
 
-/// The kernel's mappings' names start with this (perf's name of the kernel).
-const KERNEL_NAME: &[u8] = b"[kernel.kallsyms]";
-
 #[derive(Debug, thiserror::Error)]
 pub enum NtraceRecordingError {
     #[error(transparent)]
@@ -229,10 +226,14 @@ pub fn read_ntrace_recording(
                 }
             }
             _ => match reader.parse_record(&record) {
-                Ok(Record::Mmap2(mmap)) if mmap.filename.starts_with(KERNEL_NAME) => {
+                Ok(Record::Mmap2(mmap))
+                    if mmap.filename.starts_with(symbolize::KERNEL_DSO.as_bytes()) =>
+                {
                     kernel = Some(KernelMapping {
-                        symbol: String::from_utf8_lossy(&mmap.filename[KERNEL_NAME.len()..])
-                            .into_owned(),
+                        symbol: String::from_utf8_lossy(
+                            &mmap.filename[symbolize::KERNEL_DSO.len()..],
+                        )
+                        .into_owned(),
                         // perf puts the named symbol's run-time address in pgoff.
                         address: mmap.pgoff,
                         build_id: match mmap.file_id {
@@ -439,6 +440,8 @@ pub enum VmlinuxProblem {
         path: std::path::PathBuf,
         symbol: String,
     },
+    #[error("{}: no loadable segment", path.display())]
+    NoSegments { path: std::path::PathBuf },
     #[error("{}: moved by {offset:#x} it leaves the address space", path.display())]
     BadOffset {
         path: std::path::PathBuf,
@@ -491,7 +494,7 @@ pub fn place_vmlinux<B: AsRef<[u8]>>(
                 .segments()
                 .map(|segment| segment.address())
                 .min()
-                .ok_or_else(no_symbol)?;
+                .ok_or_else(|| VmlinuxProblem::NoSegments { path: path.clone() })?;
             let page = lowest & !0xfff;
             let moved = if kernel.address >= link {
                 page.checked_add(kernel.address - link)

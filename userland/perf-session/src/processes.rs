@@ -91,7 +91,7 @@ impl Processes {
                 .info()
                 .build_ids
                 .iter()
-                .find(|entry| entry.filename == "[kernel.kallsyms]")
+                .find(|entry| entry.filename == symbolize::KERNEL_DSO)
                 .map(|entry| entry.build_id.as_slice());
             options.kallsyms = kernel_build_id
                 .and_then(|build_id| {

@@ -214,7 +214,7 @@ impl TraceCode {
             let text = std::fs::File::open(&kernel.path).ok().and_then(|file| {
                 symbolize::ObjectSymbolizer::symbols_only(&kernel.path.display().to_string(), &file)
                     .ok()?
-                    .symbol_address(KERNEL_ANCHOR)
+                    .symbol_address(symbolize::KERNEL_TEXT_SYMBOL)
             });
             if let Some(text) = text {
                 symbolizer.add_mapping(
@@ -222,7 +222,7 @@ impl TraceCode {
                     0,
                     0,
                     text.wrapping_add(kernel.info.bias),
-                    &format!("[kernel.kallsyms]{KERNEL_ANCHOR}"),
+                    &format!("{}{}", symbolize::KERNEL_DSO, symbolize::KERNEL_TEXT_SYMBOL),
                     None,
                 );
             }
@@ -395,9 +395,6 @@ impl SampledTraceCounts {
         self.sampler.statistics()
     }
 }
-
-/// The kernel symbol a moved vmlinux is placed by, as perf's kernel mapping names it.
-const KERNEL_ANCHOR: &str = "_text";
 
 /// The GNU build id of an ELF file's bytes, if it is one and has one.
 pub fn elf_build_id(bytes: &[u8]) -> Option<Vec<u8>> {

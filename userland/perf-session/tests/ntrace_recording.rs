@@ -43,9 +43,9 @@ fn dummy_attr() -> perf_event_attr {
     attr
 }
 
-/// (offset, reference, data) chunks after an AUXTRACE_INFO of `words`.
-fn recording(words: &[u64], chunks: &[(u64, u64, Vec<u8>)]) -> Vec<u8> {
-    let mut writer = PerfDataWriter::new(
+/// A perf.data writer in memory with the recorder's one dummy event.
+fn dummy_writer() -> PerfDataWriter<Cursor<Vec<u8>>> {
+    PerfDataWriter::new(
         Cursor::new(Vec::new()),
         vec![EventDesc {
             attr: dummy_attr(),
@@ -53,7 +53,12 @@ fn recording(words: &[u64], chunks: &[(u64, u64, Vec<u8>)]) -> Vec<u8> {
             ids: vec![1],
         }],
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// (offset, reference, data) chunks after an AUXTRACE_INFO of `words`.
+fn recording(words: &[u64], chunks: &[(u64, u64, Vec<u8>)]) -> Vec<u8> {
+    let mut writer = dummy_writer();
     for (filename, prot) in [("/bin/program", 5u32), ("/bin/data", 3)] {
         writer
             .write_mmap2(
@@ -204,15 +209,7 @@ fn the_kernels_mapping_places_its_vmlinux() {
     let kernel_id = [0x4b; 20];
     let moved_by = 0x20_0000u64;
     let link = 0xffff_ffff_8000_0000u64;
-    let mut writer = PerfDataWriter::new(
-        Cursor::new(Vec::new()),
-        vec![EventDesc {
-            attr: dummy_attr(),
-            name: "dummy:u".into(),
-            ids: vec![1],
-        }],
-    )
-    .unwrap();
+    let mut writer = dummy_writer();
     writer
         .write_mmap2(
             0,
@@ -226,7 +223,8 @@ fn the_kernels_mapping_places_its_vmlinux() {
                 file_id: Mmap2FileId::BuildId(&kernel_id),
                 prot: 5,
                 flags: 0,
-                filename: b"[kernel.kallsyms]_text",
+                filename: format!("{}{}", symbolize::KERNEL_DSO, symbolize::KERNEL_TEXT_SYMBOL)
+                    .as_bytes(),
                 sample_id: SampleId {
                     pid: Some(u32::MAX),
                     tid: Some(0),

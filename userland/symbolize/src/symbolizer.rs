@@ -104,7 +104,13 @@ pub struct Symbolized {
     pub frames: Rc<[Frame]>,
 }
 
-const KERNEL_DSO: &str = "[kernel.kallsyms]";
+/// perf's name of the kernel, as a DSO and at the start of the kernel's mapping's
+/// name (`[kernel.kallsyms]_text`: the symbol whose run-time address is its pgoff).
+pub const KERNEL_DSO: &str = "[kernel.kallsyms]";
+
+/// The symbol perf places the kernel by (`ref_reloc_sym`): its kernel mapping is
+/// `[kernel.kallsyms]_text`, with `_text`'s run-time address.
+pub const KERNEL_TEXT_SYMBOL: &str = "_text";
 const UNKNOWN_DSO: &str = "[unknown]";
 
 /// Lowest kernel address on 64-bit Linux (the upper half on every
