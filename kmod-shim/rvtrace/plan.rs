@@ -18,6 +18,8 @@ pub(crate) struct BlockFacts {
     pub(crate) sink_size: u64,
     /// The encoders' implicit-return stack depth (0: no implicit return).
     pub(crate) return_stack_depth: u32,
+    /// Every encoder has rvperf's stand-in context register (`encoder::CONTEXT`).
+    pub(crate) has_context_register: bool,
 }
 
 /// Why a configuration is refused.
@@ -35,7 +37,8 @@ pub(crate) enum PlanError {
     NoSuchHart,
     /// `buffer_bytes` is not a multiple of 4, below the minimum or above the sink memory.
     BadBufferSize,
-    /// The block cannot do what is asked (implicit return without a return stack).
+    /// The block cannot do what is asked (implicit return without a return stack, task
+    /// contexts without a context register).
     Unsupported,
 }
 
@@ -65,6 +68,9 @@ pub(crate) struct Plan {
     pub(crate) sink_control: u32,
     /// Bytes of sink memory to use, from its start.
     pub(crate) buffer_bytes: u64,
+    /// Write the running task to each traced hart's context register at every context
+    /// switch and exec (`RVTRACE_FEATURE_CONTEXT_TASK`).
+    pub(crate) task_context: bool,
 }
 
 impl Plan {
@@ -140,11 +146,19 @@ pub(crate) fn plan(config: &uapi::rvtrace_config, block: &BlockFacts) -> Result<
     if wants(uapi::RVTRACE_FEATURE_IMPLICIT_RETURN) && block.return_stack_depth == 0 {
         return Err(PlanError::Unsupported);
     }
+    let task_context = wants(uapi::RVTRACE_FEATURE_CONTEXT_TASK);
+    if task_context && !block.has_context_register {
+        return Err(PlanError::Unsupported);
+    }
 
     let mut encoder_control = control::ACTIVE.value(1);
     encoder_control = control::INSTRUCTION_MODE.insert(encoder_control, mode);
     encoder_control = control::FORMAT.insert(encoder_control, encoder::format::N_TRACE);
-    encoder_control = control::CONTEXT.with(encoder_control, wants(uapi::RVTRACE_FEATURE_CONTEXT));
+    // Task contexts are reported in Ownership messages: they imply trTeContext.
+    encoder_control = control::CONTEXT.with(
+        encoder_control,
+        wants(uapi::RVTRACE_FEATURE_CONTEXT) || task_context,
+    );
     if config.sync_max != uapi::RVTRACE_SYNC_NONE {
         encoder_control =
             control::INSTRUCTION_SYNC_MODE.insert(encoder_control, encoder::sync_mode::HALFWORDS);
@@ -215,5 +229,18 @@ pub(crate) fn plan(config: &uapi::rvtrace_config, block: &BlockFacts) -> Result<
         timestamp_control,
         sink_control,
         buffer_bytes,
+        task_context,
     })
+}
+
+/// The context value of `RVTRACE_FEATURE_CONTEXT_TASK` for thread `tid` in exec
+/// generation `generation` (counted modulo 2^10); all ones (`RVTRACE_CONTEXT_UNKNOWN`)
+/// for a thread id that does not fit.
+pub(crate) fn task_context(tid: u32, generation: u32) -> u32 {
+    let tid_mask = (1u32 << uapi::RVTRACE_CONTEXT_TID_BITS) - 1;
+    let generation_mask = (1u32 << uapi::RVTRACE_CONTEXT_EXEC_BITS) - 1;
+    if tid & !tid_mask != 0 {
+        return uapi::RVTRACE_CONTEXT_UNKNOWN;
+    }
+    (generation & generation_mask) << uapi::RVTRACE_CONTEXT_TID_BITS | tid
 }

@@ -18,6 +18,7 @@
 //!   sink memory read-only, release (stop and power down).
 
 use kernel::{
+    alloc::VVec,
     bindings,
     device::Core,
     error::to_result,
@@ -36,6 +37,8 @@ use kernel::{
 
 // The register map, the ABI and the plan (shared.rs says why they are shared).
 include!("shared.rs");
+
+use core::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
 use component::{ComponentType, COMPONENT_SIZE};
 use discovery::{ComponentEntry, DiscoveryTable, MAGIC};
@@ -164,6 +167,8 @@ struct State {
     wrapped: bool,
     stopped_on_wrap: bool,
     overflow_harts: u64,
+    /// While tracing with task contexts: the scheduler probes that write them.
+    context_probes: Option<ContextProbes>,
 }
 
 /// One trace block: its layout, its bus mapping and its owner's state.
@@ -245,7 +250,8 @@ impl TraceBlock {
         check_implementation(&component.entry, implementation)
     }
 
-    fn start(&self, state: &mut State) -> Result {
+    /// `self_arc` is this block, for the context writer's probes to hold.
+    fn start(&self, self_arc: &Arc<TraceBlock>, state: &mut State) -> Result {
         let plan = state.plan.ok_or(EINVAL)?;
         let sink = self.sink();
         let funnel = self.funnel();
@@ -261,6 +267,24 @@ impl TraceBlock {
         }
         for encoder in self.encoders().filter(used) {
             self.reset(encoder)?;
+        }
+        if plan.task_context {
+            // The context registers hold what the probes write from now on (a released
+            // encoder's reads 0, which would name the idle task): no task until then.
+            for component in self.encoders().filter(used) {
+                self.bus.write(
+                    component.registers,
+                    encoder::CONTEXT,
+                    uapi::RVTRACE_CONTEXT_UNKNOWN,
+                )?;
+            }
+            // Before any encoder is enabled, so that each hart's trace starts with its
+            // task known (registering patches the kernel's text: slow, and not to be
+            // traced as nobody's). Kept in `state` at once: a failure below takes the
+            // probes off with the rest (`IOC_START`).
+            state.context_probes = Some(ContextProbes::register(ContextWriter::new(
+                self_arc, &plan,
+            )?)?);
         }
 
         // The RAM sink in SMEM mode: mode, then the buffer, then WP = start, then enable.
@@ -451,6 +475,9 @@ impl TraceBlock {
     /// then the last reading, and every component back in reset (a block left active
     /// keeps the emulation polling it, and real hardware drawing power).
     fn stop(&self, state: &mut State) -> Result {
+        // The probes go first (and whatever happens next): nothing writes contexts once
+        // the encoders are stopped.
+        drop(state.context_probes.take());
         if !state.running {
             return Ok(());
         }
@@ -563,6 +590,10 @@ impl TraceBlock {
                 uapi::RVTRACE_INFO_WRAP_COUNT
             } else {
                 0
+            } | if self.facts.has_context_register {
+                uapi::RVTRACE_INFO_CONTEXT_REGISTER
+            } else {
+                0
             },
             ..Default::default()
         }
@@ -662,6 +693,7 @@ fn discover(bar: &pci::Bar<'_>, bar_length: u64) -> Result<Discovered> {
     let mut harts = 0u64;
     let mut encoder_implementation = 0;
     let mut return_stack_depth = u32::MAX;
+    let mut has_context_register = true;
     for entry in table.encoders() {
         let implementation = read(entry)?;
         let hart = entry.hart.unwrap_or(u32::MAX);
@@ -674,9 +706,11 @@ fn discover(bar: &pci::Bar<'_>, bar_length: u64) -> Result<Discovered> {
         }
         harts |= 1 << hart;
         encoder_implementation = implementation;
-        // The emulated encoders' Impl vendor bits are their return stack depth.
-        return_stack_depth =
-            return_stack_depth.min(component::implementation::VENDOR.extract(implementation));
+        // The emulated encoders' Impl vendor bits are their return stack depth and
+        // whether they have the stand-in context register.
+        return_stack_depth = return_stack_depth
+            .min(encoder::implementation::RETURN_STACK_DEPTH.extract(implementation));
+        has_context_register &= encoder::implementation::HAS_CONTEXT.is_set(implementation);
     }
     if harts == 0 {
         pr_err!("the trace block has no encoder\n");
@@ -700,6 +734,7 @@ fn discover(bar: &pci::Bar<'_>, bar_length: u64) -> Result<Discovered> {
             has_funnel: table.funnel().is_some(),
             sink_size: table.sink_size,
             return_stack_depth,
+            has_context_register,
         },
         sink: Component::new(sink),
         table,
@@ -707,6 +742,345 @@ fn discover(bar: &pci::Bar<'_>, bar_length: u64) -> Result<Discovered> {
         funnel_implementation,
         sink_implementation,
     })
+}
+
+/// CPUs the kernel numbers (`NR_CPUS`).
+const CPUS: usize = bindings::NR_CPUS as usize;
+
+/// Thread ids the generations table covers: every tid Linux hands out
+/// (`PID_MAX_LIMIT`, the context value's 22 bits).
+const TIDS: usize = 1 << uapi::RVTRACE_CONTEXT_TID_BITS;
+
+/// Exec generations the context value tells apart (its 10 bits).
+const GENERATIONS: u32 = 1 << uapi::RVTRACE_CONTEXT_EXEC_BITS;
+
+/// The id of `task` in the initial pid namespace (what perf's side-band records), if
+/// it fits the context value.
+///
+/// # Safety
+///
+/// `task` points to a live task for the duration of the call.
+unsafe fn tid_of(task: *const bindings::task_struct) -> Option<u32> {
+    // Through the kernel's function, not a field: the bindings' `task_struct` layout of
+    // this kernel's build is not C's (`kmod-shim/README.md`, "Task contexts").
+    // SAFETY: the caller guarantees `task` is live; `init_pid_ns` is the kernel's
+    // static namespace; `__task_pid_nr_ns` takes the RCU read lock itself and may run
+    // in atomic context.
+    let tid = unsafe {
+        bindings::__task_pid_nr_ns(
+            task.cast_mut(),
+            bindings::pid_type_PIDTYPE_PID,
+            core::ptr::addr_of_mut!(bindings::init_pid_ns),
+        )
+    };
+    u32::try_from(tid).ok().filter(|&tid| (tid as usize) < TIDS)
+}
+
+/// Writes the task each traced hart runs to its encoder's stand-in context register
+/// (`RVTRACE_FEATURE_CONTEXT_TASK`), where an operating system on silicon with Sdtrig
+/// would write `scontext`: at every context switch the task switched to, at every exec
+/// the task with its new program, and at the start whatever each CPU runs.
+struct ContextWriter {
+    block: Arc<TraceBlock>,
+    /// By Linux CPU: the context register's encoder, if the CPU's hart is traced.
+    encoder_of_cpu: [Option<Registers>; CPUS],
+    /// By tid: the generation of the program the thread runs, given at its fork and at
+    /// each exec since tracing started (0: the thread existed before and has not
+    /// exec'd since). `task_struct.self_exec_id` would do, but fields of `task_struct`
+    /// cannot be read here (see `tid_of`). 8 MiB, for the trace's duration.
+    generations: VVec<u16>,
+    /// The last generation given (counts modulo `GENERATIONS`, skipping 0).
+    last_generation: AtomicU32,
+}
+
+impl ContextWriter {
+    fn new(block: &Arc<TraceBlock>, plan: &plan::Plan) -> Result<KBox<ContextWriter>> {
+        let mut encoder_of_cpu = [None; CPUS];
+        for (cpu, slot) in encoder_of_cpu.iter_mut().enumerate() {
+            // SAFETY: the CPU-to-hart map is written during boot and read-only after
+            // (`__ro_after_init`): a plain read of one element.
+            let hart = unsafe { (*core::ptr::addr_of!(bindings::__cpuid_to_hartid_map))[cpu] };
+            *slot = block
+                .encoders()
+                .find(|component| {
+                    component.entry.hart.is_some_and(|encoder_hart| {
+                        u64::from(encoder_hart) == hart as u64
+                            && encoder_hart < 64
+                            && plan.harts & (1 << encoder_hart) != 0
+                    })
+                })
+                .map(|component| component.registers);
+        }
+        Ok(KBox::new(
+            ContextWriter {
+                block: block.clone(),
+                encoder_of_cpu,
+                generations: VVec::from_elem(0, TIDS, GFP_KERNEL)?,
+                last_generation: AtomicU32::new(0),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// The generation slot of `tid` (below `TIDS`).
+    fn generation_of(&self, tid: u32) -> &AtomicU16 {
+        let slot = &self.generations[tid as usize];
+        // SAFETY: `slot` is a valid, aligned `u16` of `generations`, which lives as
+        // long as `self`; every access to it (the probes, on any CPU) is atomic
+        // through this view, and nothing takes a plain reference to it mutably.
+        unsafe { AtomicU16::from_ptr(core::ptr::from_ref(slot).cast_mut()) }
+    }
+
+    /// Gives thread `tid` a generation no other program of it had lately: its context
+    /// value changes at exec, and a tid used again by a new task is not taken for the
+    /// old one's.
+    fn renew_generation(&self, tid: u32) {
+        let count = self.last_generation.fetch_add(1, Ordering::Relaxed);
+        let generation = 1 + count % (GENERATIONS - 1);
+        self.generation_of(tid)
+            .store(generation as u16, Ordering::Relaxed);
+    }
+
+    /// Writes `task`'s context to the encoder of the CPU this runs on, as the task that
+    /// runs there from now on.
+    ///
+    /// # Safety
+    ///
+    /// `task` points to a live task for the duration of the call.
+    unsafe fn write_task(&self, task: *const bindings::task_struct) {
+        // The CPU must not change between reading its number and the write.
+        let _interrupts_off = kernel::interrupt::local_interrupt_disable();
+        // SAFETY: reading this CPU's number has no precondition; with interrupts off the
+        // caller stays on it.
+        let cpu = unsafe { bindings::raw_smp_processor_id() } as usize;
+        let Some(registers) = self.encoder_of_cpu.get(cpu).copied().flatten() else {
+            return;
+        };
+        // SAFETY: the caller guarantees `task` is live.
+        let value = match unsafe { tid_of(task) } {
+            Some(tid) => plan::task_context(
+                tid,
+                u32::from(self.generation_of(tid).load(Ordering::Relaxed)),
+            ),
+            None => uapi::RVTRACE_CONTEXT_UNKNOWN,
+        };
+        // A device gone (unbound) has nothing to write to; its owner's next ioctl says
+        // ENODEV.
+        let _ = self.block.bus.write(registers, encoder::CONTEXT, value);
+    }
+}
+
+/// The writer of a probe's `data`.
+///
+/// # Safety
+///
+/// `data` is the writer `ContextProbes` registered, which outlives the registration
+/// and the tracepoints' grace period after it (`ContextProbes::drop`).
+unsafe fn writer_of<'a>(data: *mut core::ffi::c_void) -> &'a ContextWriter {
+    // SAFETY: as the caller guarantees.
+    unsafe { &*data.cast::<ContextWriter>() }
+}
+
+/// `sched_switch` probe: `next` runs on this CPU from now on.
+///
+/// # Safety
+///
+/// Called by the tracepoint with the `ContextWriter` it was registered with as `data`.
+unsafe extern "C" fn on_sched_switch(
+    data: *mut core::ffi::c_void,
+    _preempt: bool,
+    _previous: *mut bindings::task_struct,
+    next: *mut bindings::task_struct,
+    _previous_state: core::ffi::c_uint,
+) {
+    // SAFETY: registered with its writer; the scheduler passes the task it switches
+    // to, live across the call.
+    unsafe { writer_of(data).write_task(next) };
+}
+
+/// `sched_process_fork` probe: `child` starts as a copy of `parent`, in a new
+/// generation (before it first runs: the fork wakes it after the tracepoint).
+///
+/// # Safety
+///
+/// As [`on_sched_switch`].
+unsafe extern "C" fn on_sched_process_fork(
+    data: *mut core::ffi::c_void,
+    _parent: *mut bindings::task_struct,
+    child: *mut bindings::task_struct,
+) {
+    // SAFETY: registered with its writer; the fork passes the child, live.
+    let writer = unsafe { writer_of(data) };
+    // SAFETY: as above.
+    if let Some(tid) = unsafe { tid_of(child) } {
+        writer.renew_generation(tid);
+    }
+}
+
+/// `sched_process_exec` probe: `task` (the current one) runs a new program, in a new
+/// generation, from now on.
+///
+/// # Safety
+///
+/// As [`on_sched_switch`].
+unsafe extern "C" fn on_sched_process_exec(
+    data: *mut core::ffi::c_void,
+    task: *mut bindings::task_struct,
+    _old_pid: bindings::pid_t,
+    _binary: *mut bindings::linux_binprm,
+) {
+    // SAFETY: registered with its writer; exec passes the current task, live.
+    let writer = unsafe { writer_of(data) };
+    // SAFETY: as above.
+    if let Some(tid) = unsafe { tid_of(task) } {
+        writer.renew_generation(tid);
+    }
+    // SAFETY: as above.
+    unsafe { writer.write_task(task) };
+}
+
+/// Run on every CPU at the start (`smp_call_function_single`): the task it runs now.
+///
+/// # Safety
+///
+/// `data` is a live `ContextWriter`.
+unsafe extern "C" fn write_current_task(data: *mut core::ffi::c_void) {
+    // SAFETY: `ContextProbes::register` passes its writer and waits for the call; the
+    // current task is live while it runs this.
+    unsafe { writer_of(data).write_task(bindings::get_current()) };
+}
+
+/// The scheduler's tracepoints the writer hooks, in the order they are registered.
+const PROBED: [&[u8]; 3] = [
+    b"sched_process_fork",
+    b"sched_process_exec",
+    b"sched_switch",
+];
+
+/// `for_each_kernel_tracepoint` callback: keeps each tracepoint `PROBED` names.
+///
+/// # Safety
+///
+/// `data` is a `[*mut tracepoint; 3]`; `tracepoint` a kernel tracepoint.
+unsafe extern "C" fn find_probed_tracepoint(
+    tracepoint: *mut bindings::tracepoint,
+    data: *mut core::ffi::c_void,
+) {
+    // SAFETY: `ContextProbes::register` passes its own array, exclusively borrowed.
+    let found = unsafe { &mut *data.cast::<[*mut bindings::tracepoint; 3]>() };
+    // SAFETY: a kernel tracepoint's name is a static NUL-terminated string.
+    let name = unsafe { core::ffi::CStr::from_ptr((*tracepoint).name) };
+    if let Some(index) = PROBED.iter().position(|probed| *probed == name.to_bytes()) {
+        found[index] = tracepoint;
+    }
+}
+
+/// The writer's probes, registered; unregistered on drop. Rust for Linux 7.3 lets Rust
+/// code declare tracepoints but not attach to the kernel's: this is the smallest
+/// wrapper, three probes with one lifetime.
+struct ContextProbes {
+    writer: KBox<ContextWriter>,
+    /// `PROBED`'s tracepoints, found by name (they are not exported symbols).
+    tracepoints: [*mut bindings::tracepoint; 3],
+    /// How many of them, from the first, have the probe registered.
+    registered: usize,
+}
+
+// SAFETY: the raw pointers are the kernel's static tracepoints, valid from any thread;
+// the writer holds an `Arc`, register accessors and atomics, which are `Send`.
+unsafe impl Send for ContextProbes {}
+
+impl ContextProbes {
+    /// The probe of each of `PROBED`'s tracepoints, as the tracepoint calls it.
+    fn probes() -> [*mut core::ffi::c_void; 3] {
+        [
+            on_sched_process_fork as *const () as *mut core::ffi::c_void,
+            on_sched_process_exec as *const () as *mut core::ffi::c_void,
+            on_sched_switch as *const () as *mut core::ffi::c_void,
+        ]
+    }
+
+    fn data(&self) -> *mut core::ffi::c_void {
+        core::ptr::from_ref::<ContextWriter>(&self.writer)
+            .cast_mut()
+            .cast()
+    }
+
+    fn register(writer: KBox<ContextWriter>) -> Result<ContextProbes> {
+        let mut tracepoints: [*mut bindings::tracepoint; 3] = [core::ptr::null_mut(); 3];
+        // SAFETY: the callback matches the type the iterator calls, and `tracepoints`
+        // lives across the call.
+        unsafe {
+            bindings::for_each_kernel_tracepoint(
+                Some(find_probed_tracepoint),
+                core::ptr::from_mut(&mut tracepoints).cast(),
+            )
+        };
+        if tracepoints.iter().any(|tracepoint| tracepoint.is_null()) {
+            pr_err!("the kernel lacks sched_process_fork, sched_process_exec or sched_switch\n");
+            return Err(EOPNOTSUPP);
+        }
+        let mut probes = ContextProbes {
+            writer,
+            tracepoints,
+            registered: 0,
+        };
+        let data = probes.data();
+        // Fork and exec first, so that a task's generation is in place before a switch
+        // reads it.
+        for (tracepoint, probe) in tracepoints.into_iter().zip(Self::probes()) {
+            // SAFETY: each probe has its tracepoint's probe type (data first, then
+            // TP_PROTO's arguments); `data` (the boxed writer) stays where it is until
+            // `drop` unregisters the probes and waits out their callers. On error,
+            // dropping `probes` takes off those registered.
+            to_result(unsafe { bindings::tracepoint_probe_register(tracepoint, probe, data) })?;
+            probes.registered += 1;
+        }
+        // What each CPU runs now: its next switch would say it only then. The probes
+        // are in place first, so a switch in between writes after this.
+        for cpu in 0..CPUS {
+            // SAFETY: `write_current_task` has the IPI function type and `data` is live
+            // until the call returns (`wait`). A CPU that is not online returns ENXIO:
+            // there is nothing to write there.
+            unsafe {
+                bindings::smp_call_function_single(
+                    cpu as core::ffi::c_int,
+                    Some(write_current_task),
+                    data,
+                    true,
+                )
+            };
+        }
+        Ok(probes)
+    }
+}
+
+impl Drop for ContextProbes {
+    fn drop(&mut self) {
+        let data = self.data();
+        for (tracepoint, probe) in self
+            .tracepoints
+            .into_iter()
+            .zip(Self::probes())
+            .take(self.registered)
+        {
+            // SAFETY: a probe and data registered in `register`. Unregistering fails
+            // only to allocate the tracepoint's new probe array, and then the probe
+            // stays: this is the one place that can happen, and nothing better can be
+            // done here than say so.
+            let result = unsafe { bindings::tracepoint_probe_unregister(tracepoint, probe, data) };
+            if result != 0 {
+                pr_err!("cannot take a probe off the scheduler: error {}\n", result);
+            }
+        }
+        // Probes of tracepoints that cannot fault run in `tracepoint_srcu` read
+        // sections (`tracepoint_synchronize_unregister` waits for those, and for the
+        // faultable ones' RCU tasks trace, which these are not): after this wait none
+        // runs, and the writer can go.
+        // SAFETY: `tracepoint_srcu` is the kernel's, initialised at boot; we are in
+        // process context, which may sleep.
+        unsafe { bindings::synchronize_srcu(core::ptr::addr_of_mut!(bindings::tracepoint_srcu)) };
+    }
 }
 
 /// Whether the caller may trace every process and the kernel (perf's `perfmon_capable`).
@@ -847,8 +1221,9 @@ impl MiscDevice for TraceFile {
                 if state.running {
                     return Err(EBUSY);
                 }
-                if let Err(error) = block.start(&mut state) {
+                if let Err(error) = block.start(block, &mut state) {
                     // Leave nothing half-enabled.
+                    drop(state.context_probes.take());
                     let _ = block.power_down();
                     state.running = false;
                     return Err(error);
@@ -983,6 +1358,7 @@ fn probe_block(pdev: &pci::Device<Core<'_>>) -> Result<Arc<TraceBlock>> {
                 wrapped: false,
                 stopped_on_wrap: false,
                 overflow_harts: 0,
+                context_probes: None,
             }),
             progress <- new_condvar!(),
         }),

@@ -38,6 +38,7 @@ mod tests {
             has_funnel: true,
             sink_size: 1 << 20,
             return_stack_depth: 32,
+            has_context_register: true,
         }
     }
 
@@ -86,6 +87,31 @@ mod tests {
         // Active, SMEM, no stop on wrap.
         assert_eq!(plan.sink_control, 0x11);
         assert_eq!(plan.buffer_bytes, 65536);
+        assert!(!plan.task_context);
+    }
+
+    #[test]
+    fn a_task_context_holds_the_tid_and_the_exec_generation() {
+        // The idle task.
+        assert_eq!(plan::task_context(0, 0), 0);
+        assert_eq!(plan::task_context(1234, 1), 1 << 22 | 1234);
+        // The generation counts modulo 1024.
+        assert_eq!(plan::task_context(7, 1025), 1 << 22 | 7);
+        assert_eq!(plan::task_context((1 << 22) - 1, 0), 0x3f_ffff);
+        assert_eq!(
+            plan::task_context(1 << 22, 0),
+            uapi::RVTRACE_CONTEXT_UNKNOWN
+        );
+    }
+
+    #[test]
+    fn task_contexts_imply_ownership_messages() {
+        let mut tasks = config();
+        tasks.features |= uapi::RVTRACE_FEATURE_CONTEXT_TASK;
+        let plan = plan::plan(&tasks, &facts()).unwrap();
+        assert!(plan.task_context);
+        // trTeContext (bit 9) besides the control of the plain configuration.
+        assert_eq!(plan.encoder_control, 0x0163_0231);
     }
 
     #[test]
@@ -110,7 +136,7 @@ mod tests {
         assert_eq!(refused(&|c| c.size = 8), plan::PlanError::WrongSize);
         assert_eq!(refused(&|c| c.mode = 4), plan::PlanError::UnknownMode);
         assert_eq!(
-            refused(&|c| c.features = 1 << 8),
+            refused(&|c| c.features = 1 << 9),
             plan::PlanError::UnknownBits
         );
         assert_eq!(
@@ -145,6 +171,16 @@ mod tests {
         };
         assert_eq!(
             plan::plan(&config(), &no_stack).unwrap_err(),
+            plan::PlanError::Unsupported
+        );
+        let no_context_register = plan::BlockFacts {
+            has_context_register: false,
+            ..block
+        };
+        let mut tasks = config();
+        tasks.features |= uapi::RVTRACE_FEATURE_CONTEXT_TASK;
+        assert_eq!(
+            plan::plan(&tasks, &no_context_register).unwrap_err(),
             plan::PlanError::Unsupported
         );
     }

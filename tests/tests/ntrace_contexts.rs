@@ -14,6 +14,7 @@
 mod common;
 
 use code_image::CodeImage;
+use common::kernel_switch::{add_switch_code, KERNEL, SCONTEXT_WRITE, SWITCH_PCS};
 use common::{assert_same_pcs, instruction_at, load, retired_pcs, Code, Random};
 use ntrace_flow::{
     BranchMode, Context, ContextCode, DecoderOptions, EncoderOptions, FlowDecoder, FlowError,
@@ -22,40 +23,8 @@ use ntrace_flow::{
 use ntrace_message::{AddressWidth, MessageOptions};
 use trace_elements::{Context as ElementContext, ElementKind};
 
-/// Where the stand-in for the kernel's context switch is.
-const KERNEL: u64 = 0xffff_ffff_8000_0000;
-
-/// The stand-in for the kernel's context switch, as little-endian half-words:
-///
-/// ```text
-/// KERNEL+0   c.nop
-/// KERNEL+2   beq zero, zero, KERNEL+6   (taken: a DirectBranch message in BTM, after
-///                                        which the walk stands linked to the next block)
-/// KERNEL+6   csrw scontext, a0           (csrrw x0, 0x5a8, a0)
-/// KERNEL+10  c.nop
-/// KERNEL+12  sret
-/// ```
-const SWITCH_CODE: [u16; 8] = [
-    0x0001, 0x0263, 0x0000, 0x1073, 0x5a85, 0x0001, 0x0073, 0x1020,
-];
-
-/// The address of each instruction of the switch, and the `csrw`'s.
-const SWITCH_PCS: [u64; 5] = [KERNEL, KERNEL + 2, KERNEL + 6, KERNEL + 10, KERNEL + 12];
-const SCONTEXT_WRITE: u64 = KERNEL + 6;
-
 /// The programs, at the same addresses, and their contexts (what the kernel writes).
 const PROGRAMS: [(&str, u64); 2] = [("loops", 0x101), ("recursion", 0x202)];
-
-fn add_switch_code(image: &mut CodeImage) {
-    let file = image.add_file("kernel");
-    let bytes = SWITCH_CODE
-        .iter()
-        .flat_map(|half| half.to_le_bytes())
-        .collect();
-    image
-        .add_segment(KERNEL, bytes, true, file)
-        .expect("kernel segment");
-}
 
 /// The kernel's code alone.
 fn kernel_code() -> Code {

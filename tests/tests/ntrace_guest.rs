@@ -1405,21 +1405,199 @@ fn rvperf_trace_record_a_attributes_each_instruction_to_its_process() {
         .count();
     assert!(turns >= 2, "qsort and autofdo switched {turns} times");
     for (program, args) in [("qsort", "2"), ("autofdo", "200")] {
-        let DecodedThread {
-            success,
-            pcs,
-            stderr,
-        } = decode_thread(&recording, program, Some(&symfs), None);
-        assert!(success, "{program}: {stderr}");
-        assert!(!stderr.contains("gap"), "{program}: {stderr}");
-        let (truth, main, exit) = ground_truth(program, &[args.to_string()]);
-        let elf = binaries_directory().join(program);
-        let decoded =
-            window(&pcs, main, exit).unwrap_or_else(|| panic!("{program}: main not decoded"));
-        let retries = assert_same_execution(program, &elf, &truth, decoded);
+        let exact = assert_thread_decodes_exactly(&recording, program, args, &symfs);
         eprintln!(
-            "rvperf-alternating: {program} decoded alone to {} instructions of main, exactly ({retries} failed store-conditionals retried), {turns} turns on its CPU",
-            truth.len()
+            "rvperf-alternating: {program} decoded alone to {} instructions of main, exactly ({} failed store-conditionals retried), {turns} turns on its CPU",
+            exact.main_instructions, exact.retries
+        );
+    }
+}
+
+/// What [`assert_thread_decodes_exactly`] found.
+struct ExactThread {
+    main_instructions: usize,
+    retries: usize,
+    /// Instructions of the thread's trace outside the program (the kernel's).
+    other_instructions: usize,
+    stderr: String,
+}
+
+/// Decodes the thread of `program` (run with `args`) in a guest recording on the host
+/// and checks that it succeeds with no gap and that the program's own instructions
+/// from `main` to `exit` are exactly `qemu-riscv64`'s run.
+fn assert_thread_decodes_exactly(
+    recording: &Path,
+    program: &str,
+    args: &str,
+    symfs: &OsStr,
+) -> ExactThread {
+    let DecodedThread {
+        success,
+        pcs,
+        stderr,
+    } = decode_thread(recording, program, Some(symfs), None);
+    assert!(success, "{program}: {stderr}");
+    assert!(!stderr.contains("gap"), "{program}: {stderr}");
+    let own = program_pcs(&pcs);
+    let (truth, main, exit) = ground_truth(program, &[args.to_string()]);
+    let elf = binaries_directory().join(program);
+    let decoded = window(&own, main, exit).unwrap_or_else(|| panic!("{program}: main not decoded"));
+    let retries = assert_same_execution(program, &elf, &truth, decoded);
+    ExactThread {
+        main_instructions: truth.len(),
+        retries,
+        other_instructions: pcs.len() - own.len(),
+        stderr,
+    }
+}
+
+/// `rvperf trace record -a --context` on two harts, the kernel traced too: the `rvtrace`
+/// driver writes the thread each hart switches to (and each exec's new program) into the
+/// encoder's context register, and Ownership messages name it. Every Ownership message's
+/// thread is the one the side-band (PERF_RECORD_SWITCH_CPU_WIDE) says runs on the hart's
+/// CPU at the message's time, or the one that CPU switches to next (the driver writes at
+/// the scheduler's `sched_switch` tracepoint, before perf's switch records); no hart says
+/// "unknown" once it named a thread; `qsort` and `autofdo` are named on CPU 1, each in two
+/// programs (the forked shell's, then its own after exec).
+#[test]
+#[ignore = "needs the guest tier's two-hart recording (tools/vm/test runs it)"]
+fn task_contexts_name_the_thread_the_side_band_says_runs() {
+    use ntrace_message::{Body, ProcessFormat};
+    use perf_abi::ntrace::{feature, task_context};
+
+    let recording = captures_directory().join("rvperf-contexts.perf.data");
+    let reader = perf_data::PerfDataReader::open(&recording)
+        .unwrap_or_else(|error| panic!("{}: {error}", recording.display()));
+    let parsed = perf_session::read_ntrace_recording(&reader).expect("an N-Trace recording");
+    assert!(parsed.info.has(feature::CONTEXT) && parsed.info.has(feature::CONTEXT_TASK));
+    let options = MessageOptions::default()
+        .with_src_bits(parsed.info.src_bits)
+        .with_timestamps(true)
+        .with_address_width(AddressWidth::Bits64);
+    let mut switches: HashMap<u32, Vec<perf_session::TaskSwitch>> = HashMap::new();
+    for switch in &parsed.switches {
+        switches.entry(switch.cpu).or_default().push(*switch);
+    }
+    for list in switches.values_mut() {
+        list.sort_by_key(|switch| switch.time);
+    }
+    // Who runs on `cpu` at `time`, and who it switches to next; `None` before the
+    // side-band's first switch there (the trace starts first, and who ran then is not
+    // recorded).
+    let schedule = |cpu: u32, time: u64| {
+        let list = &switches[&cpu];
+        let after = list.partition_point(|switch| switch.time <= time);
+        let running = list[after.checked_sub(1)?].next;
+        Some((running, list.get(after).and_then(|switch| switch.next)))
+    };
+    let (mut running_named, mut next_named, mut unknown, mut unsynchronised) = (0, 0, 0, 0);
+    let (mut before_side_band, mut side_band_unnamed) = (0, 0);
+    let mut named_on: HashMap<u32, HashSet<u64>> = HashMap::new();
+    let mut named_before: HashSet<u16> = HashSet::new();
+    for piece in &parsed.pieces {
+        for timed in perf_session::TimedMessages::new(&piece.bytes, options) {
+            let perf_session::TimedMessage::Read { message, time } = timed else {
+                continue;
+            };
+            let hart = message.src;
+            let Body::Ownership { process } = message.body else {
+                continue;
+            };
+            if process.format != ProcessFormat::Scontext {
+                continue;
+            }
+            let Some(time) = time else {
+                unsynchronised += 1;
+                continue;
+            };
+            let Some(tid) = task_context::tid(process.context) else {
+                assert!(
+                    !named_before.contains(&hart),
+                    "hart {hart} says unknown at offset {} after naming a thread",
+                    message.offset
+                );
+                unknown += 1;
+                continue;
+            };
+            named_before.insert(hart);
+            let cpu = parsed.info.cpu_of_hart(hart).expect("a Linux CPU");
+            let perf_time = parsed
+                .info
+                .perf_time_of_timestamp(time)
+                .expect("a time conversion");
+            let Some((running, next)) = schedule(cpu, perf_time) else {
+                before_side_band += 1;
+                continue;
+            };
+            if running.is_some_and(|task| task.tid == tid) {
+                running_named += 1;
+            } else if next.is_some_and(|task| task.tid == tid) {
+                next_named += 1;
+            } else if running.is_none() || next.is_none() {
+                // A switch record that names no task (perf's -1: the task was exiting).
+                side_band_unnamed += 1;
+            } else {
+                panic!(
+                    "offset {}: hart {hart} (CPU {cpu}) names thread {tid} at perf time {perf_time}, where {running:?} runs and {next:?} is next",
+                    message.offset
+                );
+            }
+            named_on.entry(tid).or_default().insert(process.context);
+        }
+    }
+    for program in ["qsort", "autofdo"] {
+        let tid = parsed
+            .comms
+            .iter()
+            .find(|comm| comm.exec && comm.comm == program)
+            .unwrap_or_else(|| panic!("no exec of {program}"))
+            .task
+            .tid;
+        let values = named_on.get(&tid).cloned().unwrap_or_default();
+        let generations: HashSet<u32> = values
+            .iter()
+            .map(|&context| task_context::exec_generation(context))
+            .collect();
+        assert!(
+            generations.len() >= 2,
+            "{program} (tid {tid}) named in exec generations {generations:?}: before and after its exec"
+        );
+    }
+    assert!(
+        running_named > 100,
+        "{running_named} contexts named the running thread"
+    );
+    eprintln!(
+        "rvperf-contexts: {running_named} Ownership messages name the thread running on their CPU, {next_named} the one it switches to next, {unknown} say unknown, {unsynchronised} unsynchronised, {before_side_band} before the side-band's first switch on their CPU, {side_band_unnamed} where it names no task; {} threads named",
+        named_on.len()
+    );
+}
+
+/// The same recording decoded by `rvperf decode -i`: split at the context switches its
+/// Ownership messages report (`perf_session::ntrace_task_contexts`), decoded with the
+/// kernel's copy (`--kcore`) shared and each process's files, `qsort`'s and `autofdo`'s
+/// user-mode instructions are each exactly `qemu-riscv64`'s run of their `main`, with no
+/// gap, though the trace follows the kernel through every switch between them.
+#[test]
+#[ignore = "needs the guest tier's two-hart recording (tools/vm/test runs it)"]
+fn task_contexts_attribute_a_kernel_trace_to_each_thread_exactly() {
+    let recording = captures_directory().join("rvperf-contexts.perf.data");
+    let symfs = std::env::var_os("RVPERF_NTRACE_SYMFS")
+        .expect("RVPERF_NTRACE_SYMFS: the guest's root for the recorded files");
+    for (program, args) in [("qsort", "1"), ("autofdo", "100")] {
+        let exact = assert_thread_decodes_exactly(&recording, program, args, &symfs);
+        assert!(
+            exact.stderr.contains("split at its context switches"),
+            "{program}: {}",
+            exact.stderr
+        );
+        assert!(
+            exact.other_instructions > 0,
+            "{program}: its kernel work is in its trace"
+        );
+        eprintln!(
+            "rvperf-contexts: {program} split by context to {} instructions of main, exactly ({} failed store-conditionals retried), and {} kernel instructions",
+            exact.main_instructions, exact.retries, exact.other_instructions
         );
     }
 }

@@ -41,7 +41,21 @@
 #define RVTRACE_FEATURE_TIMESTAMPS (1u << 5)
 #define RVTRACE_FEATURE_CONTEXT (1u << 6)
 #define RVTRACE_FEATURE_STOP_ON_WRAP (1u << 7)
-#define RVTRACE_FEATURES_ALL 0xffu
+/* The driver writes the running task to each traced hart's context at every context
+ * switch and exec (RVTRACE_CONTEXT_*), so that Ownership messages (with
+ * RVTRACE_FEATURE_CONTEXT, which this implies) name the thread that runs from there on.
+ * EOPNOTSUPP where the block has nothing to write it to (RVTRACE_INFO_CONTEXT_REGISTER). */
+#define RVTRACE_FEATURE_CONTEXT_TASK (1u << 8)
+#define RVTRACE_FEATURES_ALL 0x1ffu
+
+/* The context value of RVTRACE_FEATURE_CONTEXT_TASK, 32 bits (as scontext's data field):
+ * bits 21:0 the thread id (tids are below PID_MAX_LIMIT, 2^22), bits 31:22 its
+ * generation, 1 to 1023, new at its fork and at each exec while tracing (0: a thread that
+ * ran before the start and has not exec'd since), so that one value is one program;
+ * RVTRACE_CONTEXT_UNKNOWN for a task whose id does not fit. */
+#define RVTRACE_CONTEXT_TID_BITS 22
+#define RVTRACE_CONTEXT_EXEC_BITS 10
+#define RVTRACE_CONTEXT_UNKNOWN 0xffffffffu
 
 /* No periodic synchronisation (struct rvtrace_config.sync_max). */
 #define RVTRACE_SYNC_NONE 0xffffffffu
@@ -79,6 +93,11 @@ struct rvtrace_info {
  * driver reads the write pointer whenever its owner asks (GET_STATUS, and every tick
  * of a WAIT), and laps between two readings are not seen. */
 #define RVTRACE_INFO_WRAP_COUNT (1u << 0)
+/* Every encoder has rvperf's stand-in context register (trTeContext at 0xE00, announced
+ * by trTeImpl bit 31; docs/trace-device.md): the emulated harts have no scontext, so the
+ * driver writes RVTRACE_FEATURE_CONTEXT_TASK's value there, and the encoder reports it as
+ * the hart's scontext. */
+#define RVTRACE_INFO_CONTEXT_REGISTER (1u << 1)
 
 /* Status flags (struct rvtrace_status.flags). */
 #define RVTRACE_STATUS_CONFIGURED (1u << 0)

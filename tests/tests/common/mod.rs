@@ -11,7 +11,11 @@ pub mod consumers;
 // The GCC 12 afdo-dump reader the profiles crate's consumer tests use too.
 #[path = "../../../userland/profiles/tests/common/gcc_dump.rs"]
 pub mod gcc_dump;
+pub mod kernel_switch;
 pub mod nexrv;
+// The side-band records perf-session's recording tests build.
+#[path = "../../../userland/perf-session/tests/common/side_band.rs"]
+pub mod side_band;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -124,6 +124,19 @@ if [ "${1:-}" = smp ]; then
         else
             not_ok "$name: rvperf trace record -a failed: $(tail -n 3 "$OUT/$name.stderr")"
         fi
+        # The same with the kernel traced (user and supervisor mode: not OpenSBI's
+        # machine mode, whose code the host does not have) and task contexts
+        # (--context): the driver writes the thread each hart switches to, and each
+        # exec's new program, where the encoder reports it (Ownership messages); a copy
+        # of the kernel's code for decoding.
+        name=rvperf-contexts
+        if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record -a --user --kernel --context --sync-max 8 --kcore \
+            -o "$OUT/$name.perf.data" -- \
+            sh -c "taskset -c 1 $BIN/qsort 1 & taskset -c 1 $BIN/autofdo 100 & wait" 2>"$OUT/$name.stderr"; then
+            ok "$name: rvperf trace record -a --context of qsort and autofdo on one CPU, the kernel too: $(tail -n 1 "$OUT/$name.stderr")"
+        else
+            not_ok "$name: rvperf trace record -a --context failed: $(tail -n 3 "$OUT/$name.stderr")"
+        fi
         kill "$spinner"
         wait "$spinner" 2>/dev/null
         rmmod rvtrace || not_ok "rmmod rvtrace after rvperf trace record -a"

@@ -139,7 +139,9 @@ int main(int argc, char **argv)
 	      "GET_INFO: %u encoder(s), harts %#llx, %llu bytes of sink, return stack %u, Impl %#x/%#x/%#x",
 	      info.encoders, (unsigned long long)info.harts, (unsigned long long)info.sink_size,
 	      info.return_stack_depth, info.encoder_impl, info.funnel_impl, info.sink_impl);
-	check(info.flags == RVTRACE_INFO_WRAP_COUNT, "the emulated sink counts its wraps (info flags %#x)", info.flags);
+	check(info.flags == (RVTRACE_INFO_WRAP_COUNT | RVTRACE_INFO_CONTEXT_REGISTER),
+	      "the emulated sink counts its wraps and the encoders have the context register (info flags %#x)",
+	      info.flags);
 
 	/* One owner at a time. */
 	int second = open(DEVICE, O_RDONLY);
@@ -150,7 +152,7 @@ int main(int argc, char **argv)
 	/* What the block cannot do is refused; unknown ioctls are ENOTTY. */
 	check(configure_errno(fd, config(4, RVTRACE_PRIVILEGE_USER, 0)) == EINVAL, "a configuration with mode 4: EINVAL");
 	struct rvtrace_config bad = config(RVTRACE_MODE_HTM, 0, 0);
-	bad.features = 1u << 8;
+	bad.features = 1u << 9;
 	check(configure_errno(fd, bad) == EINVAL, "a configuration with an unknown feature bit: EINVAL");
 	bad = config(RVTRACE_MODE_HTM, 0, 0);
 	bad.harts = 1ull << 40;
@@ -242,6 +244,8 @@ int main(int argc, char **argv)
 	if (child == 0) {
 		int own = open(DEVICE, O_RDONLY);
 		struct rvtrace_config c = config(RVTRACE_MODE_HTM, 0, 0);
+		/* With the scheduler probes that write task contexts: the release takes them off. */
+		c.features |= RVTRACE_FEATURE_CONTEXT_TASK;
 		if (own < 0 || ioctl(own, RVTRACE_IOC_CONFIGURE, &c) || ioctl(own, RVTRACE_IOC_START))
 			_exit(1);
 		kill(getpid(), SIGKILL);
@@ -264,6 +268,10 @@ int main(int argc, char **argv)
 		}
 		int own = open(DEVICE, O_RDONLY);
 		struct rvtrace_config c = config(RVTRACE_MODE_BTM, 0, 16384);
+		/* Every other cycle with task contexts: probes left on the scheduler's
+		 * tracepoints after the close would run freed code once the module is gone. */
+		if (cycle % 2)
+			c.features |= RVTRACE_FEATURE_CONTEXT_TASK;
 		if (own < 0 || ioctl(own, RVTRACE_IOC_CONFIGURE, &c) || ioctl(own, RVTRACE_IOC_START) ||
 		    !(status_of(own).flags & RVTRACE_STATUS_RUNNING))
 			cycle_failures++;
@@ -272,7 +280,8 @@ int main(int argc, char **argv)
 		if (shell("rmmod rvtrace"))
 			cycle_failures++;
 	}
-	check(!cycle_failures, "%d cycles of modprobe, trace (every privilege), close while tracing, rmmod (failed at %d)",
+	check(!cycle_failures,
+	      "%d cycles of modprobe, trace (every privilege; task contexts every other), close while tracing, rmmod (failed at %d)",
 	      cycles, cycle_failures ? cycle : -1);
 	check(oopses() == oopses_before, "no Oops, BUG or WARNING in the kernel log (%d before, %d after)", oopses_before,
 	      oopses());

@@ -68,6 +68,68 @@ pub mod feature {
     pub const TIMESTAMPS: u64 = 1 << 5;
     pub const CONTEXT: u64 = 1 << 6;
     pub const STOP_ON_WRAP: u64 = 1 << 7;
+    /// The driver writes the running task to each traced hart's context at every
+    /// context switch and exec ([`task_context`]): Ownership messages (with
+    /// [`CONTEXT`]) name the thread that runs from there on.
+    pub const CONTEXT_TASK: u64 = 1 << 8;
+}
+
+/// The context value the `rvtrace` driver writes with [`feature::CONTEXT_TASK`]
+/// (`RVTRACE_CONTEXT_*` of the uapi header): 32 bits, as `scontext`'s data field has,
+/// that tell a thread and which of its programs it runs.
+///
+/// | bits | field |
+/// | --- | --- |
+/// | 21:0 | the thread's id (Linux's tids are below 2^22, `PID_MAX_LIMIT`) |
+/// | 31:22 | its generation, 1 to 1023: a new one at its fork and at every exec while the trace runs (0: it ran before the trace started and has not exec'd since), so that one context value is one program |
+///
+/// All ones ([`task_context::UNKNOWN`]) until the driver saw the hart switch.
+pub mod task_context {
+    /// No task written yet (tracing started, the hart has not switched since).
+    pub const UNKNOWN: u64 = 0xffff_ffff;
+    /// Bits of the thread id.
+    pub const TID_BITS: u32 = 22;
+    /// Bits of the exec generation above them.
+    pub const EXEC_BITS: u32 = 10;
+
+    /// The thread a context value names; `None` for [`UNKNOWN`] and for values no driver
+    /// writes (above 32 bits).
+    pub fn tid(context: u64) -> Option<u32> {
+        if context == UNKNOWN || context >> (TID_BITS + EXEC_BITS) != 0 {
+            return None;
+        }
+        Some((context & ((1 << TID_BITS) - 1)) as u32)
+    }
+
+    /// The generation a context value holds (see the module).
+    pub fn exec_generation(context: u64) -> u32 {
+        ((context >> TID_BITS) & ((1 << EXEC_BITS) - 1)) as u32
+    }
+
+    /// The value for thread `tid` in generation `generation` (taken modulo
+    /// 2^[`EXEC_BITS`]); `None` for a tid of more than [`TID_BITS`] bits.
+    pub fn value(tid: u32, generation: u64) -> Option<u64> {
+        if tid >> TID_BITS != 0 {
+            return None;
+        }
+        Some(((generation & ((1 << EXEC_BITS) - 1)) << TID_BITS) | u64::from(tid))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_value_holds_its_tid_and_generation() {
+            let context = value(4_194_303 - 1, 1025).unwrap();
+            assert_eq!(tid(context), Some(4_194_302));
+            assert_eq!(exec_generation(context), 1);
+            assert_eq!(value(1 << 22, 0), None);
+            assert_eq!(tid(UNKNOWN), None);
+            assert_eq!(tid(1 << 32), None);
+            assert_eq!(tid(value(0, 0).unwrap()), Some(0), "the idle task");
+        }
+    }
 }
 
 /// The configuration an N-Trace recording ran with.

@@ -29,10 +29,12 @@ pub mod inject;
 pub mod lost;
 pub mod ntrace_attribution;
 pub mod ntrace_recording;
+pub mod ntrace_task_contexts;
 pub mod ordered;
 pub mod processes;
 pub mod report;
 pub mod session;
+pub mod timed_messages;
 pub mod trace;
 pub mod trace_inject;
 
@@ -47,9 +49,14 @@ pub use ntrace_recording::{
     ExecutableMapping, JoinedGap, KernelMapping, NtraceRecording, NtraceRecordingError,
     PlacementProblem, Task, TaskFork, TaskSwitch, TracePiece, VmlinuxProblem,
 };
+pub use ntrace_task_contexts::{
+    decode_by_context, ContextDecode, ContextOwner, ContextThread, ElementsKept, TaskContext,
+    TaskContexts, TaskContextsUnavailable, ThreadElements, UnattributedElements,
+};
 pub use ordered::OrderedEvents;
 pub use processes::{thread_id, InlineFrames, Place, Processes, SymbolOptions};
 pub use session::{Session, SessionError, SessionSample};
+pub use timed_messages::{TimedMessage, TimedMessages};
 pub use trace::{
     count_trace, elf_build_id, fold_trace, LoadedFile, PlacedElf, SampledTraceCounts, TraceCode,
     TraceCodeError, TraceFold, TraceFoldOptions, TRACE_PID,

@@ -22,11 +22,12 @@
 
 use std::collections::HashMap;
 
-use ntrace_message::{MessageDecoder, MessageOptions};
+use ntrace_message::MessageOptions;
 
 use crate::ntrace_recording::{
     place_files, ExecutableMapping, NtraceRecording, PlacementProblem, Task, TaskSwitch,
 };
+use crate::timed_messages::{TimedMessage, TimedMessages};
 
 /// The idle task's name (perf's; the side-band has no COMM for it).
 pub const IDLE_COMM: &str = "swapper";
@@ -261,12 +262,10 @@ impl NtraceRecording {
         for piece in &self.pieces {
             // Before a piece (after a gap) no hart is synchronised.
             let mut destinations: HashMap<u16, Destination> = HashMap::new();
-            let mut decoder = MessageDecoder::new(&piece.bytes, options);
-            loop {
-                let message = match decoder.next_message() {
-                    Ok(Some(message)) => message,
-                    Ok(None) => break,
-                    Err(_) => {
+            for timed in TimedMessages::new(&piece.bytes, options) {
+                let (message, time) = match timed {
+                    TimedMessage::Read { message, time } => (message, time),
+                    TimedMessage::Unreadable => {
                         // Whose it was is unknown: every hart waits for its next sync.
                         unattributed.unreadable_messages += 1;
                         destinations.clear();
@@ -275,7 +274,9 @@ impl NtraceRecording {
                 };
                 let hart = message.src;
                 if message.is_sync() {
-                    let destination = match message.timestamp {
+                    // A synchronisation's time is its own timestamp (without one, the
+                    // hart's time from before is no time of this one).
+                    let destination = match message.timestamp.and(time) {
                         None => Destination::Unsynchronised,
                         Some(timestamp) => match self.info.cpu_of_hart(hart) {
                             None => Destination::UnknownHart,

@@ -126,11 +126,12 @@ pub enum NtraceRecordingError {
 const AUXTRACE_BODY: usize = 40;
 
 /// A task of a record's pid and tid fields, when it has both.
+/// The task a record names; `None` without one, and for perf's -1 (a task that was
+/// exiting when the record was written has no pid left to give).
 fn task_of(pid: Option<u32>, tid: Option<u32>) -> Option<Task> {
-    Some(Task {
-        pid: pid?,
-        tid: tid?,
-    })
+    const NO_TASK: u32 = u32::MAX;
+    let (pid, tid) = (pid?, tid?);
+    (pid != NO_TASK && tid != NO_TASK).then_some(Task { pid, tid })
 }
 
 fn u64_at(body: &[u8], at: usize) -> Option<u64> {

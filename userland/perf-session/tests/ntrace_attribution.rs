@@ -6,15 +6,20 @@
 //! unreadable message or a time before a CPU's first switch are accounted for; and each
 //! process's files are its own (a fork's are its parent's until it execs).
 
+mod common;
+
 use std::io::Cursor;
 
+use common::side_band::{
+    recording_writer, sample_id, switch_record, thread_switch_record, write_comm, write_mmap,
+    Segment,
+};
 use ntrace_message::{
     AddressWidth, Body, BranchType, CorrelationEvent, MessageEncoder, MessageOptions, SyncReason,
 };
 use perf_abi::ntrace::{feature, NtraceInfo, TimeConversion, RVPERF_AUXTRACE_NTRACE};
-use perf_abi::sys::bindings::{self as abi, perf_event_attr};
-use perf_abi::{CommRecord, Mmap2FileId, Mmap2Record, SampleId, TaskRecord};
-use perf_data::{AuxtraceChunk, EventDesc, Metadata, PerfDataReader, PerfDataWriter, TaskEvent};
+use perf_abi::TaskRecord;
+use perf_data::{AuxtraceChunk, Metadata, PerfDataReader, PerfDataWriter, TaskEvent};
 use perf_session::{read_ntrace_recording, AttributionError, ProgramRun};
 
 /// 10 MHz: a tick is 100 ns (mult / 2^shift = 100), perf time 0 at tick 0.
@@ -87,108 +92,20 @@ fn stretch(hart: u16, tick: u64, address: u64) -> Vec<u8> {
     bytes
 }
 
-fn attr() -> perf_event_attr {
-    let mut attr = perf_event_attr {
-        type_: abi::PERF_TYPE_SOFTWARE,
-        size: std::mem::size_of::<perf_event_attr>() as u32,
-        config: abi::PERF_COUNT_SW_DUMMY.into(),
-        sample_type: u64::from(abi::PERF_SAMPLE_TID | abi::PERF_SAMPLE_TIME | abi::PERF_SAMPLE_CPU),
-        ..Default::default()
-    };
-    attr.set_sample_id_all(1);
-    attr.set_mmap2(1);
-    attr.set_comm(1);
-    attr.set_task(1);
-    attr.set_context_switch(1);
-    attr
-}
-
-fn sample_id(pid: u32, time: u64, cpu: u32) -> SampleId {
-    SampleId {
-        pid: Some(pid),
-        tid: Some(pid),
-        time: Some(time),
-        cpu: Some(cpu),
-        ..SampleId::default()
-    }
-}
-
-/// A PERF_RECORD_SWITCH_CPU_WIDE as the kernel writes it (switch-in: `next` is the
-/// record's task, `previous` its next_prev fields).
-fn switch_record(time: u64, cpu: u32, previous: u32, next: u32) -> Vec<u8> {
-    thread_switch_record(time, cpu, (previous, previous), (next, next))
-}
-
-/// The same between threads: (pid, tid) each.
-fn thread_switch_record(time: u64, cpu: u32, previous: (u32, u32), next: (u32, u32)) -> Vec<u8> {
-    let mut body = Vec::new();
-    for word in [previous.0, previous.1, next.0, next.1] {
-        body.extend_from_slice(&word.to_le_bytes());
-    }
-    body.extend_from_slice(&time.to_le_bytes());
-    body.extend_from_slice(&cpu.to_le_bytes());
-    body.extend_from_slice(&0u32.to_le_bytes());
-    let mut record = Vec::new();
-    record.extend_from_slice(&abi::PERF_RECORD_SWITCH_CPU_WIDE.to_le_bytes());
-    record.extend_from_slice(&0u16.to_le_bytes());
-    record.extend_from_slice(&u16::try_from(8 + body.len()).unwrap().to_le_bytes());
-    record.extend_from_slice(&body);
-    record
-}
-
 /// The side-band: pid 10 (`shell`, /bin/shell) forks pid 20 at 1,000 ns, which execs
 /// /bin/program at 2,000 ns; pid 30 (`other`) runs on CPU 1, its thread 31 from 32,000
 /// ns. CPU 0 runs 10, then 20 from 15,000 ns, then 10 from 40,000 ns. `pieces` are AUXTRACE chunks (offset, bytes).
 fn recording(info: &NtraceInfo, pieces: &[(u64, Vec<u8>)]) -> Vec<u8> {
-    let mut writer = PerfDataWriter::new(
-        Cursor::new(Vec::new()),
-        vec![EventDesc {
-            attr: attr(),
-            name: "dummy:u".into(),
-            ids: vec![1],
-        }],
-    )
-    .unwrap();
-    let mmap = |writer: &mut PerfDataWriter<Cursor<Vec<u8>>>, pid: u32, time: u64, file: &str| {
-        writer
-            .write_mmap2(
-                0,
-                2,
-                &Mmap2Record {
-                    pid,
-                    tid: pid,
-                    addr: 0x10000,
-                    len: 0x1000,
-                    pgoff: 0,
-                    file_id: Mmap2FileId::Inode {
-                        maj: 0,
-                        min: 0,
-                        ino: 0,
-                        ino_generation: 0,
-                    },
-                    prot: 5,
-                    flags: 2,
-                    filename: file.as_bytes(),
-                    sample_id: sample_id(pid, time, 0),
-                },
-            )
-            .unwrap();
+    let mut writer = recording_writer();
+    let segment = Segment {
+        address: 0x10000,
+        length: 0x1000,
+        offset: 0,
     };
-    let comm =
-        |writer: &mut PerfDataWriter<Cursor<Vec<u8>>>, pid: u32, time: u64, name: &str, exec| {
-            writer
-                .write_comm(
-                    0,
-                    &CommRecord {
-                        pid,
-                        tid: pid,
-                        comm: name.as_bytes(),
-                        exec,
-                        sample_id: sample_id(pid, time, 0),
-                    },
-                )
-                .unwrap();
-        };
+    let mmap = |writer: &mut PerfDataWriter<Cursor<Vec<u8>>>, pid: u32, time: u64, file: &str| {
+        write_mmap(writer, pid, time, segment, file);
+    };
+    let comm = write_comm;
     comm(&mut writer, 10, 0, "shell", false);
     mmap(&mut writer, 10, 0, "/bin/shell");
     comm(&mut writer, 30, 0, "other", false);

@@ -22,7 +22,7 @@ use trace_elements::ElementSource;
 use crate::output::write_atomically;
 use crate::perf_file::{finish_reading, open, show_progress};
 use crate::trace_file::TraceFile;
-use crate::trace_input::{decode_trace, instruction_address, CodeCache, JobsArgs, TraceArgs};
+use crate::trace_input::{decode_trace, CodeCache, JobsArgs, TraceArgs, TraceInput};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -98,7 +98,7 @@ pub fn run(arguments: &AutofdoArgs) -> Result<()> {
 
     let counts = match &arguments.trace_input.trace {
         Some(path) => {
-            let trace = TraceFile::open(path)?;
+            let trace = TraceInput::Messages(TraceFile::open(path)?);
             counts_from_trace(
                 arguments,
                 &arguments.trace_input,
@@ -265,7 +265,7 @@ fn counts_from_recording_trace(arguments: &AutofdoArgs) -> Result<ProfileCounts>
     let binary_build_id = build_id_of(&arguments.binary);
     let mut total: Option<ProfileCounts> = None;
     let mut threads = 0;
-    let mut codes = CodeCache::default();
+    let mut codes = loaded.codes;
     for loaded_trace in &loaded.traces {
         let runs_binary = loaded_trace
             .arguments
@@ -326,7 +326,7 @@ fn sampled_summary(instructions: u64, samples: u64, branches: u16, period: u64) 
 fn counts_from_trace(
     arguments: &AutofdoArgs,
     input: &TraceArgs,
-    trace: &TraceFile,
+    trace: &TraceInput,
     path: &std::path::Path,
     codes: &mut CodeCache,
 ) -> Result<ProfileCounts> {
@@ -384,10 +384,7 @@ fn counts_from_trace(
                     ))?;
                     while let Some(element) = source.next_element()? {
                         sampled.add(&element, |start, index| {
-                            source
-                                .source()
-                                .serial_decoder()
-                                .and_then(|decoder| instruction_address(decoder, start, index))
+                            source.source().instruction_address(start, index)
                         });
                     }
                     let statistics = sampled.statistics();

@@ -18,7 +18,8 @@ use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
 
 use crate::output::LineWriter;
 use crate::trace_file::TraceFile;
-use crate::trace_input::{CodeCache, JobsArgs, TraceArgs, GAPS_SHOWN};
+use crate::trace_input::{CodeCache, JobsArgs, TraceArgs, TraceInput, GAPS_SHOWN};
+use crate::trace_recording::SplitRule;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Output {
@@ -76,7 +77,7 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
             .trace
             .as_ref()
             .context("--trace is required")?;
-        let trace = TraceFile::open(trace_path)?;
+        let trace = TraceInput::Messages(TraceFile::open(trace_path)?);
         return decode_one(
             arguments,
             &arguments.input,
@@ -86,13 +87,19 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
             &mut CodeCache::default(),
         );
     };
-    let loaded = crate::trace_recording::load(
+    // Messages are printed as each thread's stream holds them: a split into streams.
+    let rule = match arguments.output {
+        Output::Messages => SplitRule::Synchronisations,
+        _ => SplitRule::TaskContextsFirst,
+    };
+    let loaded = crate::trace_recording::load_split(
         path,
         arguments.symfs.as_deref(),
         &arguments.input,
         &arguments.threads,
+        rule,
     )?;
-    let mut codes = CodeCache::default();
+    let mut codes = loaded.codes;
     for loaded_trace in &loaded.traces {
         // A trace split by thread: each under a line naming it.
         let header = loaded_trace.thread.as_ref().map(|thread| {
@@ -120,7 +127,7 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
 fn decode_one(
     arguments: &DecodeArgs,
     input: &TraceArgs,
-    trace: &TraceFile,
+    trace: &TraceInput,
     trace_name: &str,
     header: Option<&str>,
     codes: &mut CodeCache,
@@ -141,9 +148,25 @@ fn decode_one(
         out.text(header);
         out.text("\n");
     }
-    match (arguments.output, code) {
-        (Output::Messages, _) => dump_messages(trace, message_options, &mut out, &trace_name)?,
-        (mode, Some(code)) => {
+    match (arguments.output, code, trace) {
+        (Output::Messages, _, TraceInput::Messages(trace)) => {
+            dump_messages(trace, message_options, &mut out, &trace_name)?
+        }
+        // `run` splits a recording into message streams for this output.
+        (Output::Messages, _, TraceInput::Decoded(_)) => {
+            bail!("{trace_name}: the trace was decoded already: its messages are not kept")
+        }
+        (mode, Some(code), TraceInput::Decoded(thread)) => {
+            decode_replayed(
+                thread,
+                &code,
+                mode,
+                input.src_bits > 0,
+                &mut out,
+                &trace_name,
+            )?;
+        }
+        (mode, Some(code), TraceInput::Messages(trace)) => {
             // A summary needs counts and the block profile, not each range: the decoder's
             // fast path skips building range elements.
             let options = input
@@ -183,7 +206,7 @@ fn decode_one(
             )?;
         }
         // `run` refused every other mode without --elf above.
-        (_, None) => bail!("--elf is required"),
+        (_, None, _) => bail!("--elf is required"),
     }
     out.finish()?;
     Ok(())
@@ -959,18 +982,85 @@ fn write_summary(
             100.0 * work.serial_messages as f64 / statistics.messages.max(1) as f64
         ));
     }
-    write_hottest_functions(totals, code, instructions, out);
+    write_hottest_functions(&totals.block_profile, code, instructions, out);
+}
+
+/// Prints a thread's elements decoded already (a recording split at its context
+/// switches) as `mode` wants: the instructions of each range are listed from the code
+/// image, which holds the code of the context the range was decoded in.
+fn decode_replayed(
+    thread: &perf_session::ThreadElements,
+    code: &TraceCode,
+    mode: Output,
+    multi_hart: bool,
+    out: &mut LineWriter<impl Write>,
+    trace_name: &str,
+) -> Result<()> {
+    let mut printer = Printer::new(code, mode, multi_hart, trace_name);
+    let mut errors = thread.errors.iter().peekable();
+    // (range start, instructions from it), for the summary's hottest functions.
+    let mut block_profile: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    for (index, element) in thread.elements.iter().enumerate() {
+        let mut cause = None;
+        while let Some((at, error)) = errors.next_if(|(at, _)| *at <= index) {
+            if *at == index {
+                cause = Some(error);
+            }
+        }
+        if let ElementKind::InstructionRange {
+            start,
+            instructions,
+            ..
+        } = element.kind
+        {
+            let total = block_profile.entry(start).or_default();
+            *total = total.saturating_add(u64::from(instructions));
+        }
+        let instructions = |start, count, pcs: &mut Vec<u64>| {
+            // The decode walked the range in this code, so it is there; were it not,
+            // the listing would stop where the image does.
+            let _listed = push_instruction_addresses(
+                code.image(),
+                RangeToPrint {
+                    start,
+                    instructions: count,
+                },
+                pcs,
+            );
+        };
+        printer.element(element, instructions, cause, out)?;
+    }
+    printer.finish(out)?;
+    printer.warn_gaps();
+    if mode == Output::Summary {
+        out.text(&format!("trace:               {trace_name}\n"));
+        out.text(&format!(
+            "elements:            {} (decoded with every thread's code, split at the context switches)\n",
+            thread.elements.len()
+        ));
+        if printer.gaps > 0 {
+            out.text(&format!(
+                "decode errors:       {} (each a gap; decoding resumed at the next synchronisation)\n",
+                printer.gaps
+            ));
+        }
+        out.text(&format!("instructions:        {}\n", thread.instructions));
+        let mut profile: Vec<(u64, u64)> = block_profile.into_iter().collect();
+        profile.sort_unstable();
+        write_hottest_functions(&profile, code, thread.instructions, out);
+    }
+    Ok(())
 }
 
 fn write_hottest_functions(
-    totals: &DecodeTotals,
+    block_profile: &[(u64, u64)],
     code: &TraceCode,
     instructions: u64,
     out: &mut LineWriter<impl Write>,
 ) {
     let ranked = code
         .functions()
-        .totals_by_function(totals.block_profile.iter().copied());
+        .totals_by_function(block_profile.iter().copied());
     out.text("hottest functions:\n");
     for FunctionTotal {
         start,

@@ -16,7 +16,7 @@ use profiles::{FoldedStacks, StackWeight, StopsKeepStacks};
 use crate::output::write_atomically;
 use crate::perf_file::{finish_reading, open, show_progress, warn_problems, SymbolArgs};
 use crate::trace_file::TraceFile;
-use crate::trace_input::{decode_trace, CodeCache, JobsArgs, TraceArgs};
+use crate::trace_input::{decode_trace, CodeCache, JobsArgs, TraceArgs, TraceInput};
 
 /// What a stack's width counts in a flame graph of a trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -99,7 +99,7 @@ pub fn run(arguments: &FlamegraphArgs) -> Result<()> {
     }
     let after = match &arguments.trace_input.trace {
         Some(path) => {
-            let trace = TraceFile::open(path)?;
+            let trace = TraceInput::Messages(TraceFile::open(path)?);
             fold_trace(
                 &arguments.trace_input,
                 &trace,
@@ -166,7 +166,7 @@ fn symbol_options(arguments: &FlamegraphArgs) -> SymbolOptions {
 /// The folded call stacks of an N-Trace (`input` says its encoder options and code).
 fn fold_trace(
     input: &TraceArgs,
-    trace: &TraceFile,
+    trace: &TraceInput,
     path: &std::path::Path,
     arguments: &FlamegraphArgs,
     stops: StopsKeepStacks,
@@ -226,7 +226,7 @@ fn fold_recording(arguments: &FlamegraphArgs) -> Result<FoldedStacks> {
         &arguments.threads,
     )?;
     let mut merged = FoldedStacks::new();
-    let mut codes = CodeCache::default();
+    let mut codes = loaded.codes;
     for loaded_trace in &loaded.traces {
         let folded = fold_trace(
             &loaded_trace.arguments,

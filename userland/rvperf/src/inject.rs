@@ -25,7 +25,7 @@ use trace_elements::ElementSource;
 
 use crate::output::write_seekable_atomically;
 use crate::trace_file::TraceFile;
-use crate::trace_input::{decode_trace, instruction_address, CodeCache, TraceArgs};
+use crate::trace_input::{decode_trace, CodeCache, TraceArgs, TraceInput};
 
 /// `--itrace` without a period: perf's default instruction period for `--itrace=i`
 /// is 100,000 instructions; this is the nearest prime, so that samples do not lock
@@ -159,7 +159,7 @@ fn inject_trace(arguments: &InjectArgs, period: u64) -> Result<()> {
                 tid: arguments.pid,
                 comm: arguments.comm.clone(),
                 input: arguments.trace.clone(),
-                trace: TraceFile::open(path)?,
+                trace: TraceInput::Messages(TraceFile::open(path)?),
             };
             (vec![process], path.clone())
         }
@@ -218,7 +218,7 @@ pub struct TraceToSample {
     pub comm: Option<String>,
     /// The trace's encoder options and code.
     pub input: TraceArgs,
-    pub trace: TraceFile,
+    pub trace: TraceInput,
 }
 
 /// The threads' traces of an N-Trace recording (`unsplit_pid` for a trace that could
@@ -323,10 +323,7 @@ pub fn synthesize_trace_samples<W: Write + std::io::Seek>(
             |source| {
                 while let Some(element) = source.next_element()? {
                     injector.add(&element, |start, index| {
-                        source
-                            .source()
-                            .serial_decoder()
-                            .and_then(|decoder| instruction_address(decoder, start, index))
+                        source.source().instruction_address(start, index)
                     })?;
                 }
                 Ok(())

@@ -60,10 +60,11 @@ pub struct TraceRecordArgs {
     all_cpus: bool,
     #[arg(long, value_enum, default_value = "htm")]
     mode: TraceMode,
-    /// User mode only.
-    #[arg(long, conflicts_with = "kernel")]
+    /// User mode (with --kernel: user and supervisor mode, not the firmware's machine
+    /// mode). Without --user and --kernel, every privilege level is traced.
+    #[arg(long)]
     user: bool,
-    /// Supervisor mode (the kernel) only.
+    /// Supervisor mode, the kernel (with --user: both).
     #[arg(long)]
     kernel: bool,
     /// Timestamps (the hart's `time`) in the messages: the default for a perf.data,
@@ -88,7 +89,10 @@ pub struct TraceRecordArgs {
     /// Addresses whose high bits are all ones sent shortened.
     #[arg(long)]
     msb_extension: bool,
-    /// Ownership messages (privilege and context) on every change.
+    /// Ownership messages on every change of privilege or thread, naming the thread
+    /// that runs (the driver writes it at every context switch and exec): a trace that
+    /// follows the kernel is then attributed to threads exactly, not at
+    /// synchronisations. The block must have a context register.
     #[arg(long)]
     context: bool,
     /// A synchronisation every 2^(N+4) instruction half-words (0..15).
@@ -104,7 +108,7 @@ pub struct TraceRecordArgs {
     /// names), which decoding a trace of the kernel needs: the output is then a perf.data
     /// directory as `perf record --kcore` makes (`data`, `kcore_dir/kcore`); with
     /// `--format raw`, FILE.kcore beside the trace (an ELF for `--elf`).
-    #[arg(long, conflicts_with = "user")]
+    #[arg(long)]
     kcore: bool,
     /// Drain the sink at least every MS milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 10)]
@@ -139,26 +143,34 @@ fn config(arguments: &TraceRecordArgs) -> Config {
                 || (arguments.format == TraceFormat::PerfData && !arguments.no_timestamps),
             feature::TIMESTAMPS,
         ),
-        (arguments.context, feature::CONTEXT),
+        (arguments.context, feature::CONTEXT | feature::CONTEXT_TASK),
         (arguments.stop_on_wrap, feature::STOP_ON_WRAP),
     ] {
         if wanted {
             config.features |= bit;
         }
     }
-    config.privileges = if arguments.user {
-        privilege::USER
-    } else if arguments.kernel {
-        privilege::SUPERVISOR
-    } else {
-        0
+    config.privileges = match (arguments.user, arguments.kernel) {
+        (false, false) => 0,
+        (user, kernel) => {
+            (if user { privilege::USER } else { 0 })
+                | (if kernel { privilege::SUPERVISOR } else { 0 })
+        }
     };
     config.sync_max = arguments.sync_max.unwrap_or(SYNC_NONE);
     config.buffer_bytes = arguments.buffer_bytes.unwrap_or(0);
     config
 }
 
+/// Whether the recording traces the kernel (supervisor mode).
+fn traces_kernel(arguments: &TraceRecordArgs) -> bool {
+    arguments.kernel || !arguments.user
+}
+
 fn run_record(arguments: &TraceRecordArgs) -> Result<Outcome> {
+    if arguments.kcore && !traces_kernel(arguments) {
+        bail!("--kcore keeps the kernel's code, which a trace of user mode alone (--user) does not need");
+    }
     match arguments.format {
         TraceFormat::PerfData => record_perf_data(arguments),
         TraceFormat::Raw => record_raw(arguments),
@@ -235,7 +247,7 @@ fn record_perf_data(arguments: &TraceRecordArgs) -> Result<Outcome> {
 /// A trace of the kernel without `--kcore` decodes its kernel parts against vmlinux at
 /// best, which is not the code that ran: said before recording.
 fn note_kernel_without_copy(arguments: &TraceRecordArgs) {
-    if !arguments.user {
+    if traces_kernel(arguments) {
         eprintln!(
             "rvperf trace record: note: the kernel is traced: --kcore keeps its code as it ran, which decoding it needs (vmlinux differs wherever the kernel patched itself)"
         );
@@ -415,6 +427,7 @@ fn info_text(recording: &TraceOutcome, gaps: &[JoinedGap], exit: WorkloadExit) -
         ("msb_extension", flag(feature::MSB_EXTENSION).to_string()),
         ("timestamps", flag(feature::TIMESTAMPS).to_string()),
         ("context", flag(feature::CONTEXT).to_string()),
+        ("task_context", flag(feature::CONTEXT_TASK).to_string()),
         ("privileges", config.privileges.to_string()),
         (
             "sync_max",

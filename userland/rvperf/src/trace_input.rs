@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use clap::Args;
-use code_image::Xlen;
+use code_image::{CodeImage, Xlen};
 use ntrace_flow::{
     DecoderOptions, FlowDecoder, FlowError, FlowStatistics, ParallelDecoder, ParallelError,
     ParallelOptions, PulledElements, Recovery, ReturnStackModel,
 };
 use ntrace_message::{AddressWidth, MessageOptions};
-use perf_session::{PlacedElf, TraceCode};
+use perf_session::{PlacedElf, ThreadElements, TraceCode};
 
 use crate::trace_file::TraceFile;
 use trace_elements::{ElementKind, ElementSource, GapReason, TraceElement};
@@ -91,6 +91,16 @@ impl CodeCache {
             .push((input.elf.clone(), std::rc::Rc::clone(&code)));
         Ok(code)
     }
+}
+
+/// A trace as a command reads it.
+pub enum TraceInput {
+    /// N-Trace message bytes, decoded by the command.
+    Messages(TraceFile),
+    /// One thread's elements, decoded already: a recording split by the task contexts
+    /// it reports (`perf_session::decode_by_context`), whose trace cannot be cut into
+    /// streams of their own. Replayed by [`TraceSource::Replayed`].
+    Decoded(ThreadElements),
 }
 
 /// `--stack-model`.
@@ -223,11 +233,53 @@ impl JobsArgs {
     }
 }
 
-/// The decoders profiles read from: the serial decoder, or the elements of a parallel
-/// decode pulled in order.
+/// The decoders profiles read from: the serial decoder, the elements of a parallel
+/// decode pulled in order, or a thread's elements decoded already.
 pub enum TraceSource<'d, 'a> {
     Serial(&'d mut FlowDecoder<'a>),
     Parallel(&'d mut PulledElements),
+    Replayed(ReplayedElements<'d>),
+}
+
+/// A thread's decoded elements given again in order, with the error behind each
+/// decode-error gap, and its instructions listed from the code image.
+pub struct ReplayedElements<'d> {
+    thread: &'d ThreadElements,
+    image: &'d CodeImage,
+    next: usize,
+    /// Index into `thread.errors` of the first error not yet passed.
+    next_error: usize,
+    /// The error behind the gap returned last.
+    last_error: Option<&'d FlowError>,
+}
+
+impl<'d> ReplayedElements<'d> {
+    pub fn new(thread: &'d ThreadElements, image: &'d CodeImage) -> Self {
+        Self {
+            thread,
+            image,
+            next: 0,
+            next_error: 0,
+            last_error: None,
+        }
+    }
+
+    fn next_element(&mut self) -> Option<TraceElement> {
+        let index = self.next;
+        let element = *self.thread.elements.get(index)?;
+        self.next += 1;
+        self.last_error = None;
+        while let Some((at, error)) = self.thread.errors.get(self.next_error) {
+            if *at > index {
+                break;
+            }
+            if *at == index {
+                self.last_error = Some(error);
+            }
+            self.next_error += 1;
+        }
+        Some(element)
+    }
 }
 
 impl ElementSource for TraceSource<'_, '_> {
@@ -238,6 +290,7 @@ impl ElementSource for TraceSource<'_, '_> {
         match self {
             TraceSource::Serial(decoder) => decoder.next_element(),
             TraceSource::Parallel(pulled) => pulled.next_element(),
+            TraceSource::Replayed(replayed) => Ok(replayed.next_element()),
         }
     }
 
@@ -252,17 +305,28 @@ impl ElementSource for TraceSource<'_, '_> {
         match self {
             TraceSource::Serial(decoder) => decoder.for_each_element(visit),
             TraceSource::Parallel(pulled) => pulled.for_each_element(visit),
+            TraceSource::Replayed(replayed) => {
+                let mut visit = visit;
+                while let Some(element) = replayed.next_element() {
+                    visit(&element, replayed.last_error);
+                }
+                Ok(())
+            }
         }
     }
 }
 
-impl<'a> TraceSource<'_, 'a> {
-    /// The serial decoder, which alone lists the instructions of the range it returned
-    /// last ([`instruction_address`]).
-    pub fn serial_decoder(&self) -> Option<&FlowDecoder<'a>> {
+impl TraceSource<'_, '_> {
+    /// The address of instruction `index` of the range from `start` returned last: the
+    /// serial decoder lists it from its blocks, a replay from the code image; a parallel
+    /// decode's elements do not keep their blocks (`None`).
+    pub fn instruction_address(&self, start: u64, index: u32) -> Option<u64> {
         match self {
-            TraceSource::Serial(decoder) => Some(decoder),
+            TraceSource::Serial(decoder) => instruction_address(decoder, start, index),
             TraceSource::Parallel(_) => None,
+            TraceSource::Replayed(replayed) => {
+                nth_instruction_in_image(replayed.image, start, index)
+            }
         }
     }
 
@@ -270,8 +334,25 @@ impl<'a> TraceSource<'_, 'a> {
         match self {
             TraceSource::Serial(decoder) => decoder.last_recovered_error(),
             TraceSource::Parallel(pulled) => pulled.last_recovered_error(),
+            TraceSource::Replayed(replayed) => replayed.last_error,
         }
     }
+}
+
+/// The address of instruction `index` of a range from `start`, from the code image: the
+/// instructions follow each other, each as long as its first halfword says. `None` when
+/// the range runs out of the image (which a decoder that walked it rules out).
+pub fn nth_instruction_in_image(image: &CodeImage, start: u64, index: u32) -> Option<u64> {
+    let mut address = start;
+    for _ in 0..index {
+        let mut halfword = [0u8; 2];
+        if image.read(address, &mut halfword) < 2 {
+            return None;
+        }
+        let length = riscv_insn::instruction_length(u16::from_le_bytes(halfword)).bytes()?;
+        address = address.checked_add(u64::from(length))?;
+    }
+    Some(address)
 }
 
 /// Decodes `path` (mapped as `trace`) into `consume`, through a [`GapReportingSource`]:
@@ -283,10 +364,23 @@ pub fn decode_trace<R>(
     arguments: &TraceArgs,
     parallel: Option<ParallelOptions>,
     code: &TraceCode,
-    trace: &TraceFile,
+    trace: &TraceInput,
     path: &Path,
     consume: impl FnOnce(&mut GapReportingSource<TraceSource<'_, '_>>) -> Result<R>,
 ) -> Result<R> {
+    let trace = match trace {
+        TraceInput::Messages(trace) => trace,
+        TraceInput::Decoded(thread) => {
+            let replayed = ReplayedElements::new(thread, code.image());
+            let mut source = GapReportingSource::new(TraceSource::Replayed(replayed), path);
+            // The thread's elements start wherever it first ran, synchronised: a gap
+            // before its first trace-on is no wrapped buffer's start.
+            source.report.synchronised = true;
+            let result = consume(&mut source)?;
+            source.report.finish_replayed();
+            return Ok(result);
+        }
+    };
     let options = arguments.decoder_options(code);
     let Some(parallel) = parallel else {
         let mut decoder = FlowDecoder::new(
@@ -396,6 +490,27 @@ impl GapReport {
                 statistics.skipped_units
             );
         }
+        self.warn_gaps();
+        if statistics.unresolved_units_at_end > 0 {
+            eprintln!(
+                "rvperf: warning: {}: the trace ends with {} I-CNT units (16-bit instruction units) not followed by a message that places them; those instructions are not counted",
+                self.trace_name, statistics.unresolved_units_at_end
+            );
+        }
+        Ok(())
+    }
+}
+
+impl GapReport {
+    /// [`GapReport::finish`] for a thread's elements decoded already: what the whole
+    /// decode lost (I-CNT units skipped, a trace cut short) was said once, by the
+    /// recording's loader.
+    fn finish_replayed(&self) {
+        self.warn_gaps();
+    }
+
+    /// The gaps not shown one by one, and the encoder's losses.
+    fn warn_gaps(&self) {
         if self.decode_gaps > GAPS_SHOWN {
             eprintln!(
                 "rvperf: warning: {}: {} places in all where the trace could not be followed (the decode resumed at the next synchronisation each time)",
@@ -408,13 +523,6 @@ impl GapReport {
                 self.trace_name, self.encoder_gaps
             );
         }
-        if statistics.unresolved_units_at_end > 0 {
-            eprintln!(
-                "rvperf: warning: {}: the trace ends with {} I-CNT units (16-bit instruction units) not followed by a message that places them; those instructions are not counted",
-                self.trace_name, statistics.unresolved_units_at_end
-            );
-        }
-        Ok(())
     }
 }
 

@@ -1,7 +1,11 @@
 //! `-i perf.data` of a decoding command: an N-Trace recording of `rvperf trace record`
 //! turned into what `--trace`, `--elf` and the encoder options say otherwise, one trace
-//! per thread that ran (split by `perf_session::ntrace_attribution`), each with the
-//! files its process mapped.
+//! per thread that ran, each with the files its process mapped. A recording whose
+//! contexts name tasks (`feature::CONTEXT_TASK`) is decoded here, once, with every
+//! thread's code, and split at its context switches (`perf_session::ntrace_task_contexts`):
+//! each thread's trace is its decoded elements, held until the command drops the
+//! [`LoadedRecording`]. Any other is split into message streams at each hart's
+//! synchronisations (`perf_session::ntrace_attribution`), which the command decodes.
 
 use std::path::{Path, PathBuf};
 
@@ -10,12 +14,14 @@ use ntrace_message::{AddressWidth, MessageOptions};
 use perf_abi::ntrace::{feature, NtraceInfo};
 use perf_data::PerfDataReader;
 use perf_session::{
-    read_ntrace_recording, NtraceRecording, PlacedElf, PlacementProblem, ProgramRun, Unattributed,
+    decode_by_context, read_ntrace_recording, ContextDecode, ContextOwner, ElementsKept,
+    NtraceRecording, PlacedElf, PlacementProblem, ProgramRun, TaskContexts,
+    TaskContextsUnavailable, TraceCode, Unattributed,
 };
 use profiles::StopsKeepStacks;
 
 use crate::trace_file::TraceFile;
-use crate::trace_input::TraceArgs;
+use crate::trace_input::{CodeCache, TraceArgs, TraceInput};
 
 /// Idle bytes between two pieces of a trace with a gap between them: whatever message
 /// the first piece's last bytes began ends there, and the decoder reports it and
@@ -75,7 +81,7 @@ pub struct LoadedTrace {
     pub thread: Option<TracedThread>,
     /// The options the recording says, with the process's files (and the caller's --elf).
     pub arguments: TraceArgs,
-    pub trace: TraceFile,
+    pub trace: TraceInput,
     /// Whether a trace stop keeps the call stack: a thread's trace, stopped by the
     /// user-mode filter while the thread was in the kernel.
     pub stops: StopsKeepStacks,
@@ -94,6 +100,20 @@ impl LoadedTrace {
 pub struct LoadedRecording {
     pub traces: Vec<LoadedTrace>,
     pub name: String,
+    /// The code loaded already (to decode a recording split by task context), for the
+    /// command to take rather than load again.
+    pub codes: CodeCache,
+}
+
+/// How a recording's trace is split by thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitRule {
+    /// At each hart's context switches when its contexts name tasks, else at its
+    /// synchronisations.
+    TaskContextsFirst,
+    /// At each hart's synchronisations, into message streams (what `--output messages`
+    /// can print).
+    Synchronisations,
 }
 
 /// The options of the trace of `info` (`given` for what the recording does not say).
@@ -201,6 +221,50 @@ enum VdsoWarning {
     Given,
 }
 
+/// Each process's files, placed once for all its threads, with what could not be
+/// placed said once.
+struct ProcessFiles<'r> {
+    recording: &'r NtraceRecording,
+    path: &'r Path,
+    symfs: Option<&'r Path>,
+    placed_of: Vec<(ProgramRun, Vec<PlacedElf>)>,
+    vdso_warning: VdsoWarning,
+}
+
+impl<'r> ProcessFiles<'r> {
+    fn new(recording: &'r NtraceRecording, path: &'r Path, symfs: Option<&'r Path>) -> Self {
+        Self {
+            recording,
+            path,
+            symfs,
+            placed_of: Vec::new(),
+            vdso_warning: VdsoWarning::NotYet,
+        }
+    }
+
+    /// The files `run` (named `comm`) mapped, placed.
+    fn of(&mut self, run: ProgramRun, comm: &str) -> Vec<PlacedElf> {
+        if let Some((_, placed)) = self.placed_of.iter().find(|(known, _)| *known == run) {
+            return placed.clone();
+        }
+        // The idle task runs the kernel alone.
+        if run.pid == 0 {
+            return Vec::new();
+        }
+        let (placed, problems) = self
+            .recording
+            .placed_files_of(run, reader_under(self.symfs));
+        warn_problems(
+            self.path,
+            &problems,
+            &format!("{comm}-{}: ", run.pid),
+            &mut self.vdso_warning,
+        );
+        self.placed_of.push((run, placed.clone()));
+        placed
+    }
+}
+
 fn warn_problems(
     path: &Path,
     problems: &[PlacementProblem],
@@ -223,7 +287,7 @@ fn warn_problems(
     }
 }
 
-/// The recording's trace, one [`LoadedTrace`] per process `filter` admits, in order
+/// The recording's trace, one [`LoadedTrace`] per thread `filter` admits, in order
 /// of their first run in the trace. A trace that cannot be split (no timestamps, no
 /// time conversion) is one process with every file, said in a note; with a filter, an
 /// error.
@@ -232,6 +296,17 @@ pub fn load(
     symfs: Option<&Path>,
     given: &TraceArgs,
     filter: &ThreadFilter,
+) -> Result<LoadedRecording> {
+    load_split(path, symfs, given, filter, SplitRule::TaskContextsFirst)
+}
+
+/// [`load`], split by `rule`.
+pub fn load_split(
+    path: &Path,
+    symfs: Option<&Path>,
+    given: &TraceArgs,
+    filter: &ThreadFilter,
+    rule: SplitRule,
 ) -> Result<LoadedRecording> {
     let reader =
         PerfDataReader::open(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -261,6 +336,26 @@ pub fn load(
         .with_address_msb_extension(recording.info.has(feature::MSB_EXTENSION))
         // Linux recordings are of rv64 harts.
         .with_address_width(AddressWidth::Bits64);
+    if rule == SplitRule::TaskContextsFirst {
+        match recording.task_contexts(options) {
+            Ok(contexts) => {
+                return load_by_context(
+                    path,
+                    &recording,
+                    &contexts,
+                    symfs,
+                    given,
+                    filter,
+                    kernel.as_ref(),
+                )
+            }
+            Err(TaskContextsUnavailable::NotRecorded) => {}
+            Err(reason) => eprintln!(
+                "rvperf: note: {}: not split at the task contexts the trace reports: {reason}; split at synchronisations",
+                path.display()
+            ),
+        }
+    }
     let attribution = match recording.attribute(options) {
         Ok(attribution) => attribution,
         Err(error) if filter.is_empty() => {
@@ -277,6 +372,7 @@ pub fn load(
                     kernel.as_ref(),
                 )?],
                 name,
+                codes: CodeCache::default(),
             });
         }
         Err(error) => bail!(
@@ -285,15 +381,8 @@ pub fn load(
         ),
     };
     warn_unattributed(path, &attribution.unattributed);
-    // A user-mode trace stops whenever its thread enters the kernel, which returns
-    // to it (or runs a signal handler on top): its stack goes on.
-    let stops = if recording.info.privileges == perf_abi::ntrace::privilege::USER {
-        StopsKeepStacks::Yes
-    } else {
-        StopsKeepStacks::No
-    };
-    let mut placed_of: Vec<(ProgramRun, Vec<PlacedElf>)> = Vec::new();
-    let mut vdso_warning = VdsoWarning::NotYet;
+    let stops = stops_of(&recording);
+    let mut files = ProcessFiles::new(&recording, path, symfs);
     let mut traces = Vec::new();
     let mut admitted = 0;
     for thread in attribution.threads {
@@ -302,21 +391,7 @@ pub fn load(
         }
         admitted += 1;
         let label = format!("{}-{}/{}", thread.comm, thread.run.pid, thread.tid);
-        let placed = match placed_of.iter().find(|(run, _)| *run == thread.run) {
-            Some((_, placed)) => placed.clone(),
-            None => {
-                let (placed, problems) = recording.placed_files_of(thread.run, reader_under(symfs));
-                warn_problems(
-                    path,
-                    &problems,
-                    &format!("{}-{}: ", thread.comm, thread.run.pid),
-                    &mut vdso_warning,
-                );
-                placed_of.push((thread.run, placed.clone()));
-                placed
-            }
-        };
-        let placed = with_kernel(placed, kernel.as_ref());
+        let placed = with_kernel(files.of(thread.run, &thread.comm), kernel.as_ref());
         if placed.is_empty() && given.elf.is_empty() {
             eprintln!(
                 "rvperf: warning: {}: {label}: none of its files was found: its {} messages are left out",
@@ -332,23 +407,39 @@ pub fn load(
                 comm: thread.comm,
             }),
             arguments: arguments_of(&recording.info, given, &placed),
-            trace: TraceFile::from_bytes(&thread.trace)?,
+            trace: TraceInput::Messages(TraceFile::from_bytes(&thread.trace)?),
             stops,
         });
     }
     if traces.is_empty() {
-        if admitted == 0 && !filter.is_empty() {
-            bail!(
-                "{}: no thread of the trace is one --pid, --tid or --comm names",
-                path.display()
-            );
-        }
         bail!(
-            "{}: none of the traced files was found (--symfs, perf's build-id cache)",
-            path.display()
+            "{}",
+            no_trace(
+                path,
+                admitted,
+                filter,
+                "none of the traced files was found (--symfs, perf's build-id cache)"
+            )
         );
     }
-    Ok(LoadedRecording { traces, name })
+    Ok(LoadedRecording {
+        traces,
+        name,
+        codes: CodeCache::default(),
+    })
+}
+
+/// Why a recording gave no thread's trace: the filter admitted none of its threads
+/// (`admitted`), or `otherwise`.
+fn no_trace(path: &Path, admitted: usize, filter: &ThreadFilter, otherwise: &str) -> String {
+    if admitted == 0 && !filter.is_empty() {
+        format!(
+            "{}: no thread of the trace is one --pid, --tid or --comm names",
+            path.display()
+        )
+    } else {
+        format!("{}: {otherwise}", path.display())
+    }
 }
 
 /// Says what of the trace no thread's decode will see, so that nothing is dropped
@@ -398,9 +489,223 @@ fn whole_trace(
     Ok(LoadedTrace {
         thread: None,
         arguments: arguments_of(&recording.info, given, &placed),
-        trace: TraceFile::from_bytes(&bytes)?,
+        trace: TraceInput::Messages(TraceFile::from_bytes(&bytes)?),
         stops: StopsKeepStacks::No,
     })
+}
+
+/// Whether a trace stop keeps the call stack (see [`LoadedTrace::stops`]).
+fn stops_of(recording: &NtraceRecording) -> StopsKeepStacks {
+    // A user-mode trace stops whenever its thread enters the kernel, which returns
+    // to it (or runs a signal handler on top): its stack goes on.
+    if recording.info.privileges == perf_abi::ntrace::privilege::USER {
+        StopsKeepStacks::Yes
+    } else {
+        StopsKeepStacks::No
+    }
+}
+
+/// The recording decoded once with every thread's code and split at each hart's
+/// context switches (`perf_session::ntrace_task_contexts`): one [`LoadedTrace`] of
+/// decoded elements per thread `filter` admits. The shared code, the one a context
+/// of no thread runs in, is the kernel's (or the caller's --elf).
+fn load_by_context(
+    path: &Path,
+    recording: &NtraceRecording,
+    contexts: &TaskContexts,
+    symfs: Option<&Path>,
+    given: &TraceArgs,
+    filter: &ThreadFilter,
+    kernel: Option<&PlacedElf>,
+) -> Result<LoadedRecording> {
+    warn_contexts_of_no_thread(path, contexts);
+    let (threads, thread_of_context) = contexts.threads();
+    let mut codes = CodeCache::default();
+    let shared_arguments = arguments_of(&recording.info, given, &with_kernel(Vec::new(), kernel));
+    let shared = if shared_arguments.elf.is_empty() {
+        std::rc::Rc::new(TraceCode::load(&[])?)
+    } else {
+        codes.code_for(&shared_arguments)?
+    };
+    // Each process's files placed, and its code loaded, once for all its threads.
+    let mut files = ProcessFiles::new(recording, path, symfs);
+    let mut thread_arguments = Vec::with_capacity(threads.len());
+    let mut thread_codes = Vec::with_capacity(threads.len());
+    for thread in &threads {
+        let placed = with_kernel(files.of(thread.run, &thread.comm), kernel);
+        let arguments = arguments_of(&recording.info, given, &placed);
+        let code = if arguments.elf.is_empty() {
+            std::rc::Rc::clone(&shared)
+        } else {
+            codes.code_for(&arguments)?
+        };
+        thread_arguments.push(arguments);
+        thread_codes.push(code);
+    }
+    fn program(code: &TraceCode) -> ntrace_flow::ProgramCode<'_> {
+        ntrace_flow::ProgramCode {
+            image: code.image(),
+            files: code.decode_infos().to_vec(),
+        }
+    }
+    let context_code = ntrace_flow::ContextCode {
+        shared: program(&shared),
+        contexts: thread_of_context
+            .iter()
+            .map(|(&value, &index)| (value, program(&thread_codes[index])))
+            .collect(),
+    };
+    let options = shared_arguments.decoder_options(&shared);
+    // The threads the filter leaves out are counted, not held.
+    let decoded = decode_by_context(
+        &recording.pieces,
+        &context_code,
+        &threads,
+        &thread_of_context,
+        |thread| {
+            if filter.admits(thread.run, thread.tid, &thread.comm) {
+                ElementsKept::Kept
+            } else {
+                ElementsKept::Counted
+            }
+        },
+        options,
+    );
+    warn_context_decode(path, &decoded);
+    let stops = stops_of(recording);
+    let mut traces = Vec::new();
+    let mut admitted = 0;
+    let mut empty = 0;
+    for (thread, arguments) in decoded.threads.into_iter().zip(thread_arguments) {
+        let traced = &thread.thread;
+        if !filter.admits(traced.run, traced.tid, &traced.comm) {
+            continue;
+        }
+        admitted += 1;
+        // A thread whose contexts were reported but that ran nothing the decode placed
+        // (its switches fell in a gap): nothing to give.
+        if thread.elements.is_empty() {
+            empty += 1;
+            continue;
+        }
+        traces.push(LoadedTrace {
+            thread: Some(TracedThread {
+                run: traced.run,
+                tid: traced.tid,
+                comm: traced.comm.clone(),
+            }),
+            arguments,
+            trace: TraceInput::Decoded(thread),
+            stops,
+        });
+    }
+    if empty > 0 {
+        eprintln!(
+            "rvperf: note: {}: {empty} threads were reported running but no element of their trace was decoded",
+            path.display()
+        );
+    }
+    if traces.is_empty() {
+        bail!(
+            "{}",
+            no_trace(
+                path,
+                admitted,
+                filter,
+                &format!(
+                    "no thread's trace could be decoded ({} instructions in all)",
+                    decoded.statistics.instructions
+                )
+            )
+        );
+    }
+    Ok(LoadedRecording {
+        traces,
+        name: path.display().to_string(),
+        codes,
+    })
+}
+
+/// Says which context values name no thread: their trace is decoded (in the kernel's
+/// code) and counted, not given to anyone.
+fn warn_contexts_of_no_thread(path: &Path, contexts: &TaskContexts) {
+    for context in &contexts.contexts {
+        let why = match context.owner {
+            ContextOwner::Thread(_) => continue,
+            ContextOwner::NoTask => {
+                "names no task (the hart had not switched since tracing started)".to_owned()
+            }
+            ContextOwner::UnknownTid { tid } => {
+                format!("names tid {tid}, which the side-band never mentions")
+            }
+            ContextOwner::NoTime { tid } => {
+                format!("names tid {tid}, but no report of it has a time to tell which program ran")
+            }
+        };
+        eprintln!(
+            "rvperf: warning: {}: the trace context {:#x} (reported {} times) {why}: its trace is left out",
+            path.display(),
+            context.value,
+            context.reports
+        );
+    }
+    if contexts.unreadable_messages > 0 {
+        eprintln!(
+            "rvperf: warning: {}: {} unreadable messages",
+            path.display(),
+            contexts.unreadable_messages
+        );
+    }
+}
+
+/// Says what of the decode no thread was given, what the whole decode lost, and what
+/// the decoded elements held cost.
+fn warn_context_decode(path: &Path, decoded: &ContextDecode) {
+    let unattributed = &decoded.unattributed;
+    if unattributed.no_thread_elements > 0 {
+        eprintln!(
+            "rvperf: warning: {}: {} instructions ({} elements) ran in contexts of no known thread: left out",
+            path.display(),
+            unattributed.no_thread_instructions,
+            unattributed.no_thread_elements
+        );
+    }
+    if unattributed.before_context_elements > 0 {
+        eprintln!(
+            "rvperf: note: {}: {} instructions ({} elements) ran before their hart reported a context (at the start of the trace or after lost bytes): left out",
+            path.display(),
+            unattributed.before_context_instructions,
+            unattributed.before_context_elements
+        );
+    }
+    let statistics = &decoded.statistics;
+    if statistics.skipped_units > 0 {
+        eprintln!(
+            "rvperf: warning: {}: the decode could not place {} I-CNT units (16-bit instruction units, about {} to {} instructions)",
+            path.display(),
+            statistics.skipped_units,
+            statistics.skipped_units / 2,
+            statistics.skipped_units
+        );
+    }
+    if statistics.unresolved_units_at_end > 0 {
+        eprintln!(
+            "rvperf: warning: {}: the trace ends with {} I-CNT units (16-bit instruction units) not followed by a message that places them; those instructions are not counted",
+            path.display(),
+            statistics.unresolved_units_at_end
+        );
+    }
+    let bytes = decoded
+        .elements_held
+        .saturating_mul(std::mem::size_of::<trace_elements::TraceElement>() as u64);
+    eprintln!(
+        "rvperf: note: {}: split at its context switches: {} instructions of {} threads, {} decoded elements held ({} MiB)",
+        path.display(),
+        statistics.instructions,
+        decoded.threads.len(),
+        decoded.elements_held,
+        bytes >> 20
+    );
 }
 
 fn warn_lost(path: &Path, recording: &NtraceRecording) {

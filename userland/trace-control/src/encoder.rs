@@ -20,6 +20,13 @@ pub const TRIGGER_DEBUG_CONTROL: usize = 0x050;
 pub const TRIGGER_EXTERNAL_INPUT_CONTROL: usize = 0x054;
 /// `trTeTrigExtOutControl`.
 pub const TRIGGER_EXTERNAL_OUTPUT_CONTROL: usize = 0x058;
+/// rvperf's trace block, implementation-defined (0xE00-0xFFF are the implementation's,
+/// announced by [`implementation::HAS_CONTEXT`]): a stand-in for the traced hart's
+/// `scontext`, 32 bits, read-write while the encoder is active, 0 in reset. QEMU's harts
+/// have no `scontext` (Sdtrig's context CSRs are not emulated): software that would write
+/// `scontext` at a context switch writes this instead, and the encoder reports it in
+/// Ownership messages as it would report `scontext`.
+pub const CONTEXT: usize = 0xe00;
 
 /// Offset of filter 0's registers; filter *i*'s are [`FILTER_STRIDE`] × *i* further.
 pub const FILTERS: usize = 0x400;
@@ -152,6 +159,14 @@ pub mod implementation {
     pub const PROTOCOL_MAJOR: Field = Field::new(16, 4);
     /// `trTeProtocolMinor`.
     pub const PROTOCOL_MINOR: Field = Field::new(20, 4);
+    /// rvperf's trace block (in the vendor bits 31:24): the depth of the encoder's
+    /// implicit-return stack.
+    pub const RETURN_STACK_DEPTH: Field = Field::new(24, 7);
+    /// rvperf's trace block (vendor bit 31): the encoder has the stand-in context
+    /// register [`CONTEXT`](super::CONTEXT).
+    pub const HAS_CONTEXT: Field = Field::bit(31);
+    /// The deepest return stack [`RETURN_STACK_DEPTH`] holds.
+    pub const MAX_RETURN_STACK_DEPTH: u32 = 127;
 }
 
 /// `trTeInstFeatures` fields.

@@ -28,7 +28,10 @@ pub mod feature {
     pub const TIMESTAMPS: u32 = 1 << 5;
     pub const CONTEXT: u32 = 1 << 6;
     pub const STOP_ON_WRAP: u32 = 1 << 7;
-    pub const ALL: u32 = 0xff;
+    /// The driver writes the running task to each hart's context (`RVTRACE_CONTEXT_*`,
+    /// `perf_abi::ntrace::task_context`); implies [`CONTEXT`].
+    pub const CONTEXT_TASK: u32 = 1 << 8;
+    pub const ALL: u32 = 0x1ff;
 }
 
 /// `RVTRACE_SYNC_NONE`: no periodic synchronisation.
@@ -38,6 +41,9 @@ pub const SYNC_NONE: u32 = u32::MAX;
 pub mod info_flag {
     /// The sink counts its wraps: `bytes_written` is exact however rarely it is read.
     pub const WRAP_COUNT: u32 = 1 << 0;
+    /// Every encoder has rvperf's stand-in context register, which the driver writes
+    /// for [`feature::CONTEXT_TASK`](super::feature::CONTEXT_TASK).
+    pub const CONTEXT_REGISTER: u32 = 1 << 1;
 }
 
 /// Status flags (`RVTRACE_STATUS_*`).

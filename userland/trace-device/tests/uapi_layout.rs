@@ -69,11 +69,31 @@ fn expected() -> BTreeMap<String, u64> {
             "RVTRACE_FEATURE_STOP_ON_WRAP",
             u64::from(feature::STOP_ON_WRAP),
         ),
+        (
+            "RVTRACE_FEATURE_CONTEXT_TASK",
+            u64::from(feature::CONTEXT_TASK),
+        ),
         ("RVTRACE_FEATURES_ALL", u64::from(feature::ALL)),
+        (
+            "RVTRACE_CONTEXT_TID_BITS",
+            u64::from(perf_abi::ntrace::task_context::TID_BITS),
+        ),
+        (
+            "RVTRACE_CONTEXT_EXEC_BITS",
+            u64::from(perf_abi::ntrace::task_context::EXEC_BITS),
+        ),
+        (
+            "RVTRACE_CONTEXT_UNKNOWN",
+            perf_abi::ntrace::task_context::UNKNOWN,
+        ),
         ("RVTRACE_SYNC_NONE", u64::from(abi::SYNC_NONE)),
         (
             "RVTRACE_INFO_WRAP_COUNT",
             u64::from(abi::info_flag::WRAP_COUNT),
+        ),
+        (
+            "RVTRACE_INFO_CONTEXT_REGISTER",
+            u64::from(abi::info_flag::CONTEXT_REGISTER),
         ),
         (
             "RVTRACE_STATUS_CONFIGURED",

@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use trace_control::component::control::{ACTIVE, ENABLE};
 use trace_control::discovery::TABLE_SIZE;
-use trace_control::encoder::control as encoder_control;
+use trace_control::encoder::{control as encoder_control, CONTEXT as ENCODER_CONTEXT};
 use trace_control::ram_sink::split_address;
 use trace_control::{timestamp, COMPONENT_SIZE};
 
@@ -366,6 +366,14 @@ impl TraceBlock {
         value
     }
 
+    /// What the guest last stored in `hart`'s stand-in context register
+    /// (`trace_control::encoder::CONTEXT`), the hart's `scontext` for Ownership
+    /// messages: a load, cheap enough for every block. 0 in reset.
+    pub fn encoder_context(&self, hart: usize) -> u32 {
+        self.memory
+            .load(self.layout.encoder(hart) + ENCODER_CONTEXT)
+    }
+
     /// The timestamp counter of `hart` at its last [`Self::set_timestamp`] (or register
     /// change): the value messages carry.
     pub fn timestamp(&self, hart: usize) -> u64 {
@@ -620,23 +628,35 @@ impl TraceBlock {
         for hart in 0..self.harts.len() {
             let base = self.layout.encoder(hart);
             let (low, high) = split_address(lock(&self.harts[hart].timestamp).value());
+            let active = encoder_control::ACTIVE.is_set(
+                self.watched[self.encoder_slots(hart).start]
+                    .legal
+                    .load(Ordering::Relaxed),
+            );
             self.restore_page(base, &encoder::WATCHED, |offset| match offset {
-                timestamp::COUNTER_LOW => low,
-                timestamp::COUNTER_HIGH => high,
-                _ => 0,
+                timestamp::COUNTER_LOW => Some(low),
+                timestamp::COUNTER_HIGH => Some(high),
+                // The stand-in context register holds what the guest stores while the
+                // encoder is active, and 0 in reset.
+                ENCODER_CONTEXT if active => None,
+                _ => Some(0),
             });
         }
         if let Some(base) = self.layout.funnel() {
-            self.restore_page(base, &funnel::WATCHED, |_| 0);
+            self.restore_page(base, &funnel::WATCHED, |_| Some(0));
         }
-        self.restore_page(self.layout.ram_sink(), &sink::WATCHED, |_| 0);
+        self.restore_page(self.layout.ram_sink(), &sink::WATCHED, |_| Some(0));
     }
 
-    /// Restores every word of the register page at `base` but the `watched` ones.
-    fn restore_page(&self, base: usize, watched: &[usize], value: impl Fn(usize) -> u32) {
+    /// Restores every word of the register page at `base` but the `watched` ones and
+    /// those `value` leaves to the guest (`None`).
+    fn restore_page(&self, base: usize, watched: &[usize], value: impl Fn(usize) -> Option<u32>) {
         for offset in (0..COMPONENT_SIZE).step_by(WORD) {
-            if !watched.contains(&offset) {
-                self.restore(base + offset, value(offset));
+            if watched.contains(&offset) {
+                continue;
+            }
+            if let Some(value) = value(offset) {
+                self.restore(base + offset, value);
             }
         }
     }

@@ -3,7 +3,7 @@
 
 use ntrace_flow::{BranchMode, EncoderOptions};
 use ntrace_message::MessageOptions;
-use trace_control::component::{self, implementation_value};
+use trace_control::component::implementation_value;
 use trace_control::encoder::{
     self as registers, control, filter_control, filter_match_instruction, format,
     implicit_return_mode, instruction_features as features, instruction_filters, instruction_mode,
@@ -56,13 +56,15 @@ pub(crate) struct EncoderParameters {
     pub return_stack_depth: u8,
 }
 
-/// `trTeImpl`: version 1.0, type encoder, protocol N-Trace 1.0, and the implicit-return
-/// stack depth in the vendor bits.
+/// `trTeImpl`: version 1.0, type encoder, protocol N-Trace 1.0, and in the vendor bits
+/// the implicit-return stack depth and the stand-in context register.
 pub(crate) const fn implementation(return_stack_depth: u8) -> u32 {
     let value = implementation_value(ComponentType::Encoder, Version::V1_0);
     let value = registers::implementation::PROTOCOL_MAJOR.insert(value, PROTOCOL.major as u32);
     let value = registers::implementation::PROTOCOL_MINOR.insert(value, PROTOCOL.minor as u32);
-    component::implementation::VENDOR.insert(value, return_stack_depth as u32)
+    let value =
+        registers::implementation::RETURN_STACK_DEPTH.insert(value, return_stack_depth as u32);
+    registers::implementation::HAS_CONTEXT.with(value, true)
 }
 
 /// `trTsControl` of a timestamp unit in reset, or just released from it.

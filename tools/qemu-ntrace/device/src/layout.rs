@@ -4,6 +4,7 @@
 use std::ops::Range;
 
 use trace_control::discovery::{ComponentEntry, DiscoveryTable, TABLE_SIZE};
+use trace_control::encoder::implementation::MAX_RETURN_STACK_DEPTH;
 use trace_control::{ComponentType, COMPONENT_SIZE};
 
 use crate::{encoder, funnel, sink};
@@ -26,8 +27,8 @@ pub struct BlockConfig {
     /// 4 KiB with room for the table, the register pages and at least
     /// [`MIN_SINK_SIZE`] of sink memory.
     pub size: usize,
-    /// Depth of the encoders' implicit-return stack (`trTeImpl` bits 31:24); 0: no
-    /// implicit returns (`trTeInstEnImplicitReturn` reads 0).
+    /// Depth of the encoders' implicit-return stack (`trTeImpl` bits 30:24), at most
+    /// 127; 0: no implicit returns (`trTeInstEnImplicitReturn` reads 0).
     pub return_stack_depth: u8,
 }
 
@@ -51,6 +52,8 @@ pub enum LayoutError {
     Size { size: usize, minimum: usize },
     #[error("trace block of {size:#x} bytes does not fit in {memory:#x} bytes of shared memory")]
     MemoryTooSmall { size: usize, memory: usize },
+    #[error("return stack depth {depth}: trTeImpl holds 0 to {MAX_RETURN_STACK_DEPTH}")]
+    ReturnStackDepth { depth: u8 },
 }
 
 /// Offsets of the table, the components' register pages and the sink memory.
@@ -66,6 +69,11 @@ impl Layout {
         if !(1..=MAX_HARTS).contains(&config.harts) {
             return Err(LayoutError::Harts {
                 harts: config.harts,
+            });
+        }
+        if u32::from(config.return_stack_depth) > MAX_RETURN_STACK_DEPTH {
+            return Err(LayoutError::ReturnStackDepth {
+                depth: config.return_stack_depth,
             });
         }
         let layout = Layout {
@@ -252,7 +260,7 @@ mod tests {
             (0x5000, 0xf_b000, 0x10_0000)
         );
         assert_eq!(parsed.encoder(1).unwrap().registers, 0x2000);
-        assert_eq!(parsed.encoder(1).unwrap().implementation, 0x2001_0101);
+        assert_eq!(parsed.encoder(1).unwrap().implementation, 0xa001_0101);
         assert_eq!(parsed.funnel().unwrap().implementation, 0x801);
         assert_eq!(parsed.ram_sink().unwrap().implementation, 0x0100_2901);
         assert_eq!(parsed.components().len(), 4);

@@ -17,8 +17,9 @@ const SIZE: usize = 0x1_0000;
 // trTeControl: reset (Empty, InstMode 6, Format 1), and with trTeActive.
 const ENCODER_CONTROL_RESET: u32 = 0x0100_0068;
 const ENCODER_CONTROL_ACTIVE: u32 = 0x0100_0069;
-// trTeImpl: version 1.0, type 1, N-Trace 1.0, return stack depth 32.
-const ENCODER_IMPLEMENTATION: u32 = 0x2001_0101;
+// trTeImpl: version 1.0, type 1, N-Trace 1.0, return stack depth 32 (bits 30:24), the
+// stand-in context register (bit 31).
+const ENCODER_IMPLEMENTATION: u32 = 0xa001_0101;
 // trTeInstFeatures: trTeInstImplicitReturnMode 3.
 const FEATURES_RESET: u32 = 0xc0;
 // trTsControl: trTsMode 2, trTsWidth 63; and with trTsActive.
@@ -32,6 +33,8 @@ const SINK_CONTROL_ACTIVE: u32 = 0x19;
 // trRamImpl: version 1.0, type 9, HasSMEM.
 const SINK_IMPLEMENTATION: u32 = 0x0100_2901;
 const WRAP_COUNT: usize = 0xe00;
+// The encoder's stand-in context register.
+const CONTEXT: usize = 0xe00;
 
 // Encoder register offsets.
 const CONTROL: usize = 0x000;
@@ -553,7 +556,7 @@ fn features_are_warl() {
     assert_eq!(load(&block, base), 0x0000_0704);
     assert_eq!(
         load(&block, encoder(&block, 0) + IMPLEMENTATION),
-        0x0001_0101
+        0x8001_0101
     );
 }
 
@@ -1167,6 +1170,53 @@ fn reserved_words_and_the_table_are_restored() {
 }
 
 #[test]
+fn the_context_register_holds_the_guests_value_while_the_encoder_is_active() {
+    let block = block(2);
+    let context = encoder(&block, 1) + CONTEXT;
+    // In reset it reads 0, whatever the guest stores.
+    write(&block, context, 0x1234);
+    assert_eq!(load(&block, context), 0);
+    assert_eq!(block.encoder_context(1), 0);
+    activate_encoder(&block, 1);
+    write(&block, context, 0x0040_0007);
+    assert_eq!(load(&block, context), 0x0040_0007);
+    assert_eq!(block.encoder_context(1), 0x0040_0007);
+    assert_eq!(block.encoder_context(0), 0, "the other hart's is its own");
+    // Stores to watched registers and sweeps leave it.
+    write(
+        &block,
+        encoder(&block, 1) + CONTROL,
+        ACTIVE | ENABLE | TRACING,
+    );
+    block.sweep();
+    assert_eq!(block.encoder_context(1), 0x0040_0007);
+    write(&block, context, u32::MAX);
+    assert_eq!(block.encoder_context(1), u32::MAX);
+    // Back into reset: 0 again.
+    write(&block, encoder(&block, 1) + CONTROL, 0);
+    assert_eq!(load(&block, context), 0);
+    assert_eq!(block.encoder_context(1), 0);
+}
+
+#[test]
+fn a_return_stack_deeper_than_trteimpl_holds_is_refused() {
+    let config = BlockConfig {
+        harts: 1,
+        size: SIZE,
+        return_stack_depth: 128,
+    };
+    assert_eq!(
+        TraceBlock::new(SharedMemory::owned(SIZE), config).unwrap_err(),
+        LayoutError::ReturnStackDepth { depth: 128 }
+    );
+    let deepest = block_with(1, 127);
+    assert_eq!(
+        load(&deepest, encoder(&deepest, 0) + IMPLEMENTATION),
+        0xff01_0101
+    );
+}
+
+#[test]
 fn encoder_options_follow_the_configuration() {
     let block = block(1);
     activate_encoder(&block, 0);
@@ -1278,6 +1328,7 @@ fn guest_offset(harts: usize) -> impl Strategy<Value = usize> {
         FILTER_MATCH[0],
         FILTER_CONTROL[1],
         FILTER_MATCH[1],
+        CONTEXT,
     ];
     prop_oneof![
         4 => (1..=components, proptest::sample::select(registers.to_vec())).prop_map(|(page, offset)| page * 0x1000 + offset),
@@ -1338,6 +1389,7 @@ fn assert_legal(block: &TraceBlock, swept: bool) {
             assert_eq!(features, FEATURES_RESET);
             assert_eq!(load(block, base + FILTERS), 0);
             assert_eq!(timestamp, TIMESTAMP_CONTROL_RESET);
+            assert_eq!(load(block, base + CONTEXT), 0);
         }
         if control & ENABLE != 0 && !swept {
             // Stores to an enabled encoder's other registers wait for a sweep.

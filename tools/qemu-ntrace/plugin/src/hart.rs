@@ -81,6 +81,13 @@ struct Outcome {
     privilege: u8,
 }
 
+/// What the ingress port last reported as the hart's privilege level and context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Told {
+    privilege: u8,
+    context: u64,
+}
+
 /// One hart, behind a mutex of its own: its callbacks run on its vCPU's thread (or on
 /// the one thread of `-icount` emulation).
 #[derive(Debug)]
@@ -98,6 +105,9 @@ pub struct Hart {
     privilege: u8,
     /// The privilege is known (read since the encoder was enabled).
     privilege_known: bool,
+    /// The privilege level and context the encoder was last given (`None`: none since
+    /// it was made).
+    told: Option<Told>,
     vectors: Vectors,
     /// What trTeEmpty says now.
     empty: bool,
@@ -119,6 +129,7 @@ impl Hart {
             traced: false,
             privilege: 0,
             privilege_known: false,
+            told: None,
             vectors: Vectors::default(),
             empty: true,
             failed: false,
@@ -180,6 +191,7 @@ impl Hart {
             self.previous = None;
             self.traced = false;
             self.privilege_known = false;
+            self.told = None;
         }
         self.config = Some(config);
         self.update_empty(device);
@@ -241,6 +253,14 @@ impl Hart {
             .as_ref()
             .map_or(self.privilege, |(outcome, _)| outcome.privilege);
         let traced = Self::traces(&config, privilege);
+        // The hart has no scontext: what software stores in the block's stand-in for it
+        // (a store in the previous block applies from this one on, as a `csrw scontext`
+        // applies from the next instruction).
+        let context = if config.context {
+            u64::from(device.encoder_context(self.index))
+        } else {
+            0
+        };
         let Some(encoder) = &mut self.encoder else {
             return Ok(());
         };
@@ -259,13 +279,14 @@ impl Hart {
             if traced && !self.traced {
                 encoder.start();
             }
-            if traced && privilege != self.privilege {
+            let told = Told { privilege, context };
+            if traced && self.told != Some(told) {
                 encoder.set_context(Context {
                     privilege,
                     virtualized: false,
-                    // The hart has no scontext: the context is reported as 0.
-                    context: 0,
+                    context,
                 });
+                self.told = Some(told);
             }
             Ok::<(), ntrace_flow::EncodeError>(())
         })();
