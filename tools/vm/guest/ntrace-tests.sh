@@ -214,7 +214,7 @@ else
         name=rvperf-syscalls-kernel
         if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record --kernel --kcore -o "$OUT/$name.perf.data" -- \
             "$BIN/syscalls" 2>"$OUT/$name.stderr" && [ -s "$OUT/$name.perf.data/kcore_dir/kcore" ]; then
-            ok "$name: rvperf trace record --kernel --kcore: $(tail -n 1 "$OUT/$name.stderr"), $(wc -c <"$OUT/$name.perf.data/kcore_dir/kcore") bytes of kernel code"
+            ok "$name: rvperf trace record --kernel --kcore: $(tail -n 1 "$OUT/$name.stderr"), $(wc -c <"$OUT/$name.perf.data/kcore_dir/kcore") bytes of kernel code; $(grep -o "copied before tracing started.*" "$OUT/$name.stderr")"
         else
             not_ok "$name: rvperf trace record --kernel --kcore failed: $(tail -n 3 "$OUT/$name.stderr")"
         fi

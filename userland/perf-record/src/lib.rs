@@ -39,7 +39,7 @@ pub use options::{
 };
 pub use recorder::record;
 pub use stop::{StopFlag, StopHandlerError};
-pub use trace_source::{TraceOptions, TraceOutcome, DEFAULT_DRAIN_INTERVAL};
+pub use trace_source::{KernelCopy, TraceOptions, TraceOutcome, DEFAULT_DRAIN_INTERVAL};
 pub use workload::{Workload, WorkloadError, WorkloadExit};
 
 pub(crate) use options::Scope;

@@ -65,6 +65,21 @@ pub struct TraceOutcome {
     pub status: trace_device::Status,
     /// Drains that found new bytes.
     pub drains: u64,
+    /// The copy of the kernel's code made before tracing started, if one was asked for.
+    pub kernel_copy: Option<KernelCopy>,
+}
+
+/// What copying the running kernel's code cost (`TraceOptions::kernel_copy`): it is made
+/// after the events are open and before tracing starts, so the command waits for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelCopy {
+    /// Bytes of code copied (the kernel's text and the modules').
+    pub code_bytes: u64,
+    pub ranges: usize,
+    /// Bytes of the ELF file written.
+    pub file_bytes: u64,
+    /// From reading kallsyms to the file written.
+    pub elapsed: Duration,
 }
 
 /// N-Trace idle bytes pad a chunk to 8 bytes (PERF_RECORD_AUXTRACE data is 8-aligned).
@@ -118,6 +133,7 @@ pub(crate) fn plan(options: &RecordOptions, trace: &TraceOptions) -> Result<Plan
                 drains: 0,
                 final_status: None,
                 kernel_not_placed: None,
+                kernel_copy_made: None,
             }),
         }),
     })
@@ -144,6 +160,8 @@ struct TraceSource {
     final_status: Option<trace_device::Status>,
     /// Why the kernel's mapping was not recorded, for a trace that follows the kernel.
     kernel_not_placed: Option<String>,
+    /// What the copy of the kernel's code cost, once made.
+    kernel_copy_made: Option<KernelCopy>,
 }
 
 impl TraceSource {
@@ -231,12 +249,25 @@ impl AuxSource for TraceSource {
             }
         }
         if let Some(path) = &self.kernel_copy {
-            let elf = crate::KernelCode::read(&crate::KernelSources::default())
-                .and_then(|code| code.to_elf())?;
-            std::fs::write(path, elf).map_err(|source| RecordError::KernelCopy {
+            let started = std::time::Instant::now();
+            let code = crate::KernelCode::read(&crate::KernelSources::default())?;
+            let code_bytes = code
+                .ranges
+                .iter()
+                .map(|range| range.bytes.len() as u64)
+                .sum();
+            let ranges = code.ranges.len();
+            let elf = code.to_elf()?;
+            std::fs::write(path, &elf).map_err(|source| RecordError::KernelCopy {
                 path: path.clone(),
                 source,
             })?;
+            self.kernel_copy_made = Some(KernelCopy {
+                code_bytes,
+                ranges,
+                file_bytes: elf.len() as u64,
+                elapsed: started.elapsed(),
+            });
         }
         // Before the workload is released: its first instruction is traced.
         self.device.start()?;
@@ -254,6 +285,7 @@ impl AuxSource for TraceSource {
             config: self.config,
             status: self.final_status?,
             drains: self.drains,
+            kernel_copy: self.kernel_copy_made,
         })
     }
 

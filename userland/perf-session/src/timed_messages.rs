@@ -98,8 +98,9 @@ mod tests {
         ] {
             encoder.encode(0, body, timestamp, &mut bytes).unwrap();
         }
-        // Bytes that are no message between them: every time is forgotten.
-        bytes.push(0x00);
+        // A message with a reserved MSEO between them (unreadable): every time is
+        // forgotten.
+        bytes.extend_from_slice(&[0b0000_0110, 0b0000_0010, 0xff]);
         encoder
             .encode(0, &correlation, Some(1), &mut bytes)
             .unwrap();

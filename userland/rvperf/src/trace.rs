@@ -213,6 +213,15 @@ fn report(recording: &Recording) {
         Some(WorkloadExit::Code(0)) | None => {}
         Some(exit) => eprintln!("rvperf trace record: the command {exit}"),
     }
+    if let Some(copy) = recording.trace.as_ref().and_then(|trace| trace.kernel_copy) {
+        eprintln!(
+            "rvperf trace record: the kernel's code copied before tracing started: {} bytes in {} ranges ({} bytes of ELF) in {} ms",
+            copy.code_bytes,
+            copy.ranges,
+            copy.file_bytes,
+            copy.elapsed.as_millis()
+        );
+    }
     for warning in &recording.warnings {
         eprintln!("rvperf trace record: warning: {warning}");
     }
