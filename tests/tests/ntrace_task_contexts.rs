@@ -26,13 +26,13 @@ use std::path::{Path, PathBuf};
 
 use code_image::CodeImage;
 use common::kernel_switch::{add_switch_code, KERNEL, SCONTEXT_WRITE, SWITCH_CODE, SWITCH_PCS};
-use common::side_band::{recording_writer, switch_record, write_comm, write_mmap, Segment};
+use common::side_band::{
+    recording_writer, switch_record, ten_megahertz, write_comm, write_mmap, Segment,
+};
 use common::{instruction_at, load, program, programs, retired_pcs, scratch, Code, Random};
 use ntrace_flow::{BranchMode, Context, EncoderOptions, ProgramCode, TraceEncoder, Trap};
 use ntrace_message::{AddressWidth, MessageOptions};
-use perf_abi::ntrace::{
-    feature, privilege, task_context, NtraceInfo, TimeConversion, RVPERF_AUXTRACE_NTRACE,
-};
+use perf_abi::ntrace::{feature, privilege, task_context, NtraceInfo, RVPERF_AUXTRACE_NTRACE};
 use perf_data::{AuxtraceChunk, Metadata, PerfDataReader, PerfDataWriter};
 use perf_session::{
     decode_by_context, read_ntrace_recording, ContextOwner, ElementsKept, PlacedElf, ProgramRun,
@@ -265,13 +265,7 @@ fn info(features: u64) -> NtraceInfo {
         return_stack_depth: 32,
         harts: 1,
         buffer_bytes: 1 << 24,
-        time: Some(TimeConversion {
-            shift: 21,
-            mult: 209_715_200,
-            zero: 0,
-            cycles: 0,
-            mask: u64::MAX,
-        }),
+        time: Some(ten_megahertz()),
         timestamp_prescale: 0,
         hart_cpus: Vec::new(),
     }

@@ -11,13 +11,13 @@ mod common;
 use std::io::Cursor;
 
 use common::side_band::{
-    recording_writer, sample_id, switch_record, thread_switch_record, write_comm, write_mmap,
-    Segment,
+    recording_writer, sample_id, switch_record, ten_megahertz, thread_switch_record, write_comm,
+    write_mmap, Segment,
 };
 use ntrace_message::{
     AddressWidth, Body, BranchType, CorrelationEvent, MessageEncoder, MessageOptions, SyncReason,
 };
-use perf_abi::ntrace::{feature, NtraceInfo, TimeConversion, RVPERF_AUXTRACE_NTRACE};
+use perf_abi::ntrace::{feature, NtraceInfo, RVPERF_AUXTRACE_NTRACE};
 use perf_abi::TaskRecord;
 use perf_data::{AuxtraceChunk, Metadata, PerfDataReader, PerfDataWriter, TaskEvent};
 use perf_session::{read_ntrace_recording, AttributionError, ProgramRun};
@@ -33,13 +33,7 @@ fn info(hart_cpus: Vec<Option<u32>>, features: u64) -> NtraceInfo {
         return_stack_depth: 0,
         harts: 0b11,
         buffer_bytes: 1 << 16,
-        time: Some(TimeConversion {
-            shift: 21,
-            mult: 209_715_200,
-            zero: 0,
-            cycles: 0,
-            mask: u64::MAX,
-        }),
+        time: Some(ten_megahertz()),
         timestamp_prescale: 0,
         hart_cpus,
     }

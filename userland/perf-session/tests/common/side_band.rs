@@ -136,3 +136,15 @@ pub fn write_comm(
         )
         .unwrap();
 }
+
+/// The kernel's conversion of a 10 MHz `time` to perf time: a tick is 100 ns
+/// (mult / 2^shift = 100), perf time 0 at tick 0.
+pub fn ten_megahertz() -> perf_abi::TimeConversion {
+    perf_abi::TimeConversion {
+        shift: 21,
+        mult: 209_715_200,
+        zero: 0,
+        cycles: 0,
+        mask: u64::MAX,
+    }
+}
