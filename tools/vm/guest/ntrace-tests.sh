@@ -133,7 +133,7 @@ if [ "${1:-}" = smp ]; then
         if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record -a --user --kernel --context --sync-max 8 --kcore \
             -o "$OUT/$name.perf.data" -- \
             sh -c "taskset -c 1 $BIN/qsort 1 & taskset -c 1 $BIN/autofdo 100 & wait" 2>"$OUT/$name.stderr"; then
-            ok "$name: rvperf trace record -a --context of qsort and autofdo on one CPU, the kernel too: $(tail -n 1 "$OUT/$name.stderr")"
+            ok "$name: rvperf trace record -a --context of qsort and autofdo on one CPU, the kernel too: $(grep -o '\[ rvperf trace record.*' "$OUT/$name.stderr")"
         else
             not_ok "$name: rvperf trace record -a --context failed: $(tail -n 3 "$OUT/$name.stderr")"
         fi
@@ -214,7 +214,7 @@ else
         name=rvperf-syscalls-kernel
         if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record --kernel --kcore -o "$OUT/$name.perf.data" -- \
             "$BIN/syscalls" 2>"$OUT/$name.stderr" && [ -s "$OUT/$name.perf.data/kcore_dir/kcore" ]; then
-            ok "$name: rvperf trace record --kernel --kcore: $(tail -n 1 "$OUT/$name.stderr"), $(wc -c <"$OUT/$name.perf.data/kcore_dir/kcore") bytes of kernel code; $(grep -o "copied before tracing started.*" "$OUT/$name.stderr")"
+            ok "$name: rvperf trace record --kernel --kcore: $(grep -o '\[ rvperf trace record.*' "$OUT/$name.stderr"), $(wc -c <"$OUT/$name.perf.data/kcore_dir/kcore") bytes of kernel code, $(grep -o "copied before tracing started.*" "$OUT/$name.stderr")"
         else
             not_ok "$name: rvperf trace record --kernel --kcore failed: $(tail -n 3 "$OUT/$name.stderr")"
         fi
