@@ -11,8 +11,10 @@
 //! of user mode alone (the privilege filter stops the trace at every entry into the
 //! kernel and synchronises at every return to user mode, after any switch). A trace
 //! that also follows the kernel is attributed at its synchronisations (periodic ones,
-//! with `trTeInstSyncMax`): the encoder reports no context change of its own, since
-//! Linux writes no `scontext`.
+//! with `trTeInstSyncMax`) unless it reports the task at each switch: Linux writes no
+//! `scontext`, but the `rvtrace` driver does when asked (`feature::CONTEXT_TASK`), and
+//! such a recording is split at its context switches instead
+//! (`crate::ntrace_task_contexts`).
 //!
 //! Each thread's messages form an N-Trace stream of their own (the messages whole, in
 //! their order, SRC fields kept), decoded against its process's code alone: two
