@@ -18,7 +18,9 @@ use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
 
 use crate::output::LineWriter;
 use crate::trace_file::TraceFile;
-use crate::trace_input::{CodeCache, JobsArgs, TraceArgs, TraceInput, GAPS_SHOWN};
+use crate::trace_input::{
+    for_each_instruction_in_image, CodeCache, JobsArgs, TraceArgs, TraceInput, GAPS_SHOWN,
+};
 use crate::trace_recording::SplitRule;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -563,42 +565,15 @@ fn format_ranges(
     Ok(())
 }
 
-/// Appends the addresses of `range`'s instructions to `pcs`, from the code image: the
-/// instructions follow each other, each as long as its first halfword says. The
-/// decoder's blocks hold the same lengths, but they stay on the decoding thread. False
-/// when the range runs out of the image, which the decoder that walked it rules out.
+/// Appends the addresses of `range`'s instructions to `pcs`, from the code image
+/// ([`for_each_instruction_in_image`]). The decoder's blocks hold the same lengths, but
+/// they stay on the decoding thread. False when the range runs out of the image, which
+/// the decoder that walked it rules out.
 #[inline]
 fn push_instruction_addresses(image: &CodeImage, range: RangeToPrint, pcs: &mut Vec<u64>) -> bool {
-    let mut address = range.start;
-    let mut left = range.instructions;
-    while left > 0 {
-        // The range may run on into the next segment.
-        let Some(segment) = image
-            .segment_index(address)
-            .and_then(|index| image.segment(index))
-        else {
-            return false;
-        };
-        let Ok(mut offset) = usize::try_from(address - segment.start) else {
-            return false;
-        };
-        let bytes = segment.bytes();
-        while left > 0 {
-            let Some(&[low, high]) = bytes.get(offset..offset + 2) else {
-                break;
-            };
-            let Some(length) =
-                riscv_insn::instruction_length(u16::from_le_bytes([low, high])).bytes()
-            else {
-                return false;
-            };
-            pcs.push(address);
-            address = address.wrapping_add(u64::from(length));
-            offset += usize::from(length);
-            left -= 1;
-        }
-    }
-    true
+    for_each_instruction_in_image(image, range.start, range.instructions, |address| {
+        pcs.push(address)
+    })
 }
 
 /// PCs gathered before they are formatted (`pcs` output): a range holds a few

@@ -339,20 +339,57 @@ impl TraceSource<'_, '_> {
     }
 }
 
-/// The address of instruction `index` of a range from `start`, from the code image: the
-/// instructions follow each other, each as long as its first halfword says. `None` when
-/// the range runs out of the image (which a decoder that walked it rules out).
+/// The address of instruction `index` of a range from `start`, from the code image;
+/// `None` when the range runs out of the image (which a decoder that walked it rules
+/// out).
 pub fn nth_instruction_in_image(image: &CodeImage, start: u64, index: u32) -> Option<u64> {
+    let mut last = None;
+    let count = index.checked_add(1)?;
+    for_each_instruction_in_image(image, start, count, |address| last = Some(address))
+        .then_some(last)
+        .flatten()
+}
+
+/// Calls `visit` with the address of each of `count` instructions from `start`, read
+/// from the code image: the instructions follow each other, each as long as its first
+/// halfword says. False when the range runs out of the image.
+#[inline]
+pub fn for_each_instruction_in_image(
+    image: &CodeImage,
+    start: u64,
+    count: u32,
+    mut visit: impl FnMut(u64),
+) -> bool {
     let mut address = start;
-    for _ in 0..index {
-        let mut halfword = [0u8; 2];
-        if image.read(address, &mut halfword) < 2 {
-            return None;
+    let mut left = count;
+    while left > 0 {
+        // The range may run on into the next segment.
+        let Some(segment) = image
+            .segment_index(address)
+            .and_then(|index| image.segment(index))
+        else {
+            return false;
+        };
+        let Ok(mut offset) = usize::try_from(address - segment.start) else {
+            return false;
+        };
+        let bytes = segment.bytes();
+        while left > 0 {
+            let Some(&[low, high]) = bytes.get(offset..offset + 2) else {
+                break;
+            };
+            let Some(length) =
+                riscv_insn::instruction_length(u16::from_le_bytes([low, high])).bytes()
+            else {
+                return false;
+            };
+            visit(address);
+            address = address.wrapping_add(u64::from(length));
+            offset += usize::from(length);
+            left -= 1;
         }
-        let length = riscv_insn::instruction_length(u16::from_le_bytes(halfword)).bytes()?;
-        address = address.checked_add(u64::from(length))?;
     }
-    Some(address)
+    true
 }
 
 /// Decodes `path` (mapped as `trace`) into `consume`, through a [`GapReportingSource`]:
