@@ -16,6 +16,10 @@
 #   - GNU time, for the benchmarks' peak-memory figures
 #   - clang-19, llvm-19 (llvm-profdata-19, llvm-profgen-19), lld-19: the consumers the
 #     AutoFDO tests feed rvperf's profiles to
+#   - Go 1.23 (golang-1.23-go, bookworm-backports; bookworm's own 1.19 is older than the
+#     pprof the collectors use): `go tool pprof` reads the profiles `rvperf export
+#     --pprof` writes (tests/tests/pprof_export.rs). It lives in /usr/lib/go-1.23/bin,
+#     off PATH; the tests look there.
 #
 # Idempotent and fast when everything is present: each package is checked with
 # dpkg-query first; `apt-get update` runs only when something is missing.
@@ -25,8 +29,8 @@ set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
 
-GROUP_NAMES=("host compiler and binutils" "riscv64 cross toolchain" "qemu user-mode emulator" "linux perf" "gnu time" "llvm 19 (AutoFDO consumers: clang, llvm-profdata, llvm-profgen)" "strace (the attrs rvperf record opens, for tests/tests/perf_record.rs)")
-GROUP_PKGS=("build-essential" "gcc-riscv64-linux-gnu libc6-dev-riscv64-cross binutils-riscv64-linux-gnu" "qemu-user" "linux-perf" "time" "clang-19 llvm-19 lld-19" "strace")
+GROUP_NAMES=("host compiler and binutils" "riscv64 cross toolchain" "qemu user-mode emulator" "linux perf" "gnu time" "llvm 19 (AutoFDO consumers: clang, llvm-profdata, llvm-profgen)" "strace (the attrs rvperf record opens, for tests/tests/perf_record.rs)" "go 1.23 (go tool pprof reads exported profiles)")
+GROUP_PKGS=("build-essential" "gcc-riscv64-linux-gnu libc6-dev-riscv64-cross binutils-riscv64-linux-gnu" "qemu-user" "linux-perf" "time" "clang-19 llvm-19 lld-19" "strace" "golang-1.23-go")
 
 SUDO=()
 if [ "$(id -u)" -ne 0 ]; then
@@ -101,6 +105,14 @@ for i in "${!GROUP_NAMES[@]}"; do
         echo "install-deps: ${GROUP_NAMES[$i]}: already installed"
         continue
     fi
+    if [ "${GROUP_PKGS[$i]}" = golang-1.23-go ]; then
+        add_backports
+        run_apt apt-get update -qq
+        updated=1
+        run_apt apt-get install -y -qq --no-install-recommends -t bookworm-backports golang-1.23-go
+        echo "install-deps: ${GROUP_NAMES[$i]}: installed golang-1.23-go from bookworm-backports"
+        continue
+    fi
     if [ "$updated" -eq 0 ]; then
         run_apt apt-get update -qq
         updated=1
@@ -115,7 +127,7 @@ if [ "$(qemu_user_major)" -lt 10 ]; then
 fi
 
 # Sanity check that the tools the build/trace scripts use are on PATH.
-for tool in cc make readelf riscv64-linux-gnu-gcc riscv64-linux-gnu-objdump qemu-riscv64 qemu-x86_64 perf /usr/bin/time clang-19 strace; do
+for tool in cc make readelf riscv64-linux-gnu-gcc riscv64-linux-gnu-objdump qemu-riscv64 qemu-x86_64 perf /usr/bin/time clang-19 strace /usr/lib/go-1.23/bin/go; do
     if ! command -v "$tool" >/dev/null 2>&1; then
         echo "install-deps: $tool not found on PATH after installation" >&2
         exit 1

@@ -155,7 +155,7 @@ fn frame_names(symbolized: &Symbolized) -> impl Iterator<Item = Cow<'_, str>> {
 
 /// What an event's branch stacks are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BranchStackKind {
+pub(crate) enum BranchStackKind {
     /// Branches taken (or none recorded): not a stack.
     Branches,
     /// PERF_SAMPLE_BRANCH_CALL_STACK: the calls still open, innermost first.
@@ -163,7 +163,7 @@ enum BranchStackKind {
 }
 
 /// Each event's [`BranchStackKind`], by attr index.
-fn branch_stack_kinds(reader: &PerfDataReader<'_>) -> Vec<BranchStackKind> {
+pub(crate) fn branch_stack_kinds(reader: &PerfDataReader<'_>) -> Vec<BranchStackKind> {
     reader
         .attrs()
         .iter()
@@ -179,7 +179,7 @@ fn branch_stack_kinds(reader: &PerfDataReader<'_>) -> Vec<BranchStackKind> {
 
 /// An address of a sample's stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct StackAddress {
+pub(crate) struct StackAddress {
     address: u64,
     kind: AddressKind,
 }
@@ -197,7 +197,7 @@ impl StackAddress {
     /// The address whose names the frame takes. A return address's call is one byte
     /// earlier, which keeps it in the right function (and line) when the call is the
     /// last instruction of a block or function.
-    fn lookup(&self) -> u64 {
+    pub(crate) fn lookup(&self) -> u64 {
         match self.kind {
             AddressKind::Instruction => self.address,
             AddressKind::ReturnAddress => self.address.saturating_sub(1),
@@ -206,7 +206,11 @@ impl StackAddress {
 }
 
 /// The addresses of a sample's stack, leaf first.
-fn stack_addresses(sample: &Sample<'_>, kind: BranchStackKind, addresses: &mut Vec<StackAddress>) {
+pub(crate) fn stack_addresses(
+    sample: &Sample<'_>,
+    kind: BranchStackKind,
+    addresses: &mut Vec<StackAddress>,
+) {
     addresses.clear();
     let user_callchain = sample
         .callchain

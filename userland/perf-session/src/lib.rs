@@ -31,6 +31,7 @@ pub mod ntrace_attribution;
 pub mod ntrace_recording;
 pub mod ntrace_task_contexts;
 pub mod ordered;
+pub mod pprof_export;
 pub mod processes;
 pub mod report;
 pub mod session;
@@ -54,6 +55,9 @@ pub use ntrace_task_contexts::{
     TaskContexts, TaskContextsUnavailable, ThreadElements, UnattributedElements,
 };
 pub use ordered::OrderedEvents;
+pub use pprof_export::{
+    folded_pprof, pprof_profile, PprofExport, PprofExportError, PprofOptions, SampleLabels,
+};
 pub use processes::{thread_id, InlineFrames, Place, Processes, SymbolOptions};
 pub use session::{Session, SessionError, SessionSample};
 pub use timed_messages::{TimedMessage, TimedMessages};

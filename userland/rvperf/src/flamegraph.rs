@@ -276,3 +276,45 @@ fn fold(input: &std::path::Path, arguments: &FlamegraphArgs) -> Result<FoldedSta
     std::mem::forget(processes);
     Ok(folded)
 }
+
+/// The call stacks of an N-Trace (`--trace FILE`, or `input`, an `rvperf trace record`
+/// perf.data) as `rvperf flamegraph --folded --split command` folds them, instructions
+/// as weights: for `rvperf export`, which has no addresses of a trace's frames.
+pub(crate) fn trace_stacks(
+    input: &std::path::Path,
+    trace_input: &TraceArgs,
+    symbols: &SymbolArgs,
+    threads: &crate::trace_recording::ThreadFilter,
+    jobs: &JobsArgs,
+    inline: bool,
+) -> Result<FoldedStacks> {
+    let arguments = FlamegraphArgs {
+        input: input.to_owned(),
+        output: PathBuf::from("-"),
+        folded: true,
+        split: Split::Command,
+        diff_from: None,
+        samples: false,
+        symbols: symbols.clone(),
+        threads: threads.clone(),
+        inline,
+        title: String::new(),
+        trace_input: trace_input.clone(),
+        weight: TraceWeight::Insns,
+        jobs: jobs.clone(),
+    };
+    match &trace_input.trace {
+        Some(path) => {
+            let trace = TraceInput::Messages(TraceFile::open(path)?);
+            fold_trace(
+                trace_input,
+                &trace,
+                path,
+                &arguments,
+                StopsKeepStacks::No,
+                &mut CodeCache::default(),
+            )
+        }
+        None => fold_recording(&arguments),
+    }
+}

@@ -2,6 +2,7 @@
 
 mod autofdo;
 mod decode;
+mod export;
 mod flamegraph;
 mod inject;
 mod list;
@@ -47,6 +48,9 @@ enum Command {
     Flamegraph(flamegraph::FlamegraphArgs),
     /// An AutoFDO profile (LLVM text or extbinary, GCC) of one binary from branch stacks.
     Autofdo(autofdo::AutofdoArgs),
+    /// A recording as a pprof profile (go tool pprof, Pyroscope, Parca), written to a
+    /// file or pushed to a collector.
+    Export(export::ExportArgs),
     /// The events and PMUs this machine can record (with CTR and SBI PMU counters).
     List(list::ListArgs),
     /// Hardware trace (N-Trace) through the rvtrace driver.
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         Command::List(arguments) => list::run(&arguments),
         Command::Flamegraph(arguments) => flamegraph::run(&arguments),
         Command::Autofdo(arguments) => autofdo::run(&arguments),
+        Command::Export(arguments) => export::run(&arguments),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -191,7 +191,7 @@ impl TraceArgs {
 pub const GAPS_SHOWN: u64 = 5;
 
 /// `--jobs` (and the hidden `--chunk-bytes`): how many threads decode a trace.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct JobsArgs {
     /// Threads decoding chunks of the trace (1: the serial decoder; default: the
     /// available cores for `decode`, 1 for the profiles). The output is the same for any

@@ -81,6 +81,11 @@ pub struct MappedFile<'a> {
     pub build_id: Option<&'a [u8]>,
     /// The offset of the address in the file.
     pub file_offset: u64,
+    /// The mapping the address is in: its first address, one past its last, and the
+    /// file offset mapped at its start (what a pprof mapping says).
+    pub mapping_start: u64,
+    pub mapping_end: u64,
+    pub mapping_file_offset: u64,
 }
 
 /// What an address is.
@@ -114,8 +119,9 @@ pub const KERNEL_TEXT_SYMBOL: &str = "_text";
 const UNKNOWN_DSO: &str = "[unknown]";
 
 /// Lowest kernel address on 64-bit Linux (the upper half on every
-/// architecture rvperf records: x86-64, AArch64, RISC-V Sv39/48/57).
-const KERNEL_START: u64 = 0xffff_0000_0000_0000;
+/// architecture rvperf records: x86-64, AArch64, RISC-V Sv39/48/57). Exported
+/// profiles start the kernel's pseudo-mapping here.
+pub const KERNEL_START: u64 = 0xffff_0000_0000_0000;
 
 /// Whether `address` is in the kernel's half of a 64-bit address space, which the
 /// symbolizer names from kallsyms or vmlinux, never from a process's mappings.
@@ -386,6 +392,9 @@ impl Symbolizer {
             recorded: &entry.recorded,
             build_id: entry.build_id.as_deref(),
             file_offset: mapping.offset_of(address)?,
+            mapping_start: mapping.start,
+            mapping_end: mapping.end,
+            mapping_file_offset: mapping.file_offset,
         })
     }
 

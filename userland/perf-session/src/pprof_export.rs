@@ -1,0 +1,441 @@
+//! A session's samples as a pprof profile (`rvperf export --pprof`): every stack
+//! (callchain, else CTR call stack, else the sampled address, as the flame graph's
+//! collapse stage takes them) as pprof locations in the mappings the recording's MMAP2
+//! records name, with their build ids, each address symbolized once into its inline
+//! stack of functions; and folded stacks (a trace's call stacks, which have names but no
+//! addresses) as a profile of function-only locations.
+//!
+//! Sample types: `samples`/`count`; `cpu`/`nanoseconds` when every event's samples say
+//! how much CPU time they stand for (a clock event's period is nanoseconds; a sample of
+//! an event sampled at a frequency stands for one period of that frequency); and each
+//! other event's period sum as `<event>`/`count`.
+
+use std::collections::HashMap;
+
+use perf_abi::sys::bindings as abi;
+use pprof::{
+    FunctionSpec, LabelSpec, LabelValue, LineSpec, LocationId, MappingId, MappingSpec,
+    MappingSymbols, Profile, ProfileBuilder, ProfileMetadata, SampleType,
+};
+use profiles::FoldedStacks;
+use symbolize::{is_kernel_address, Symbolized, KERNEL_DSO, KERNEL_START};
+
+use crate::fold::{branch_stack_kinds, stack_addresses, BranchStackKind, StackAddress};
+use crate::processes::thread_id;
+use crate::session::{Session, SessionError};
+
+/// Which labels each sample carries (pprof `-tagfocus`, Pyroscope series).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SampleLabels {
+    /// `pid` and `comm`: one sample per stack and process.
+    #[default]
+    Process,
+    /// `pid`, `tid` and `comm`.
+    Thread,
+    /// None: every process's equal stacks merged.
+    None,
+}
+
+/// How [`pprof_profile`] builds the profile.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct PprofOptions {
+    pub labels: SampleLabels,
+    /// What the session's symbolizer gives (its inline option): pprof's `has_*` flags
+    /// of each mapping say so, so pprof does not symbolize again.
+    pub symbols: MappingSymbols,
+}
+
+impl PprofOptions {
+    pub fn new(labels: SampleLabels, symbols: MappingSymbols) -> Self {
+        Self { labels, symbols }
+    }
+}
+
+/// Errors of an export.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PprofExportError {
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error(transparent)]
+    Pprof(#[from] pprof::PprofError),
+}
+
+/// The profile, and how many samples went into it.
+#[derive(Debug)]
+pub struct PprofExport {
+    pub profile: Profile,
+    pub samples: u64,
+}
+
+/// What one event's samples are worth in each sample type.
+#[derive(Debug, Clone, Copy)]
+struct EventValues {
+    /// The column of this event's period (`<event>`/`count`), or none for a clock event,
+    /// whose period is the cpu column.
+    period_column: Option<usize>,
+    cpu: CpuTime,
+}
+
+/// How much CPU time a sample of an event stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CpuTime {
+    /// A clock event: the period is nanoseconds.
+    Period,
+    /// Sampled at a frequency: one period of it.
+    PerSample(i64),
+    /// Not known (a fixed period of a hardware event).
+    Unknown,
+}
+
+const NANOSECONDS_PER_SECOND: u64 = 1_000_000_000;
+const SAMPLES_COLUMN: usize = 0;
+const CPU_COLUMN: usize = 1;
+
+/// The sample types of a recording and each event's place in them.
+struct Columns {
+    sample_types: Vec<(String, String)>,
+    events: Vec<EventValues>,
+    cpu: bool,
+    comments: Vec<String>,
+}
+
+fn columns(session: &Session<'_>) -> Columns {
+    let reader = session.reader();
+    let names = reader.event_names();
+    let mut events: Vec<EventValues> = Vec::new();
+    let mut cpu_times = Vec::new();
+    let mut sampling = Vec::new();
+    for attr in reader.attrs() {
+        let attr = &attr.attr;
+        // perf's side-band carrier (`dummy:u`) never samples: it has no column.
+        let dummy = attr.type_ == abi::PERF_TYPE_SOFTWARE
+            && attr.config == u64::from(abi::PERF_COUNT_SW_DUMMY);
+        sampling.push(!dummy);
+        let clock = attr.type_ == abi::PERF_TYPE_SOFTWARE
+            && (attr.config == u64::from(abi::PERF_COUNT_SW_CPU_CLOCK)
+                || attr.config == u64::from(abi::PERF_COUNT_SW_TASK_CLOCK));
+        let cpu = if clock {
+            CpuTime::Period
+        } else if attr.freq() != 0 && attr.sample_freq > 0 {
+            // At most a second per sample: the value fits i64.
+            CpuTime::PerSample((NANOSECONDS_PER_SECOND / attr.sample_freq) as i64)
+        } else {
+            CpuTime::Unknown
+        };
+        if !dummy {
+            cpu_times.push(cpu);
+        }
+        events.push(EventValues {
+            period_column: None,
+            cpu,
+        });
+    }
+    let cpu = !cpu_times.is_empty() && cpu_times.iter().all(|&time| time != CpuTime::Unknown);
+    let mut sample_types = vec![("samples".to_owned(), "count".to_owned())];
+    if cpu {
+        sample_types.push(("cpu".to_owned(), "nanoseconds".to_owned()));
+    }
+    let mut comments = Vec::new();
+    for (index, event) in events.iter_mut().enumerate() {
+        if !sampling[index] || (event.cpu == CpuTime::Period && cpu) {
+            continue;
+        }
+        let name = names
+            .get(index)
+            .map(|name| sample_type_name(name))
+            .filter(|name| !name.is_empty())
+            .map_or_else(|| format!("event{index}"), str::to_owned);
+        event.period_column = Some(sample_types.len());
+        sample_types.push((name, "count".to_owned()));
+        if let CpuTime::PerSample(nanoseconds) = event.cpu {
+            comments.push(format!(
+                "cpu/nanoseconds of {}: {nanoseconds} ns per sample (its sampling frequency)",
+                sample_types.last().map_or("", |(name, _)| name.as_str())
+            ));
+        }
+    }
+    Columns {
+        sample_types,
+        events,
+        cpu,
+        comments,
+    }
+}
+
+/// An event's name as a pprof sample type, which `pprof -sample_index` selects by name:
+/// without perf's modifiers (`cycles:u`) and period terms (`cycles/period=1000000/`);
+/// a PMU's event (`rvperf_ctr/branches/`, `cpu/cycles/`) keeps its PMU.
+fn sample_type_name(event: &str) -> &str {
+    let event = match event.rsplit_once(':') {
+        Some((name, modifiers)) if !modifiers.contains('/') => name,
+        _ => event,
+    };
+    match event.split_once('/') {
+        Some((name, terms))
+            if terms
+                .trim_end_matches('/')
+                .split(',')
+                .all(|term| term.contains('=')) =>
+        {
+            name
+        }
+        _ => event,
+    }
+}
+
+/// Reads the session to its end and builds the pprof profile of its samples.
+pub fn pprof_profile(
+    session: &mut Session<'_>,
+    options: PprofOptions,
+) -> Result<PprofExport, PprofExportError> {
+    let columns = columns(session);
+    let sample_types: Vec<SampleType<'_>> = columns
+        .sample_types
+        .iter()
+        .map(|(kind, unit)| SampleType { kind, unit })
+        .collect();
+    let mut builder = ProfileBuilder::new(&sample_types);
+    let reader = session.reader();
+    let kernel_build_id = reader
+        .info()
+        .build_ids
+        .iter()
+        .find(|entry| entry.filename == KERNEL_DSO)
+        .map(|entry| entry.build_id.clone());
+    let kernel_mapping = builder.mapping(&MappingSpec {
+        start: KERNEL_START,
+        limit: u64::MAX,
+        file_offset: 0,
+        filename: KERNEL_DSO,
+        build_id: kernel_build_id.as_deref(),
+        symbols: options.symbols,
+    });
+    // The build ids the header lists, for files whose MMAP2 records carry none.
+    let header_build_ids: HashMap<&str, &[u8]> = reader
+        .info()
+        .build_ids
+        .iter()
+        .map(|entry| (entry.filename.as_str(), entry.build_id.as_slice()))
+        .collect();
+    // Leaf samples per user mapping: the most sampled is the profile's program.
+    let mut leaf_samples: HashMap<MappingId, u64> = HashMap::new();
+    let branch_stacks = branch_stack_kinds(reader);
+    let mut addresses: Vec<StackAddress> = Vec::new();
+    let mut stack: Vec<LocationId> = Vec::new();
+    let mut values = vec![0i64; sample_types.len()];
+    let mut samples = 0u64;
+    let mut first_time: Option<u64> = None;
+    let mut last_time: Option<u64> = None;
+    let mut comm = String::new();
+    // Each file's mapping ids by (file, mapping start): a mapping is symbolized per
+    // address, not per process.
+    let mut mappings: HashMap<(usize, u64, u64), MappingId> = HashMap::new();
+    while let Some(sampled) = session.next_sample()? {
+        let sample = &sampled.sample;
+        samples += 1;
+        if let Some(time) = sample.time {
+            first_time = Some(first_time.map_or(time, |first| first.min(time)));
+            last_time = Some(last_time.map_or(time, |last| last.max(time)));
+        }
+        let pid = sample.pid.unwrap_or(u32::MAX);
+        let kind = sampled
+            .attr_index
+            .and_then(|index| branch_stacks.get(index).copied())
+            .unwrap_or(BranchStackKind::Branches);
+        stack_addresses(sample, kind, &mut addresses);
+        stack.clear();
+        let processes = session.processes();
+        for address in &addresses {
+            let lookup = address.lookup();
+            let location = if is_kernel_address(lookup) {
+                match builder.address_location(Some(kernel_mapping), lookup) {
+                    Some(location) => location,
+                    None => {
+                        let symbolized = processes.symbolizer().symbolize_unmapped(lookup, 1);
+                        let lines = function_lines(&mut builder, &symbolized);
+                        builder.add_address_location(Some(kernel_mapping), lookup, &lines)?
+                    }
+                }
+            } else {
+                let mapped = processes.mapped_file(pid, lookup).map(|file| {
+                    (
+                        (file.index, file.mapping_start, file.mapping_file_offset),
+                        MappingSpec {
+                            start: file.mapping_start,
+                            limit: file.mapping_end,
+                            file_offset: file.mapping_file_offset,
+                            filename: file.recorded,
+                            build_id: file
+                                .build_id
+                                .or_else(|| header_build_ids.get(file.recorded).copied()),
+                            symbols: options.symbols,
+                        },
+                    )
+                });
+                let mapping = mapped.map(|(key, spec)| {
+                    *mappings
+                        .entry(key)
+                        .or_insert_with(|| builder.mapping(&spec))
+                });
+                if let (Some(mapping), true) = (mapping, stack.is_empty()) {
+                    *leaf_samples.entry(mapping).or_default() += 1;
+                }
+                match builder.address_location(mapping, lookup) {
+                    Some(location) => location,
+                    None => {
+                        let symbolized = processes.symbolizer().symbolize(pid, lookup);
+                        let lines = function_lines(&mut builder, &symbolized);
+                        builder.add_address_location(mapping, lookup, &lines)?
+                    }
+                }
+            };
+            stack.push(location);
+        }
+        values.fill(0);
+        values[SAMPLES_COLUMN] = 1;
+        // Periods are read from the file: they saturate into i64.
+        let period = i64::try_from(sampled.period).unwrap_or(i64::MAX);
+        if let Some(event) = sampled
+            .attr_index
+            .and_then(|index| columns.events.get(index))
+        {
+            if columns.cpu {
+                values[CPU_COLUMN] = match event.cpu {
+                    CpuTime::Period => period,
+                    CpuTime::PerSample(nanoseconds) => nanoseconds,
+                    CpuTime::Unknown => 0,
+                };
+            }
+            if let Some(column) = event.period_column {
+                values[column] = period;
+            }
+        }
+        let pid_label = i64::from(thread_id(sample.pid));
+        let tid_label = i64::from(thread_id(sample.tid));
+        comm.clear();
+        comm.push_str(processes.comm(thread_id(sample.pid), thread_id(sample.tid)));
+        let process_labels = [
+            LabelSpec {
+                key: "pid",
+                value: LabelValue::Number {
+                    value: pid_label,
+                    unit: None,
+                },
+            },
+            LabelSpec {
+                key: "comm",
+                value: LabelValue::Text(&comm),
+            },
+            LabelSpec {
+                key: "tid",
+                value: LabelValue::Number {
+                    value: tid_label,
+                    unit: None,
+                },
+            },
+        ];
+        let labels: &[LabelSpec<'_>] = match options.labels {
+            SampleLabels::Process => &process_labels[..2],
+            SampleLabels::Thread => &process_labels,
+            SampleLabels::None => &[],
+        };
+        builder.add_sample(&stack, &values, labels)?;
+    }
+    if let Some((&main, _)) = leaf_samples
+        .iter()
+        .max_by_key(|&(&mapping, &samples)| (samples, std::cmp::Reverse(mapping)))
+    {
+        builder.set_main_mapping(main);
+    }
+    let duration = match (first_time, last_time) {
+        (Some(first), Some(last)) => i64::try_from(last - first).unwrap_or(i64::MAX),
+        _ => 0,
+    };
+    builder.set_metadata(ProfileMetadata {
+        time_nanos: 0,
+        duration_nanos: duration,
+        period: None,
+        comments: columns.comments,
+        default_sample_type: Some(if columns.cpu { "cpu" } else { "samples" }.to_owned()),
+    });
+    Ok(PprofExport {
+        profile: builder.build(),
+        samples,
+    })
+}
+
+/// A symbolizer answer's inline stack as pprof lines, innermost first; no line when no
+/// function is known (pprof then shows the address).
+fn function_lines(builder: &mut ProfileBuilder, symbolized: &Symbolized) -> Vec<LineSpec> {
+    symbolized
+        .frames
+        .iter()
+        .filter_map(|frame| {
+            let name = frame
+                .function
+                .as_deref()
+                .or(frame.linkage_name.as_deref())?;
+            let function = builder.function(&FunctionSpec {
+                name,
+                system_name: frame.linkage_name.as_deref().unwrap_or(name),
+                filename: frame.file.as_deref(),
+                start_line: frame.function_start_line,
+            });
+            Some(LineSpec {
+                function,
+                line: frame.line,
+                column: frame.column,
+            })
+        })
+        .collect()
+}
+
+/// Folded stacks (root first, `;`-separated names, as a trace's call stacks give them)
+/// as a profile of function-only locations with one sample type.
+pub fn folded_pprof(
+    folded: &FoldedStacks,
+    sample_type: SampleType<'_>,
+) -> Result<Profile, pprof::PprofError> {
+    let mut builder = ProfileBuilder::new(&[sample_type]);
+    let mut stack: Vec<LocationId> = Vec::new();
+    for (frames, weight) in folded.sorted() {
+        stack.clear();
+        for name in frames.split(';') {
+            let function = builder.function(&FunctionSpec {
+                name,
+                system_name: name,
+                filename: None,
+                start_line: None,
+            });
+            stack.push(builder.function_location(function)?);
+        }
+        // pprof's stacks are leaf first.
+        stack.reverse();
+        builder.add_sample(&stack, &[i64::try_from(weight).unwrap_or(i64::MAX)], &[])?;
+    }
+    builder.set_metadata(ProfileMetadata {
+        default_sample_type: Some(sample_type.kind.to_owned()),
+        ..ProfileMetadata::default()
+    });
+    Ok(builder.build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sample_type_name;
+
+    #[test]
+    fn sample_types_are_named_without_modifiers_and_period_terms() {
+        assert_eq!(sample_type_name("cycles"), "cycles");
+        assert_eq!(sample_type_name("cycles:u"), "cycles");
+        assert_eq!(sample_type_name("cycles/period=1000000/"), "cycles");
+        assert_eq!(sample_type_name("cpu-clock/period=500000/u"), "cpu-clock");
+        assert_eq!(sample_type_name("cpu/cycles/"), "cpu/cycles/");
+        assert_eq!(
+            sample_type_name("rvperf_ctr/branches/:u"),
+            "rvperf_ctr/branches/"
+        );
+    }
+}

@@ -1,0 +1,618 @@
+//! pprof profiles (`profile.proto`, the format of `go tool pprof`, Pyroscope, Parca and
+//! Google's Cloud Profiler): a [`ProfileBuilder`] that interns strings, mappings,
+//! functions and locations and merges equal stacks, and the gzip writer and reader.
+//!
+//! The builder knows nothing of perf, traces or symbolizers: callers name each
+//! location's mapping, address and inline functions once (it tells them whether it has
+//! seen a location before, so they symbolize each address once) and add stacks of
+//! location ids with one value per sample type.
+//!
+//! No file I/O: the writer appends to an `io::Write` the caller owns.
+
+use std::io::{Read, Write};
+
+use prost::Message as _;
+use rustc_hash::FxHashMap;
+
+pub mod proto;
+
+pub use proto::Profile;
+
+/// What went wrong building or reading a profile.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PprofError {
+    /// A sample with another number of values than the profile has sample types.
+    #[error("a sample has {given} values, the profile has {expected} sample types")]
+    ValueCount { expected: usize, given: usize },
+    /// A location, mapping or function id the builder did not hand out.
+    #[error("{what} id {id} was not made by this builder")]
+    UnknownId { what: &'static str, id: u64 },
+    /// Bytes that are not gzip data (or whose gzip stream breaks off).
+    #[error("not a gzip-compressed profile: {message}")]
+    Gzip { message: String },
+    /// Bytes that are not a profile.proto message.
+    #[error("not a profile.proto message ({length} bytes): {message}")]
+    Decode { length: usize, message: String },
+    /// The writer failed.
+    #[error("cannot write the profile: {0}")]
+    Write(#[from] std::io::Error),
+}
+
+/// The kind and unit of one value of every sample, as pprof names them
+/// (`samples`/`count`, `cpu`/`nanoseconds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleType<'a> {
+    pub kind: &'a str,
+    pub unit: &'a str,
+}
+
+/// A mapping as the caller knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MappingSpec<'a> {
+    pub start: u64,
+    /// One past the last address.
+    pub limit: u64,
+    pub file_offset: u64,
+    /// The file's path as recorded, or a name like `[kernel.kallsyms]`.
+    pub filename: &'a str,
+    /// The ELF build id's bytes, written as lower-case hex as pprof does.
+    pub build_id: Option<&'a [u8]>,
+    pub symbols: MappingSymbols,
+}
+
+/// What the locations of a mapping were symbolized with (pprof's `has_*` flags, which
+/// tell `pprof` whether it may symbolize the mapping again itself).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MappingSymbols {
+    /// Nothing: addresses only.
+    #[default]
+    None,
+    /// Function names.
+    Functions,
+    /// Function names, source files and lines.
+    Lines,
+    /// Function names, files, lines and inlined functions.
+    InlineFrames,
+}
+
+/// A function as the caller knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FunctionSpec<'a> {
+    /// The demangled name.
+    pub name: &'a str,
+    /// The symbol table's name (the same as `name` for C).
+    pub system_name: &'a str,
+    /// Its source file, when known.
+    pub filename: Option<&'a str>,
+    pub start_line: Option<u32>,
+}
+
+/// One function of a location's inline stack and the line there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LineSpec {
+    pub function: FunctionId,
+    pub line: Option<u32>,
+    pub column: Option<u32>,
+}
+
+/// A value attached to a sample: text, or a number with an optional unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelValue<'a> {
+    Text(&'a str),
+    Number { value: i64, unit: Option<&'a str> },
+}
+
+/// A label of a sample (`pid`, `comm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LabelSpec<'a> {
+    pub key: &'a str,
+    pub value: LabelValue<'a>,
+}
+
+/// A mapping of the profile being built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MappingId(u64);
+
+/// A function of the profile being built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FunctionId(u64);
+
+/// A location of the profile being built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LocationId(u64);
+
+impl LocationId {
+    /// The id as written in the profile.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+/// What the profile says about itself beside its samples.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProfileMetadata {
+    /// When the profile's data starts, nanoseconds since the Unix epoch.
+    pub time_nanos: i64,
+    pub duration_nanos: i64,
+    /// The event between samples and how many of them (e.g. `cycles`/`count` and the
+    /// sampling period), when there is one.
+    pub period: Option<(String, String, i64)>,
+    /// Lines for `pprof -comments`.
+    pub comments: Vec<String>,
+    /// The kind of the sample type pprof shows first; the last one when `None`, as
+    /// pprof itself chooses.
+    pub default_sample_type: Option<String>,
+}
+
+/// Builds a [`Profile`]: interns every string, mapping, function and location once and
+/// sums the values of equal stacks with equal labels.
+#[derive(Debug, Default)]
+pub struct ProfileBuilder {
+    strings: Strings,
+    sample_types: Vec<proto::ValueType>,
+    mappings: Vec<proto::Mapping>,
+    mapping_ids: FxHashMap<MappingKey, MappingId>,
+    functions: Vec<proto::Function>,
+    function_ids: FxHashMap<FunctionKey, FunctionId>,
+    locations: Vec<proto::Location>,
+    address_locations: FxHashMap<(u64, u64), LocationId>,
+    function_locations: FxHashMap<FunctionId, LocationId>,
+    samples: Vec<proto::Sample>,
+    /// The sample index of each (locations, labels) key.
+    sample_index: FxHashMap<Box<[u64]>, usize>,
+    /// The key of the sample being added, reused.
+    scratch: Vec<u64>,
+    metadata: ProfileMetadata,
+    main_mapping: Option<MappingId>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct MappingKey {
+    start: u64,
+    limit: u64,
+    file_offset: u64,
+    filename: i64,
+    build_id: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct FunctionKey {
+    name: i64,
+    system_name: i64,
+    filename: i64,
+    start_line: i64,
+}
+
+/// The string table: index 0 is `""`, as profile.proto requires.
+#[derive(Debug)]
+struct Strings {
+    table: Vec<String>,
+    indices: FxHashMap<String, i64>,
+}
+
+impl Default for Strings {
+    fn default() -> Self {
+        let mut indices = FxHashMap::default();
+        indices.insert(String::new(), 0);
+        Strings {
+            table: vec![String::new()],
+            indices,
+        }
+    }
+}
+
+impl Strings {
+    fn intern(&mut self, text: &str) -> i64 {
+        if let Some(&index) = self.indices.get(text) {
+            return index;
+        }
+        // A table longer than i64::MAX entries cannot exist in memory.
+        let index = self.table.len() as i64;
+        self.table.push(text.to_owned());
+        self.indices.insert(text.to_owned(), index);
+        index
+    }
+}
+
+/// Separates the labels from the locations in a sample's key (no location id is 0).
+const LABELS_FOLLOW: u64 = 0;
+const TEXT_LABEL: u64 = 1;
+const NUMBER_LABEL: u64 = 2;
+
+impl ProfileBuilder {
+    /// A profile whose samples carry one value of each of `sample_types`.
+    pub fn new(sample_types: &[SampleType<'_>]) -> Self {
+        let mut builder = ProfileBuilder::default();
+        for sample_type in sample_types {
+            let value_type = proto::ValueType {
+                r#type: builder.strings.intern(sample_type.kind),
+                unit: builder.strings.intern(sample_type.unit),
+            };
+            builder.sample_types.push(value_type);
+        }
+        builder
+    }
+
+    /// The number of values every sample carries.
+    pub fn sample_type_count(&self) -> usize {
+        self.sample_types.len()
+    }
+
+    pub fn set_metadata(&mut self, metadata: ProfileMetadata) {
+        self.metadata = metadata;
+    }
+
+    /// The mapping pprof presents as the profile's program (`File:`, `Build ID:`): pprof
+    /// takes the first, so [`build`](Self::build) moves this one there.
+    pub fn set_main_mapping(&mut self, mapping: MappingId) {
+        self.main_mapping = Some(mapping);
+    }
+
+    /// The mapping `spec` describes, added on first use.
+    pub fn mapping(&mut self, spec: &MappingSpec<'_>) -> MappingId {
+        let filename = self.strings.intern(spec.filename);
+        let build_id = match spec.build_id {
+            Some(bytes) if !bytes.is_empty() => self.strings.intern(&hex(bytes)),
+            _ => 0,
+        };
+        let key = MappingKey {
+            start: spec.start,
+            limit: spec.limit,
+            file_offset: spec.file_offset,
+            filename,
+            build_id,
+        };
+        if let Some(&id) = self.mapping_ids.get(&key) {
+            return id;
+        }
+        let id = MappingId(self.mappings.len() as u64 + 1);
+        let symbols = spec.symbols;
+        self.mappings.push(proto::Mapping {
+            id: id.0,
+            memory_start: spec.start,
+            memory_limit: spec.limit,
+            file_offset: spec.file_offset,
+            filename,
+            build_id,
+            has_functions: symbols != MappingSymbols::None,
+            has_filenames: matches!(
+                symbols,
+                MappingSymbols::Lines | MappingSymbols::InlineFrames
+            ),
+            has_line_numbers: matches!(
+                symbols,
+                MappingSymbols::Lines | MappingSymbols::InlineFrames
+            ),
+            has_inline_frames: symbols == MappingSymbols::InlineFrames,
+        });
+        self.mapping_ids.insert(key, id);
+        id
+    }
+
+    /// The function `spec` describes, added on first use.
+    pub fn function(&mut self, spec: &FunctionSpec<'_>) -> FunctionId {
+        let key = FunctionKey {
+            name: self.strings.intern(spec.name),
+            system_name: self.strings.intern(spec.system_name),
+            filename: spec.filename.map_or(0, |name| self.strings.intern(name)),
+            start_line: spec.start_line.map_or(0, i64::from),
+        };
+        if let Some(&id) = self.function_ids.get(&key) {
+            return id;
+        }
+        let id = FunctionId(self.functions.len() as u64 + 1);
+        self.functions.push(proto::Function {
+            id: id.0,
+            name: key.name,
+            system_name: key.system_name,
+            filename: key.filename,
+            start_line: key.start_line,
+        });
+        self.function_ids.insert(key, id);
+        id
+    }
+
+    /// The location already added for `address` in `mapping` (or in no mapping), so a
+    /// caller symbolizes each address once.
+    pub fn address_location(&self, mapping: Option<MappingId>, address: u64) -> Option<LocationId> {
+        self.address_locations
+            .get(&(mapping.map_or(0, |id| id.0), address))
+            .copied()
+    }
+
+    /// Adds the location of `address` in `mapping` with its inline stack (innermost
+    /// first; empty when no function is known), or returns the one added before.
+    pub fn add_address_location(
+        &mut self,
+        mapping: Option<MappingId>,
+        address: u64,
+        lines: &[LineSpec],
+    ) -> Result<LocationId, PprofError> {
+        if let Some(id) = self.address_location(mapping, address) {
+            return Ok(id);
+        }
+        let mapping_id = mapping.map_or(0, |id| id.0);
+        if mapping_id > self.mappings.len() as u64 {
+            return Err(PprofError::UnknownId {
+                what: "mapping",
+                id: mapping_id,
+            });
+        }
+        let lines = self.lines(lines)?;
+        let id = self.push_location(mapping_id, address, lines);
+        self.address_locations.insert((mapping_id, address), id);
+        Ok(id)
+    }
+
+    /// A location known only by its function (a frame of a trace's call stack, or a
+    /// folded stack's name), one per function.
+    pub fn function_location(&mut self, function: FunctionId) -> Result<LocationId, PprofError> {
+        if let Some(&id) = self.function_locations.get(&function) {
+            return Ok(id);
+        }
+        let lines = self.lines(&[LineSpec {
+            function,
+            line: None,
+            column: None,
+        }])?;
+        let id = self.push_location(0, 0, lines);
+        self.function_locations.insert(function, id);
+        Ok(id)
+    }
+
+    fn lines(&self, lines: &[LineSpec]) -> Result<Vec<proto::Line>, PprofError> {
+        lines
+            .iter()
+            .map(|line| {
+                if line.function.0 == 0 || line.function.0 > self.functions.len() as u64 {
+                    return Err(PprofError::UnknownId {
+                        what: "function",
+                        id: line.function.0,
+                    });
+                }
+                Ok(proto::Line {
+                    function_id: line.function.0,
+                    line: line.line.map_or(0, i64::from),
+                    column: line.column.map_or(0, i64::from),
+                })
+            })
+            .collect()
+    }
+
+    fn push_location(
+        &mut self,
+        mapping_id: u64,
+        address: u64,
+        lines: Vec<proto::Line>,
+    ) -> LocationId {
+        let id = LocationId(self.locations.len() as u64 + 1);
+        self.locations.push(proto::Location {
+            id: id.0,
+            mapping_id,
+            address,
+            line: lines,
+            is_folded: false,
+        });
+        id
+    }
+
+    /// Adds `values` (one per sample type) to the stack `stack` (leaf first) with
+    /// `labels`; a stack already added with the same labels has its values summed
+    /// (saturating: values are counts read from recordings).
+    pub fn add_sample(
+        &mut self,
+        stack: &[LocationId],
+        values: &[i64],
+        labels: &[LabelSpec<'_>],
+    ) -> Result<(), PprofError> {
+        if values.len() != self.sample_types.len() {
+            return Err(PprofError::ValueCount {
+                expected: self.sample_types.len(),
+                given: values.len(),
+            });
+        }
+        let location_count = self.locations.len() as u64;
+        let mut key = std::mem::take(&mut self.scratch);
+        key.clear();
+        for location in stack {
+            if location.0 == 0 || location.0 > location_count {
+                self.scratch = key;
+                return Err(PprofError::UnknownId {
+                    what: "location",
+                    id: location.0,
+                });
+            }
+            key.push(location.0);
+        }
+        key.push(LABELS_FOLLOW);
+        for label in labels {
+            key.push(self.strings.intern(label.key) as u64);
+            match label.value {
+                LabelValue::Text(text) => {
+                    key.push(TEXT_LABEL);
+                    key.push(self.strings.intern(text) as u64);
+                }
+                LabelValue::Number { value, unit } => {
+                    key.push(NUMBER_LABEL);
+                    key.push(value as u64);
+                    key.push(unit.map_or(0, |unit| self.strings.intern(unit)) as u64);
+                }
+            }
+        }
+        match self.sample_index.get(key.as_slice()) {
+            Some(&index) => {
+                for (total, value) in self.samples[index].value.iter_mut().zip(values) {
+                    *total = total.saturating_add(*value);
+                }
+            }
+            None => {
+                let labels = self.label_messages(&key[stack.len() + 1..]);
+                self.sample_index
+                    .insert(key.clone().into_boxed_slice(), self.samples.len());
+                self.samples.push(proto::Sample {
+                    location_id: stack.iter().map(|location| location.0).collect(),
+                    value: values.to_vec(),
+                    label: labels,
+                });
+            }
+        }
+        self.scratch = key;
+        Ok(())
+    }
+
+    /// The labels of a sample key's tail (see `add_sample`).
+    fn label_messages(&self, mut tail: &[u64]) -> Vec<proto::Label> {
+        let mut labels = Vec::new();
+        while let [key, kind, rest @ ..] = tail {
+            match (*kind, rest) {
+                (TEXT_LABEL, [text, rest @ ..]) => {
+                    labels.push(proto::Label {
+                        key: *key as i64,
+                        str: *text as i64,
+                        num: 0,
+                        num_unit: 0,
+                    });
+                    tail = rest;
+                }
+                (NUMBER_LABEL, [value, unit, rest @ ..]) => {
+                    labels.push(proto::Label {
+                        key: *key as i64,
+                        str: 0,
+                        num: *value as i64,
+                        num_unit: *unit as i64,
+                    });
+                    tail = rest;
+                }
+                // The key was written by add_sample just before: nothing else occurs.
+                _ => break,
+            }
+        }
+        labels
+    }
+
+    /// The number of distinct (stack, labels) samples so far.
+    pub fn sample_count(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// The sum of each sample type's values so far.
+    pub fn totals(&self) -> Vec<i64> {
+        let mut totals = vec![0i64; self.sample_types.len()];
+        for sample in &self.samples {
+            for (total, value) in totals.iter_mut().zip(&sample.value) {
+                *total = total.saturating_add(*value);
+            }
+        }
+        totals
+    }
+
+    /// The profile.
+    pub fn build(mut self) -> Profile {
+        if let Some(main) = self.main_mapping {
+            self.move_mapping_first(main);
+        }
+        let metadata = std::mem::take(&mut self.metadata);
+        let period_type = metadata
+            .period
+            .as_ref()
+            .map(|(kind, unit, _)| proto::ValueType {
+                r#type: self.strings.intern(kind),
+                unit: self.strings.intern(unit),
+            });
+        let comment = metadata
+            .comments
+            .iter()
+            .map(|text| self.strings.intern(text))
+            .collect();
+        let default_sample_type = metadata
+            .default_sample_type
+            .as_deref()
+            .map_or(0, |kind| self.strings.intern(kind));
+        Profile {
+            sample_type: self.sample_types,
+            sample: self.samples,
+            mapping: self.mappings,
+            location: self.locations,
+            function: self.functions,
+            string_table: self.strings.table,
+            drop_frames: 0,
+            keep_frames: 0,
+            time_nanos: metadata.time_nanos,
+            duration_nanos: metadata.duration_nanos,
+            period_type,
+            period: metadata.period.map_or(0, |(_, _, period)| period),
+            comment,
+            default_sample_type,
+        }
+    }
+}
+
+impl ProfileBuilder {
+    /// Swaps the ids (and places) of `mapping` and the first mapping.
+    fn move_mapping_first(&mut self, mapping: MappingId) {
+        let (first, other) = (1u64, mapping.0);
+        if other <= first || other > self.mappings.len() as u64 {
+            return;
+        }
+        self.mappings.swap(0, (other - 1) as usize);
+        self.mappings[0].id = first;
+        self.mappings[(other - 1) as usize].id = other;
+        for location in &mut self.locations {
+            if location.mapping_id == first {
+                location.mapping_id = other;
+            } else if location.mapping_id == other {
+                location.mapping_id = first;
+            }
+        }
+    }
+}
+
+/// Lower-case hex, as pprof and perf write build ids.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        text.push(DIGITS[usize::from(byte >> 4)] as char);
+        text.push(DIGITS[usize::from(byte & 0xf)] as char);
+    }
+    text
+}
+
+/// The profile as the bytes of a `.pb.gz` file: the protobuf message, gzip-compressed
+/// (what `go tool pprof`, Pyroscope and Parca read).
+pub fn write_gzip(profile: &Profile, out: &mut dyn Write) -> Result<(), PprofError> {
+    let encoded = profile.encode_to_vec();
+    let mut encoder = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+    encoder.write_all(&encoded)?;
+    encoder.finish()?;
+    Ok(())
+}
+
+/// The gzip magic bytes.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// A profile from the bytes of a pprof file, gzip-compressed or not (pprof reads both).
+pub fn read(bytes: &[u8]) -> Result<Profile, PprofError> {
+    let decompressed;
+    let message = if bytes.starts_with(&GZIP_MAGIC) {
+        let mut decoder = flate2::read::GzDecoder::new(bytes);
+        let mut out = Vec::new();
+        decoder
+            .read_to_end(&mut out)
+            .map_err(|error| PprofError::Gzip {
+                message: error.to_string(),
+            })?;
+        decompressed = out;
+        decompressed.as_slice()
+    } else {
+        bytes
+    };
+    Profile::decode(message).map_err(|error| PprofError::Decode {
+        length: message.len(),
+        message: error.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,226 @@
+use super::*;
+
+const TYPES: [SampleType<'static>; 2] = [
+    SampleType {
+        kind: "samples",
+        unit: "count",
+    },
+    SampleType {
+        kind: "cpu",
+        unit: "nanoseconds",
+    },
+];
+
+fn libc(builder: &mut ProfileBuilder) -> MappingId {
+    builder.mapping(&MappingSpec {
+        start: 0x1000,
+        limit: 0x5000,
+        file_offset: 0,
+        filename: "/lib/libc.so.6",
+        build_id: Some(&[0xde, 0xad, 0x0b, 0xee]),
+        symbols: MappingSymbols::InlineFrames,
+    })
+}
+
+fn function(builder: &mut ProfileBuilder, name: &str) -> FunctionId {
+    builder.function(&FunctionSpec {
+        name,
+        system_name: name,
+        filename: Some("a.c"),
+        start_line: Some(10),
+    })
+}
+
+fn line(function: FunctionId) -> LineSpec {
+    LineSpec {
+        function,
+        line: Some(12),
+        column: None,
+    }
+}
+
+#[test]
+fn strings_mappings_functions_and_locations_are_interned_once() {
+    let mut builder = ProfileBuilder::new(&TYPES);
+    let mapping = libc(&mut builder);
+    assert_eq!(libc(&mut builder), mapping);
+    let hot = function(&mut builder, "hot");
+    assert_eq!(function(&mut builder, "hot"), hot);
+    assert_eq!(builder.address_location(Some(mapping), 0x1234), None);
+    let location = builder
+        .add_address_location(Some(mapping), 0x1234, &[line(hot)])
+        .unwrap();
+    assert_eq!(
+        builder.address_location(Some(mapping), 0x1234),
+        Some(location)
+    );
+    assert_eq!(
+        builder
+            .add_address_location(Some(mapping), 0x1234, &[])
+            .unwrap(),
+        location
+    );
+    let profile = builder.build();
+    assert_eq!(profile.string_table[0], "");
+    assert_eq!(profile.mapping.len(), 1);
+    assert_eq!(profile.function.len(), 1);
+    assert_eq!(profile.location.len(), 1);
+    let build_id = profile.mapping[0].build_id as usize;
+    assert_eq!(profile.string_table[build_id], "dead0bee");
+    assert!(profile.mapping[0].has_inline_frames);
+    let mut sorted = profile.string_table.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), profile.string_table.len(), "a string twice");
+}
+
+#[test]
+fn the_main_mapping_moves_first_with_its_locations() {
+    let mut builder = ProfileBuilder::new(&TYPES);
+    let kernel = builder.mapping(&MappingSpec {
+        start: 0xffff_0000_0000_0000,
+        limit: u64::MAX,
+        file_offset: 0,
+        filename: "[kernel.kallsyms]",
+        build_id: None,
+        symbols: MappingSymbols::Functions,
+    });
+    let program = libc(&mut builder);
+    let hot = function(&mut builder, "hot");
+    let in_kernel = builder
+        .add_address_location(Some(kernel), 0xffff_0000_0000_1000, &[line(hot)])
+        .unwrap();
+    let in_program = builder
+        .add_address_location(Some(program), 0x1234, &[line(hot)])
+        .unwrap();
+    builder
+        .add_sample(&[in_program, in_kernel], &[1, 1], &[])
+        .unwrap();
+    builder.set_main_mapping(program);
+    let profile = builder.build();
+    let name = |index: i64| profile.string_table[index as usize].as_str();
+    assert_eq!(name(profile.mapping[0].filename), "/lib/libc.so.6");
+    assert_eq!(profile.mapping[0].id, 1);
+    assert_eq!(profile.mapping[1].id, 2);
+    let mapping_of = |address: u64| {
+        profile
+            .location
+            .iter()
+            .find(|location| location.address == address)
+            .unwrap()
+            .mapping_id
+    };
+    assert_eq!(mapping_of(0x1234), 1);
+    assert_eq!(mapping_of(0xffff_0000_0000_1000), 2);
+}
+
+#[test]
+fn equal_stacks_with_equal_labels_merge_and_others_do_not() {
+    let mut builder = ProfileBuilder::new(&TYPES);
+    let hot = function(&mut builder, "hot");
+    let main = function(&mut builder, "main");
+    let hot_location = builder.function_location(hot).unwrap();
+    let main_location = builder.function_location(main).unwrap();
+    let stack = [hot_location, main_location];
+    let pid = |value| LabelSpec {
+        key: "pid",
+        value: LabelValue::Number { value, unit: None },
+    };
+    builder.add_sample(&stack, &[1, 10], &[pid(7)]).unwrap();
+    builder.add_sample(&stack, &[2, 20], &[pid(7)]).unwrap();
+    builder.add_sample(&stack, &[1, 10], &[pid(8)]).unwrap();
+    builder
+        .add_sample(&stack[1..], &[1, 10], &[pid(7)])
+        .unwrap();
+    builder
+        .add_sample(&stack, &[i64::MAX, 0], &[pid(7)])
+        .unwrap();
+    assert_eq!(builder.sample_count(), 3);
+    let profile = builder.build();
+    assert_eq!(profile.sample[0].value, vec![i64::MAX, 30]);
+    assert_eq!(profile.sample[0].location_id, vec![1, 2]);
+    assert_eq!(profile.sample[0].label[0].num, 7);
+    assert_eq!(profile.sample[1].label[0].num, 8);
+    assert_eq!(profile.sample[2].location_id, vec![2]);
+}
+
+#[test]
+fn wrong_value_counts_and_foreign_ids_are_refused() {
+    let mut builder = ProfileBuilder::new(&TYPES);
+    assert!(matches!(
+        builder.add_sample(&[], &[1], &[]),
+        Err(PprofError::ValueCount {
+            expected: 2,
+            given: 1
+        })
+    ));
+    assert!(matches!(
+        builder.add_sample(&[LocationId(3)], &[1, 1], &[]),
+        Err(PprofError::UnknownId {
+            what: "location",
+            id: 3
+        })
+    ));
+    assert!(matches!(
+        builder.add_address_location(Some(MappingId(1)), 1, &[]),
+        Err(PprofError::UnknownId {
+            what: "mapping",
+            ..
+        })
+    ));
+    assert!(matches!(
+        builder.function_location(FunctionId(9)),
+        Err(PprofError::UnknownId {
+            what: "function",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn gzip_round_trips_and_bad_bytes_are_errors() {
+    let mut builder = ProfileBuilder::new(&TYPES);
+    let mapping = libc(&mut builder);
+    let hot = function(&mut builder, "hot");
+    let location = builder
+        .add_address_location(Some(mapping), 0x1234, &[line(hot)])
+        .unwrap();
+    builder
+        .add_sample(
+            &[location],
+            &[3, 30],
+            &[LabelSpec {
+                key: "comm",
+                value: LabelValue::Text("hot"),
+            }],
+        )
+        .unwrap();
+    builder.set_metadata(ProfileMetadata {
+        time_nanos: 5,
+        duration_nanos: 6,
+        period: Some(("cpu".into(), "nanoseconds".into(), 1_000_000)),
+        comments: vec!["rvperf".into()],
+        default_sample_type: Some("cpu".into()),
+    });
+    let profile = builder.build();
+    let mut bytes = Vec::new();
+    write_gzip(&profile, &mut bytes).unwrap();
+    assert_eq!(&bytes[..2], &GZIP_MAGIC);
+    assert_eq!(read(&bytes).unwrap(), profile);
+    assert_eq!(read(&profile.encode_to_vec()).unwrap(), profile);
+    assert!(matches!(
+        read(&bytes[..bytes.len() / 2]),
+        Err(PprofError::Gzip { .. })
+    ));
+    assert!(matches!(
+        read(&[0x0a, 0x05, 0x01]),
+        Err(PprofError::Decode { length: 3, .. })
+    ));
+}
+
+proptest::proptest! {
+    #[test]
+    fn arbitrary_bytes_never_panic_the_reader(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
+        let _ = read(&bytes);
+    }
+}
