@@ -39,6 +39,8 @@ pub use options::{
 };
 pub use recorder::record;
 pub use stop::{StopFlag, StopHandlerError};
+// /proc/PID/maps lines, for the daemon's view of processes already running.
+pub use synthesize::{parse_maps_line, MapsLine};
 pub use trace_source::{KernelCopy, TraceOptions, TraceOutcome, DEFAULT_DRAIN_INTERVAL};
 pub use workload::{Workload, WorkloadError, WorkloadExit};
 

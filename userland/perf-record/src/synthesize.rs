@@ -15,21 +15,21 @@ use crate::RecordError;
 
 /// One executable file mapping of a `/proc/PID/maps` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct MapsLine {
-    pub(crate) start: u64,
-    pub(crate) end: u64,
-    pub(crate) prot: u32,
-    pub(crate) private: bool,
-    pub(crate) offset: u64,
-    pub(crate) major: u32,
-    pub(crate) minor: u32,
-    pub(crate) inode: u64,
-    pub(crate) path: String,
+pub struct MapsLine {
+    pub start: u64,
+    pub end: u64,
+    pub prot: u32,
+    pub private: bool,
+    pub offset: u64,
+    pub major: u32,
+    pub minor: u32,
+    pub inode: u64,
+    pub path: String,
 }
 
 /// An executable mapping of a file (or the vDSO) in one line of `/proc/PID/maps`,
 /// `None` for other lines (anonymous, not executable, malformed).
-pub(crate) fn parse_maps_line(line: &str) -> Option<MapsLine> {
+pub fn parse_maps_line(line: &str) -> Option<MapsLine> {
     let mut fields = line.splitn(6, ' ');
     let range = fields.next()?;
     let perms = fields.next()?;

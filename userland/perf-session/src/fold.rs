@@ -180,13 +180,13 @@ pub(crate) fn branch_stack_kinds(reader: &PerfDataReader<'_>) -> Vec<BranchStack
 /// An address of a sample's stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct StackAddress {
-    address: u64,
-    kind: AddressKind,
+    pub(crate) address: u64,
+    pub(crate) kind: AddressKind,
 }
 
 /// How a stack address is looked up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AddressKind {
+pub(crate) enum AddressKind {
     /// The instruction itself: the sampled ip, or a call site of a CTR call stack.
     Instruction,
     /// A caller's return address, just past its call.

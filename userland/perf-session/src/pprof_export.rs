@@ -17,6 +17,8 @@ use pprof::{
     FunctionSpec, LabelSpec, LabelValue, LineSpec, LocationId, MappingId, MappingSpec,
     MappingSymbols, Profile, ProfileBuilder, ProfileMetadata, SampleType,
 };
+
+use crate::processes::Processes;
 use profiles::FoldedStacks;
 use symbolize::{is_kernel_address, Symbolized, KERNEL_DSO, KERNEL_START};
 
@@ -185,6 +187,198 @@ fn sample_type_name(event: &str) -> &str {
     }
 }
 
+/// A pprof profile being built from stacks of addresses of processes whose mappings a
+/// [`Processes`] knows: each address placed in its mapping (with the mapping's build
+/// id) and symbolized once; the kernel's addresses in one `[kernel.kallsyms]` mapping.
+/// [`pprof_profile`] feeds it a recording's samples, `rvperf daemon` its in-kernel
+/// counts.
+#[derive(Debug)]
+pub struct StackProfile {
+    builder: ProfileBuilder,
+    symbols: MappingSymbols,
+    kernel_mapping: MappingId,
+    /// Mapping ids by (file, mapping start, file offset).
+    mappings: HashMap<(usize, u64, u64), MappingId>,
+    /// Build ids for files whose MMAP2 records carry none (a perf.data header's list,
+    /// or read from the files).
+    file_build_ids: HashMap<String, Vec<u8>>,
+    /// Leaf samples per user mapping: the most sampled is the profile's program.
+    leaf_samples: HashMap<MappingId, u64>,
+    stack: Vec<LocationId>,
+}
+
+/// An address of a stack, leaf first, and whether it is the sampled instruction or a
+/// return address (looked up one byte earlier, inside its call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackFrame {
+    Instruction(u64),
+    ReturnAddress(u64),
+    /// No address: a named stand-in (`[stack lost]`) for frames a source could not
+    /// keep, so its samples still count.
+    Placeholder(&'static str),
+}
+
+impl StackFrame {
+    fn lookup(self) -> u64 {
+        match self {
+            StackFrame::Instruction(address) => address,
+            StackFrame::ReturnAddress(address) => address.saturating_sub(1),
+            StackFrame::Placeholder(_) => 0,
+        }
+    }
+}
+
+impl StackProfile {
+    pub fn new(
+        sample_types: &[SampleType<'_>],
+        kernel_build_id: Option<&[u8]>,
+        file_build_ids: HashMap<String, Vec<u8>>,
+        symbols: MappingSymbols,
+    ) -> Self {
+        let mut builder = ProfileBuilder::new(sample_types);
+        let kernel_mapping = builder.mapping(&MappingSpec {
+            start: KERNEL_START,
+            limit: u64::MAX,
+            file_offset: 0,
+            filename: KERNEL_DSO,
+            build_id: kernel_build_id,
+            symbols,
+        });
+        StackProfile {
+            builder,
+            symbols,
+            kernel_mapping,
+            mappings: HashMap::new(),
+            file_build_ids,
+            leaf_samples: HashMap::new(),
+            stack: Vec::new(),
+        }
+    }
+
+    /// Adds `values` to the stack `frames` (leaf first) of process `pid`, as its
+    /// mappings are now.
+    pub fn add_stack(
+        &mut self,
+        processes: &mut Processes,
+        pid: u32,
+        frames: impl IntoIterator<Item = StackFrame>,
+        values: &[i64],
+        labels: &[LabelSpec<'_>],
+    ) -> Result<(), pprof::PprofError> {
+        self.stack.clear();
+        for frame in frames {
+            let lookup = frame.lookup();
+            let location = if let StackFrame::Placeholder(name) = frame {
+                let function = self.builder.function(&FunctionSpec {
+                    name,
+                    system_name: name,
+                    filename: None,
+                    start_line: None,
+                });
+                self.builder.function_location(function)?
+            } else if is_kernel_address(lookup) {
+                match self
+                    .builder
+                    .address_location(Some(self.kernel_mapping), lookup)
+                {
+                    Some(location) => location,
+                    None => {
+                        let symbolized = processes.symbolizer().symbolize_unmapped(lookup, 1);
+                        let lines = function_lines(&mut self.builder, &symbolized);
+                        self.builder.add_address_location(
+                            Some(self.kernel_mapping),
+                            lookup,
+                            &lines,
+                        )?
+                    }
+                }
+            } else {
+                let mapping = match processes.mapped_file(pid, lookup) {
+                    Some(file) => {
+                        let key = (file.index, file.mapping_start, file.mapping_file_offset);
+                        let mapping = match self.mappings.get(&key) {
+                            Some(&mapping) => mapping,
+                            None => {
+                                let build_id = file.build_id.or_else(|| {
+                                    self.file_build_ids.get(file.recorded).map(Vec::as_slice)
+                                });
+                                let mapping = self.builder.mapping(&MappingSpec {
+                                    start: file.mapping_start,
+                                    limit: file.mapping_end,
+                                    file_offset: file.mapping_file_offset,
+                                    filename: file.recorded,
+                                    build_id,
+                                    symbols: self.symbols,
+                                });
+                                self.mappings.insert(key, mapping);
+                                mapping
+                            }
+                        };
+                        Some(mapping)
+                    }
+                    None => None,
+                };
+                if let (Some(mapping), true) = (mapping, self.stack.is_empty()) {
+                    *self.leaf_samples.entry(mapping).or_default() += 1;
+                }
+                match self.builder.address_location(mapping, lookup) {
+                    Some(location) => location,
+                    None => {
+                        let symbolized = processes.symbolizer().symbolize(pid, lookup);
+                        let lines = function_lines(&mut self.builder, &symbolized);
+                        self.builder.add_address_location(mapping, lookup, &lines)?
+                    }
+                }
+            };
+            self.stack.push(location);
+        }
+        self.builder.add_sample(&self.stack, values, labels)
+    }
+
+    /// The number of distinct (stack, labels) samples so far.
+    pub fn sample_count(&self) -> usize {
+        self.builder.sample_count()
+    }
+
+    /// The profile, its most sampled user mapping first (pprof's program).
+    pub fn finish(mut self, metadata: ProfileMetadata) -> Profile {
+        if let Some((&main, _)) = self
+            .leaf_samples
+            .iter()
+            .max_by_key(|&(&mapping, &samples)| (samples, std::cmp::Reverse(mapping)))
+        {
+            self.builder.set_main_mapping(main);
+        }
+        self.builder.set_metadata(metadata);
+        self.builder.build()
+    }
+}
+
+/// The `pid`, `comm` (and `tid`) labels `labels` asks for.
+pub fn sample_labels<'a>(
+    labels: SampleLabels,
+    pid: i32,
+    tid: i32,
+    comm: &'a str,
+) -> Vec<LabelSpec<'a>> {
+    let number = |key, value: i32| LabelSpec {
+        key,
+        value: LabelValue::Number {
+            value: i64::from(value),
+            unit: None,
+        },
+    };
+    let comm = LabelSpec {
+        key: "comm",
+        value: LabelValue::Text(comm),
+    };
+    match labels {
+        SampleLabels::Process => vec![number("pid", pid), comm],
+        SampleLabels::Thread => vec![number("pid", pid), number("tid", tid), comm],
+        SampleLabels::None => Vec::new(),
+    }
+}
+
 /// Reads the session to its end and builds the pprof profile of its samples.
 pub fn pprof_profile(
     session: &mut Session<'_>,
@@ -196,7 +390,6 @@ pub fn pprof_profile(
         .iter()
         .map(|(kind, unit)| SampleType { kind, unit })
         .collect();
-    let mut builder = ProfileBuilder::new(&sample_types);
     let reader = session.reader();
     let kernel_build_id = reader
         .info()
@@ -204,34 +397,26 @@ pub fn pprof_profile(
         .iter()
         .find(|entry| entry.filename == KERNEL_DSO)
         .map(|entry| entry.build_id.clone());
-    let kernel_mapping = builder.mapping(&MappingSpec {
-        start: KERNEL_START,
-        limit: u64::MAX,
-        file_offset: 0,
-        filename: KERNEL_DSO,
-        build_id: kernel_build_id.as_deref(),
-        symbols: options.symbols,
-    });
     // The build ids the header lists, for files whose MMAP2 records carry none.
-    let header_build_ids: HashMap<&str, &[u8]> = reader
+    let header_build_ids: HashMap<String, Vec<u8>> = reader
         .info()
         .build_ids
         .iter()
-        .map(|entry| (entry.filename.as_str(), entry.build_id.as_slice()))
+        .map(|entry| (entry.filename.clone(), entry.build_id.clone()))
         .collect();
-    // Leaf samples per user mapping: the most sampled is the profile's program.
-    let mut leaf_samples: HashMap<MappingId, u64> = HashMap::new();
+    let mut profile = StackProfile::new(
+        &sample_types,
+        kernel_build_id.as_deref(),
+        header_build_ids,
+        options.symbols,
+    );
     let branch_stacks = branch_stack_kinds(reader);
     let mut addresses: Vec<StackAddress> = Vec::new();
-    let mut stack: Vec<LocationId> = Vec::new();
     let mut values = vec![0i64; sample_types.len()];
     let mut samples = 0u64;
     let mut first_time: Option<u64> = None;
     let mut last_time: Option<u64> = None;
     let mut comm = String::new();
-    // Each file's mapping ids by (file, mapping start): a mapping is symbolized per
-    // address, not per process.
-    let mut mappings: HashMap<(usize, u64, u64), MappingId> = HashMap::new();
     while let Some(sampled) = session.next_sample()? {
         let sample = &sampled.sample;
         samples += 1;
@@ -245,54 +430,6 @@ pub fn pprof_profile(
             .and_then(|index| branch_stacks.get(index).copied())
             .unwrap_or(BranchStackKind::Branches);
         stack_addresses(sample, kind, &mut addresses);
-        stack.clear();
-        let processes = session.processes();
-        for address in &addresses {
-            let lookup = address.lookup();
-            let location = if is_kernel_address(lookup) {
-                match builder.address_location(Some(kernel_mapping), lookup) {
-                    Some(location) => location,
-                    None => {
-                        let symbolized = processes.symbolizer().symbolize_unmapped(lookup, 1);
-                        let lines = function_lines(&mut builder, &symbolized);
-                        builder.add_address_location(Some(kernel_mapping), lookup, &lines)?
-                    }
-                }
-            } else {
-                let mapped = processes.mapped_file(pid, lookup).map(|file| {
-                    (
-                        (file.index, file.mapping_start, file.mapping_file_offset),
-                        MappingSpec {
-                            start: file.mapping_start,
-                            limit: file.mapping_end,
-                            file_offset: file.mapping_file_offset,
-                            filename: file.recorded,
-                            build_id: file
-                                .build_id
-                                .or_else(|| header_build_ids.get(file.recorded).copied()),
-                            symbols: options.symbols,
-                        },
-                    )
-                });
-                let mapping = mapped.map(|(key, spec)| {
-                    *mappings
-                        .entry(key)
-                        .or_insert_with(|| builder.mapping(&spec))
-                });
-                if let (Some(mapping), true) = (mapping, stack.is_empty()) {
-                    *leaf_samples.entry(mapping).or_default() += 1;
-                }
-                match builder.address_location(mapping, lookup) {
-                    Some(location) => location,
-                    None => {
-                        let symbolized = processes.symbolizer().symbolize(pid, lookup);
-                        let lines = function_lines(&mut builder, &symbolized);
-                        builder.add_address_location(mapping, lookup, &lines)?
-                    }
-                }
-            };
-            stack.push(location);
-        }
         values.fill(0);
         values[SAMPLES_COLUMN] = 1;
         // Periods are read from the file: they saturate into i64.
@@ -312,58 +449,33 @@ pub fn pprof_profile(
                 values[column] = period;
             }
         }
-        let pid_label = i64::from(thread_id(sample.pid));
-        let tid_label = i64::from(thread_id(sample.tid));
+        let processes = session.processes();
         comm.clear();
         comm.push_str(processes.comm(thread_id(sample.pid), thread_id(sample.tid)));
-        let process_labels = [
-            LabelSpec {
-                key: "pid",
-                value: LabelValue::Number {
-                    value: pid_label,
-                    unit: None,
-                },
-            },
-            LabelSpec {
-                key: "comm",
-                value: LabelValue::Text(&comm),
-            },
-            LabelSpec {
-                key: "tid",
-                value: LabelValue::Number {
-                    value: tid_label,
-                    unit: None,
-                },
-            },
-        ];
-        let labels: &[LabelSpec<'_>] = match options.labels {
-            SampleLabels::Process => &process_labels[..2],
-            SampleLabels::Thread => &process_labels,
-            SampleLabels::None => &[],
-        };
-        builder.add_sample(&stack, &values, labels)?;
-    }
-    if let Some((&main, _)) = leaf_samples
-        .iter()
-        .max_by_key(|&(&mapping, &samples)| (samples, std::cmp::Reverse(mapping)))
-    {
-        builder.set_main_mapping(main);
+        let labels = sample_labels(
+            options.labels,
+            thread_id(sample.pid),
+            thread_id(sample.tid),
+            &comm,
+        );
+        let frames = addresses.iter().map(|address| match address.kind {
+            crate::fold::AddressKind::Instruction => StackFrame::Instruction(address.address),
+            crate::fold::AddressKind::ReturnAddress => StackFrame::ReturnAddress(address.address),
+        });
+        profile.add_stack(processes, pid, frames, &values, &labels)?;
     }
     let duration = match (first_time, last_time) {
         (Some(first), Some(last)) => i64::try_from(last - first).unwrap_or(i64::MAX),
         _ => 0,
     };
-    builder.set_metadata(ProfileMetadata {
+    let profile = profile.finish(ProfileMetadata {
         time_nanos: 0,
         duration_nanos: duration,
         period: None,
         comments: columns.comments,
         default_sample_type: Some(if columns.cpu { "cpu" } else { "samples" }.to_owned()),
     });
-    Ok(PprofExport {
-        profile: builder.build(),
-        samples,
-    })
+    Ok(PprofExport { profile, samples })
 }
 
 /// A symbolizer answer's inline stack as pprof lines, innermost first; no line when no
@@ -390,6 +502,79 @@ fn function_lines(builder: &mut ProfileBuilder, symbolized: &Symbolized) -> Vec<
             })
         })
         .collect()
+}
+
+/// A pprof profile's stacks as folded stacks of one of its values (`column`): root first,
+/// a location's inline functions outermost first, a location without a function as its
+/// mapping's file (`[libc.so.6]`) or `[unknown]`, under the sample's `comm` label when it
+/// has one (the flame graph's tower per command).
+pub fn profile_folded(profile: &Profile, column: usize) -> FoldedStacks {
+    let text = |index: i64| {
+        usize::try_from(index)
+            .ok()
+            .and_then(|index| profile.string_table.get(index))
+            .map_or("", String::as_str)
+    };
+    let functions: HashMap<u64, &str> = profile
+        .function
+        .iter()
+        .map(|function| (function.id, text(function.name)))
+        .collect();
+    let mappings: HashMap<u64, String> = profile
+        .mapping
+        .iter()
+        .map(|mapping| {
+            let name = text(mapping.filename);
+            let short = name.rsplit('/').next().unwrap_or(name);
+            let short = short.trim_start_matches('[').trim_end_matches(']');
+            (mapping.id, format!("[{short}]"))
+        })
+        .collect();
+    let locations: HashMap<u64, &pprof::proto::Location> = profile
+        .location
+        .iter()
+        .map(|location| (location.id, location))
+        .collect();
+    let comm_key = profile
+        .string_table
+        .iter()
+        .position(|text| text == "comm")
+        .map(|index| index as i64);
+    let mut folded = FoldedStacks::new();
+    let mut frames: Vec<&str> = Vec::new();
+    for sample in &profile.sample {
+        frames.clear();
+        if let Some(label) = sample
+            .label
+            .iter()
+            .find(|label| Some(label.key) == comm_key && label.str != 0)
+        {
+            frames.push(text(label.str));
+        }
+        for id in sample.location_id.iter().rev() {
+            let Some(location) = locations.get(id) else {
+                continue;
+            };
+            if location.line.is_empty() {
+                frames.push(
+                    mappings
+                        .get(&location.mapping_id)
+                        .map_or("[unknown]", String::as_str),
+                );
+            }
+            for line in location.line.iter().rev() {
+                frames.push(
+                    functions
+                        .get(&line.function_id)
+                        .copied()
+                        .unwrap_or("[unknown]"),
+                );
+            }
+        }
+        let weight = sample.value.get(column).copied().unwrap_or(0);
+        folded.add(frames.iter().copied(), u64::try_from(weight).unwrap_or(0));
+    }
+    folded
 }
 
 /// Folded stacks (root first, `;`-separated names, as a trace's call stacks give them)

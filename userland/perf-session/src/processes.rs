@@ -207,6 +207,16 @@ impl Processes {
         }
     }
 
+    /// Forgets an ended process's mappings, once nothing more of it is to be named.
+    pub fn forget_process(&mut self, pid: u32) {
+        self.symbolizer.remove_process(pid);
+    }
+
+    /// Names thread `tid` of process `pid` (a process found running, from /proc).
+    pub fn name_thread(&mut self, pid: i32, tid: i32, comm: &str) {
+        self.threads.set_comm(pid, tid, comm);
+    }
+
     /// The command name perf shows for a sample of `pid`/`tid` at this point of the
     /// recording: `:TID` for a thread whose name is not known yet (or any more).
     pub fn comm(&mut self, pid: i32, tid: i32) -> &str {

@@ -218,6 +218,49 @@ fn gzip_round_trips_and_bad_bytes_are_errors() {
     ));
 }
 
+#[test]
+fn merging_two_profiles_sums_their_equal_stacks() {
+    let interval = |weight: i64, extra: bool| {
+        let mut builder = ProfileBuilder::new(&TYPES);
+        let mapping = libc(&mut builder);
+        let hot = function(&mut builder, "hot");
+        let location = builder
+            .add_address_location(Some(mapping), 0x1234, &[line(hot)])
+            .unwrap();
+        let comm = [LabelSpec {
+            key: "comm",
+            value: LabelValue::Text("hot"),
+        }];
+        builder
+            .add_sample(&[location], &[weight, weight * 10], &comm)
+            .unwrap();
+        if extra {
+            let cold = function(&mut builder, "cold");
+            let location = builder.function_location(cold).unwrap();
+            builder.add_sample(&[location], &[1, 1], &[]).unwrap();
+        }
+        builder.build()
+    };
+    let mut merged = ProfileBuilder::new(&TYPES);
+    merged.merge(&interval(2, false)).unwrap();
+    merged.merge(&interval(3, true)).unwrap();
+    let profile = merged.snapshot();
+    assert_eq!(profile.sample.len(), 2);
+    assert_eq!(profile.sample[0].value, vec![5, 50]);
+    assert_eq!(profile.mapping.len(), 1);
+    assert_eq!(
+        profile.string_table[profile.mapping[0].build_id as usize],
+        "dead0bee"
+    );
+    assert_eq!(profile.location.len(), 2);
+    assert_eq!(merged.snapshot(), profile, "a snapshot leaves the builder");
+    let mut other = ProfileBuilder::new(&TYPES[..1]);
+    assert!(matches!(
+        other.merge(&profile),
+        Err(PprofError::SampleTypes { .. })
+    ));
+}
+
 proptest::proptest! {
     #[test]
     fn arbitrary_bytes_never_panic_the_reader(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {

@@ -1,6 +1,7 @@
 //! `rvperf`: the command line, a thin layer over the rvperf libraries.
 
 mod autofdo;
+mod daemon;
 mod decode;
 mod export;
 mod flamegraph;
@@ -51,6 +52,9 @@ enum Command {
     /// A recording as a pprof profile (go tool pprof, Pyroscope, Parca), written to a
     /// file or pushed to a collector.
     Export(export::ExportArgs),
+    /// Always-on profiling of the whole machine (eBPF): pprof profiles and folded
+    /// stacks every interval.
+    Daemon(daemon::DaemonArgs),
     /// The events and PMUs this machine can record (with CTR and SBI PMU counters).
     List(list::ListArgs),
     /// Hardware trace (N-Trace) through the rvtrace driver.
@@ -77,6 +81,7 @@ fn main() -> ExitCode {
         Command::Flamegraph(arguments) => flamegraph::run(&arguments),
         Command::Autofdo(arguments) => autofdo::run(&arguments),
         Command::Export(arguments) => export::run(&arguments),
+        Command::Daemon(arguments) => daemon::run(&arguments),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

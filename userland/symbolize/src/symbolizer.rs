@@ -340,6 +340,12 @@ impl Symbolizer {
         self.processes.remove(&pid);
     }
 
+    /// Forgets process `pid`'s mappings (an ended process whose addresses will not be
+    /// asked for again: a long-running profiler keeps only the living).
+    pub fn remove_process(&mut self, pid: u32) {
+        self.processes.remove(&pid);
+    }
+
     /// What `address` of process `pid` is. Kernel addresses go to
     /// kallsyms/vmlinux; so do addresses in no user mapping when the kernel
     /// symbols know them.

@@ -1,0 +1,443 @@
+//! `rvperf daemon` on this machine's own kernel (real BPF, real perf events, as root):
+//! its merged pprof, read by `go tool pprof -top`, names the hot program's hot function
+//! first with the share Linux perf's `perf record -a` + `perf report` gives the same
+//! run; 200 short-lived processes are named by their own functions, not `[unknown]`;
+//! a tiny stack map overflows into an accounted count while the daemon keeps going; an
+//! unprivileged start is refused in one line; SIGTERM ends the run with a last interval
+//! that is complete, valid pprof.
+//!
+//! The tests run one at a time: each profiles the whole machine.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use common::{repository, rvperf_binary};
+
+const BPF_HINT: &str = "run tools/install-bpf-toolchain.sh (as root): aya-probes/build.sh needs Debian's rustc-web, libstd-rust-web-dev-bpf and bpf-linker";
+
+/// One system-wide profiler at a time.
+fn machine() -> MutexGuard<'static, ()> {
+    static MACHINE: Mutex<()> = Mutex::new(());
+    MACHINE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn scratch() -> PathBuf {
+    let directory = repository().join("target/tmp/daemon-tests");
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
+
+/// The eBPF object, built by aya-probes/build.sh (once per test process).
+fn probes() -> &'static Path {
+    static PROBES: OnceLock<PathBuf> = OnceLock::new();
+    PROBES.get_or_init(|| {
+        let output = Command::new("bash")
+            .arg(repository().join("aya-probes/build.sh"))
+            .arg(repository().join("target/aya-probes"))
+            .output()
+            .expect("run aya-probes/build.sh");
+        assert!(
+            output.status.success(),
+            "aya-probes/build.sh failed ({BPF_HINT}): {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+    })
+}
+
+/// tests/programs/host/NAME.c, or a program of `source`, built with frame pointers.
+fn program(name: &str, source: &str) -> PathBuf {
+    let out = scratch().join(format!("{name}-{}", std::process::id()));
+    let source_path = scratch().join(format!("{name}-{}.c", std::process::id()));
+    std::fs::write(&source_path, source).unwrap();
+    let status = Command::new("cc")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&out)
+        .arg(&source_path)
+        .status()
+        .expect("run cc (install build-essential)");
+    assert!(status.success());
+    out
+}
+
+fn hot_program() -> PathBuf {
+    program(
+        "hot",
+        &std::fs::read_to_string(repository().join("tests/programs/host/hot.c")).unwrap(),
+    )
+}
+
+fn go() -> PathBuf {
+    let debian = PathBuf::from("/usr/lib/go-1.23/bin/go");
+    assert!(
+        debian.exists(),
+        "no Go: run tools/install-deps.sh (golang-1.23-go from bookworm-backports)"
+    );
+    debian
+}
+
+fn pprof_tool(arguments: &[&str], profile: &Path) -> String {
+    let home = tempfile::tempdir().unwrap();
+    let output = Command::new(go())
+        .args(["tool", "pprof", "-symbolize=none"])
+        .args(arguments)
+        .arg(profile)
+        .env("HOME", home.path())
+        .env("PPROF_TMPDIR", home.path())
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .expect("run go tool pprof");
+    assert!(
+        output.status.success(),
+        "go tool pprof {arguments:?} {}: {}",
+        profile.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The flat share `go tool pprof -top` gives `function`.
+fn pprof_share(top: &str, function: &str) -> f64 {
+    top.lines()
+        .find(|line| line.split_whitespace().nth(5) == Some(function))
+        .and_then(|line| line.split_whitespace().nth(1))
+        .map_or(0.0, |percent| {
+            percent.trim_end_matches('%').parse().unwrap()
+        })
+}
+
+/// The first function of `go tool pprof -top`.
+fn pprof_first(top: &str) -> String {
+    top.lines()
+        .skip_while(|line| !line.trim_start().starts_with("flat"))
+        .nth(1)
+        .and_then(|line| line.split_whitespace().nth(5))
+        .unwrap_or("")
+        .to_owned()
+}
+
+fn daemon(output: &Path, arguments: &[&str]) -> Command {
+    let mut command = Command::new(rvperf_binary());
+    command
+        .args(["daemon", "--output"])
+        .arg(output)
+        .arg("--probes")
+        .arg(probes())
+        // This machine's PMU may count no cycles (a virtual machine): the clock.
+        .args(["-e", "cpu-clock"])
+        .args(arguments);
+    command
+}
+
+/// Starts `command` and waits until its standard error has printed a line containing
+/// `marker`; the child and the lines so far.
+fn start_until(command: &mut Command, marker: &str) -> (Child, Vec<String>) {
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut reader = BufReader::new(child.stderr.take().unwrap());
+    let mut lines = Vec::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            panic!("ended before {marker:?}: {lines:?}");
+        }
+        let found = line.contains(marker);
+        lines.push(line);
+        if found {
+            break;
+        }
+    }
+    // The rest of its output goes on being read, so it never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        while reader.read_line(&mut rest).is_ok_and(|read| read > 0) {}
+    });
+    (child, lines)
+}
+
+#[test]
+fn the_hot_function_leads_with_perf_reports_share() {
+    let _machine = machine();
+    let hot = hot_program();
+    let directory = tempfile::tempdir_in(scratch()).unwrap();
+    let output = directory.path().join("profiles");
+    // The workload runs through both profilers' whole windows.
+    let mut workload = Command::new(&hot)
+        .arg("100000")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let perf_data = directory.path().join("perf.data");
+    let mut perf = Command::new("perf")
+        .args(["record", "-a", "-g", "-e", "cpu-clock", "-F", "499", "-o"])
+        .arg(&perf_data)
+        .args(["--", "sleep", "4"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run perf (install linux-perf)");
+    let result = daemon(
+        &output,
+        &["-F", "499", "--interval", "4", "--intervals", "1"],
+    )
+    .output()
+    .unwrap();
+    assert!(perf.wait().unwrap().success(), "perf record failed");
+    workload.kill().unwrap();
+    workload.wait().unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    let merged = output.join("merged.pb.gz");
+    let top = pprof_tool(&["-top"], &merged);
+    assert_eq!(pprof_first(&top), "hot_function", "{top}");
+    let share = pprof_share(&top, "hot_function");
+    let report = Command::new("perf")
+        .args(["report", "--stdio", "--no-children", "--sort", "sym", "-i"])
+        .arg(&perf_data)
+        .env("PAGER", "cat")
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&report.stdout);
+    let perf_share: f64 = report
+        .lines()
+        .find(|line| line.trim_end().ends_with("] hot_function"))
+        .and_then(|line| line.split_whitespace().next())
+        .map(|percent| percent.trim_end_matches('%').parse().unwrap())
+        .unwrap_or_else(|| panic!("no hot_function in perf report:\n{report}"));
+    assert!(
+        (share - perf_share).abs() <= 3.0,
+        "hot_function: {share}% in the daemon's profile, {perf_share}% in perf report"
+    );
+    // Every frame of the hot program's stacks is a function (of the program, libc or
+    // the kernel), up to where libc's code without frame pointers ends the walk.
+    let folded = std::fs::read_to_string(output.join("merged.folded")).unwrap();
+    let hot_name = hot.file_name().unwrap().to_str().unwrap();
+    let hot_stacks: Vec<&str> = folded
+        .lines()
+        .filter(|line| line.starts_with(&format!("{};", &hot_name[..hot_name.len().min(15)])))
+        .collect();
+    assert!(!hot_stacks.is_empty(), "{folded}");
+    for stack in &hot_stacks {
+        let frames: Vec<&str> = stack.rsplit_once(' ').unwrap().0.split(';').collect();
+        let leaf = frames.last().unwrap();
+        assert!(
+            !leaf.starts_with('['),
+            "a frame without a function: {stack}"
+        );
+    }
+}
+
+#[test]
+fn short_lived_processes_are_named_by_their_functions() {
+    let _machine = machine();
+    let burn = program(
+        "burn",
+        "volatile long sink;\n__attribute__((noinline)) void burn_loop(void) { for (long i = 0; i < 3000000; i++) sink += i; }\nint main(void) { burn_loop(); return 0; }\n",
+    );
+    let directory = tempfile::tempdir_in(scratch()).unwrap();
+    let output = directory.path().join("profiles");
+    let (mut child, _) = start_until(
+        &mut daemon(&output, &["-F", "999", "--interval", "60"]),
+        "profiling every CPU",
+    );
+    // 200 processes of a few milliseconds each, every one gone before the interval ends.
+    let script = format!("for i in $(seq 200); do {}; done", burn.display());
+    let status = Command::new("sh").args(["-c", &script]).status().unwrap();
+    assert!(status.success());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+    let folded = std::fs::read_to_string(output.join("interval-000001.folded")).unwrap();
+    let name = burn.file_name().unwrap().to_str().unwrap();
+    let comm = &name[..name.len().min(15)];
+    // Each sample's leaf: a function of the program, of ld.so or libc, or of the
+    // kernel; `[unknown]` or a file's name would mean the process's mappings were
+    // gone (or never known) when its interval was symbolized.
+    let (mut named, mut unnamed, mut in_program) = (0u64, 0u64, 0u64);
+    for line in folded
+        .lines()
+        .filter(|line| line.starts_with(&format!("{comm};")))
+    {
+        let (stack, weight) = line.rsplit_once(' ').unwrap();
+        let weight: u64 = weight.parse().unwrap();
+        let leaf = stack.rsplit(';').next().unwrap();
+        if leaf == "burn_loop" {
+            in_program += weight;
+        }
+        if leaf.starts_with('[') {
+            if leaf != profile_daemon_stack_lost() {
+                unnamed += weight;
+            }
+        } else {
+            named += weight;
+        }
+    }
+    assert!(
+        in_program > 100,
+        "few samples in burn_loop: {in_program}\n{folded}"
+    );
+    assert!(
+        unnamed * 20 <= named,
+        "{unnamed} samples of {comm} unnamed against {named} named:\n{folded}"
+    );
+}
+
+/// The frame the daemon puts where the kernel could not keep a stack.
+fn profile_daemon_stack_lost() -> &'static str {
+    "[stack lost]"
+}
+
+#[test]
+fn a_full_stack_map_is_counted_and_the_daemon_goes_on() {
+    let _machine = machine();
+    let hot = hot_program();
+    let directory = tempfile::tempdir_in(scratch()).unwrap();
+    let output = directory.path().join("profiles");
+    let mut workload = Command::new(&hot)
+        .arg("100000")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Stacks of a busy system: far more than two distinct keys per interval.
+    let busy = Command::new("sh")
+        .args([
+            "-c",
+            "for i in $(seq 300); do ls -R /usr/lib >/dev/null; done",
+        ])
+        .spawn();
+    let result = daemon(
+        &output,
+        &[
+            "-F",
+            "999",
+            "--interval",
+            "1",
+            "--intervals",
+            "3",
+            "--max-stacks",
+            "2",
+        ],
+    )
+    .output()
+    .unwrap();
+    workload.kill().unwrap();
+    workload.wait().unwrap();
+    if let Ok(mut busy) = busy {
+        let _ = busy.kill();
+        let _ = busy.wait();
+    }
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    let dropped: Vec<u64> = stderr
+        .lines()
+        .filter(|line| line.contains(": interval "))
+        .map(|line| {
+            let (before, _) = line.split_once(" dropped").unwrap();
+            before.rsplit(' ').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    assert_eq!(dropped.len(), 3, "{stderr}");
+    assert!(dropped.iter().sum::<u64>() > 0, "nothing dropped: {stderr}");
+    for interval in 1..=3 {
+        let path = output.join(format!("interval-{interval:06}.pb.gz"));
+        pprof_tool(&["-raw"], &path);
+    }
+}
+
+#[test]
+fn an_unprivileged_start_is_refused_in_one_line() {
+    let _machine = machine();
+    let directory = tempfile::tempdir_in(scratch()).unwrap();
+    let output = directory.path().join("profiles");
+    let mut command = Command::new("setpriv");
+    command
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ])
+        .arg(rvperf_binary())
+        .args(["daemon", "--output"])
+        .arg(&output)
+        .arg("--probes")
+        .arg(probes())
+        .args(["-e", "cpu-clock"]);
+    let result = command.output().expect("run setpriv");
+    assert!(!result.status.success());
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("BPF is unavailable"), "{stderr}");
+    assert!(!output.exists(), "an output directory was left");
+}
+
+#[test]
+fn sigterm_writes_a_last_complete_interval() {
+    let _machine = machine();
+    let hot = hot_program();
+    let directory = tempfile::tempdir_in(scratch()).unwrap();
+    let output = directory.path().join("profiles");
+    let mut workload = Command::new(&hot)
+        .arg("100000")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (mut child, _) = start_until(
+        &mut daemon(&output, &["-F", "499", "--interval", "1"]),
+        "profiling every CPU",
+    );
+    // Two whole intervals, then SIGTERM in the middle of the third.
+    let merged = output.join("merged.pb.gz");
+    let second = output.join("interval-000002.pb.gz");
+    while !second.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    workload.kill().unwrap();
+    workload.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let last = output.join("interval-000003.pb.gz");
+    assert!(last.exists(), "no last interval");
+    assert!(!output.join("interval-000004.pb.gz").exists());
+    // Complete: every interval's samples are in the merged profile, and pprof reads
+    // each file.
+    let total = |path: &Path| -> i64 {
+        let profile = pprof::read(&std::fs::read(path).unwrap()).unwrap();
+        profile.sample.iter().map(|sample| sample.value[0]).sum()
+    };
+    let intervals: i64 = (1..=3)
+        .map(|number| total(&output.join(format!("interval-{number:06}.pb.gz"))))
+        .sum();
+    assert!(total(&last) > 0);
+    assert_eq!(total(&merged), intervals);
+    let top = pprof_tool(&["-top"], &last);
+    assert_eq!(pprof_first(&top), "hot_function", "{top}");
+    // No temporary file of an interrupted write is left.
+    for entry in std::fs::read_dir(&output).unwrap() {
+        let name = entry.unwrap().file_name();
+        let name = name.to_string_lossy();
+        assert!(
+            name.starts_with("interval-") || name.starts_with("merged."),
+            "{name}"
+        );
+    }
+}

@@ -1,0 +1,866 @@
+//! Always-on profiling of a whole machine (`rvperf daemon`): rvperf's eBPF programs
+//! (`aya-probes/`) count (process, user stack, kernel stack) in a kernel hash map on
+//! every sample of a perf event on every CPU, so no sample crosses to user space; each
+//! interval the daemon reads and clears the maps and turns the counts into a pprof
+//! profile (and folded stacks), symbolized as `rvperf export --pprof` symbolizes a
+//! recording: each process's files from the kernel's own MMAP2 side band (with the
+//! build ids the kernel reads at mmap time, so a process that lived for a millisecond is
+//! still named), the kernel from kallsyms.
+//!
+//! Where things come from:
+//! * stacks and counts: the `sample_stacks` perf_event program, `STACK_COUNTS` and
+//!   `STACK_TRACES`; losses in `COUNTERS` (a full map is counted, never silent);
+//! * process lifetimes: the `sched_process_exec`/`sched_process_exit` tracepoint
+//!   programs through the `PROCESS_EVENTS` ring buffer: a process that exited is
+//!   forgotten once its last interval is symbolized;
+//! * mappings: a `dummy` perf event per CPU with `mmap2`, `build_id`, `comm` and
+//!   `task`, read through perf rings into [`perf_session::Processes`]. A BPF program
+//!   cannot name a mapping's file without kernel BTF, which the guest kernel lacks
+//!   (aya-probes/README.md); the kernel's side band names it exactly, build id included;
+//! * processes already running at start: `/proc/PID/maps` and `comm`.
+//!
+//! The library does no file I/O of its outputs and never prints: [`Daemon::collect`]
+//! returns each interval's profile and statistics; the CLI writes them.
+
+use std::collections::HashMap as StdHashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf, StackTraceMap};
+use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy};
+use aya::programs::{PerfEvent, TracePoint};
+use aya::{Ebpf, EbpfLoader};
+use aya_probes_common::{
+    map_name, process_event_kind, program_name, Config, Counter, ProcessEvent, StackKey,
+    CONFIG_INDEX, STACK_COUNTS_DEFAULT_MAX_ENTRIES, STACK_TRACES_DEFAULT_MAX_ENTRIES,
+};
+use perf_abi::sys::bindings as abi;
+use perf_abi::sys::bindings::perf_event_attr;
+use perf_ring::{Event, RingBuffer};
+use perf_session::{
+    profile_folded, sample_labels, Processes, SampleLabels, StackFrame, StackProfile, SymbolOptions,
+};
+use pprof::{MappingSymbols, Profile, ProfileBuilder, ProfileMetadata, SampleType};
+use profiles::FoldedStacks;
+
+/// The sampled event: any perf event rvperf can open (a PMU type and config).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampledEvent {
+    pub name: String,
+    pub pmu_type: u32,
+    pub config: u64,
+}
+
+impl Default for SampledEvent {
+    /// `cycles`, the default of the daemon and of perf record.
+    fn default() -> Self {
+        SampledEvent {
+            name: "cycles".to_owned(),
+            pmu_type: abi::PERF_TYPE_HARDWARE,
+            config: u64::from(abi::PERF_COUNT_HW_CPU_CYCLES),
+        }
+    }
+}
+
+/// How the daemon profiles.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    /// The eBPF object (aya-probes/build.sh's output).
+    pub probes: PathBuf,
+    pub event: SampledEvent,
+    /// Samples per second of CPU time, on every CPU.
+    pub frequency: u64,
+    /// Most distinct (process, user stack, kernel stack) keys counted per interval; a
+    /// sample with a new key beyond it is counted as dropped.
+    pub stack_counts: u32,
+    /// Most distinct stacks kept per interval (the kernel preallocates ~1 KiB each).
+    pub stack_traces: u32,
+    pub labels: SampleLabels,
+    /// Kernel symbols (default `/proc/kallsyms`).
+    pub kallsyms: Option<PathBuf>,
+    /// Where `/proc` is (tests may point elsewhere).
+    pub proc: PathBuf,
+    /// Pages of each CPU's side-band ring.
+    pub side_band_pages: usize,
+}
+
+impl Default for DaemonOptions {
+    fn default() -> Self {
+        DaemonOptions {
+            probes: PathBuf::new(),
+            event: SampledEvent::default(),
+            frequency: 99,
+            stack_counts: STACK_COUNTS_DEFAULT_MAX_ENTRIES,
+            stack_traces: STACK_TRACES_DEFAULT_MAX_ENTRIES,
+            labels: SampleLabels::Process,
+            kallsyms: Some(PathBuf::from("/proc/kallsyms")),
+            proc: PathBuf::from("/proc"),
+            side_band_pages: 64,
+        }
+    }
+}
+
+/// Why the daemon cannot run, or stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DaemonError {
+    /// BPF is not open to this process (no privilege, or a kernel without BPF).
+    #[error("BPF is unavailable: {reason}")]
+    BpfUnavailable { reason: String },
+    #[error("cannot read the eBPF object {path}: {source}")]
+    Probes {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("eBPF program {program}: {message}")]
+    Program { program: String, message: String },
+    #[error("eBPF map {map}: {message}")]
+    Map { map: &'static str, message: String },
+    #[error("cannot sample {event} on CPU {cpu}: {message}")]
+    Attach {
+        event: String,
+        cpu: u32,
+        message: String,
+    },
+    #[error("side band: {0}")]
+    SideBand(String),
+    #[error(transparent)]
+    Pprof(#[from] pprof::PprofError),
+}
+
+/// What one interval counted, beside its stacks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IntervalStatistics {
+    /// Samples the probe took.
+    pub samples_seen: u64,
+    /// Samples in the interval's profile.
+    pub samples_counted: u64,
+    /// Samples lost because the stack-count map was full.
+    pub samples_dropped: u64,
+    /// Samples whose user or kernel stack could not be kept (the stack map full, or a
+    /// collision): counted under a `[stack lost]` frame.
+    pub stack_errors: u64,
+    /// Process events the ring buffer could not take.
+    pub process_events_lost: u64,
+    /// Side-band records the kernel could not write (a ring full).
+    pub side_band_lost: u64,
+    pub execs: u64,
+    pub exits: u64,
+    /// Distinct stacks of the interval.
+    pub stacks: u64,
+}
+
+/// One interval's profile.
+#[derive(Debug)]
+pub struct Interval {
+    /// 1 for the first interval.
+    pub number: u64,
+    pub profile: Profile,
+    pub folded: FoldedStacks,
+    pub statistics: IntervalStatistics,
+}
+
+/// The sample types of the daemon's profiles.
+const SAMPLE_TYPES: [SampleType<'static>; 2] = [
+    SampleType {
+        kind: "samples",
+        unit: "count",
+    },
+    SampleType {
+        kind: "cpu",
+        unit: "nanoseconds",
+    },
+];
+const NANOSECONDS_PER_SECOND: u64 = 1_000_000_000;
+/// The frame of a stack the kernel could not keep (its map full, or a collision).
+pub const STACK_LOST: &str = "[stack lost]";
+/// bpf_get_stackid's "no stack in this mode" (a kernel thread's user stack, a user
+/// sample's kernel stack): not a loss.
+const NO_STACK: i32 = -libc::EFAULT;
+
+/// A running daemon: probes loaded and attached, the side band open.
+pub struct Daemon {
+    options: DaemonOptions,
+    /// Keeps the programs and their links alive.
+    _ebpf: Ebpf,
+    counts: HashMap<MapData, StackKey, u64>,
+    traces: StackTraceMap<MapData>,
+    process_events: RingBuf<MapData>,
+    counters: PerCpuArray<MapData, u64>,
+    /// The counters' totals at the end of the last interval.
+    counter_totals: [u64; Counter::COUNT as usize],
+    side_band: Vec<(Event, RingBuffer)>,
+    processes: Processes,
+    merged: ProfileBuilder,
+    started: Instant,
+    interval_started: SystemTime,
+    interval: u64,
+    /// Processes that exited during the interval: forgotten after it.
+    exited: Vec<u32>,
+    pending: IntervalStatistics,
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for Daemon {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Daemon")
+            .field("options", &self.options)
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
+    }
+}
+
+fn program_error(program: &str) -> impl Fn(aya::programs::ProgramError) -> DaemonError + '_ {
+    move |error| {
+        let message = error_chain(&error);
+        if is_permission_error(&message) {
+            DaemonError::BpfUnavailable {
+                reason: format!("loading {program}: {message}"),
+            }
+        } else {
+            DaemonError::Program {
+                program: program.to_owned(),
+                message,
+            }
+        }
+    }
+}
+
+fn map_error(map: &'static str) -> impl Fn(aya::maps::MapError) -> DaemonError {
+    move |error| DaemonError::Map {
+        map,
+        message: error_chain(&error),
+    }
+}
+
+/// An error and its sources in one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+fn is_permission_error(message: &str) -> bool {
+    message.contains("Operation not permitted") || message.contains("Permission denied")
+}
+
+/// Mounts tracefs where aya looks for it when none is mounted (the guest mounts none;
+/// tracepoint programs are attached through its event ids).
+fn ensure_tracefs() {
+    let mounted = std::fs::read_to_string("/proc/mounts")
+        .is_ok_and(|mounts| mounts.lines().any(|line| line.contains(" tracefs ")));
+    if !mounted {
+        // Failure shows as the tracepoint attach error that follows.
+        let _ = nix::mount::mount(
+            Some("tracefs"),
+            "/sys/kernel/tracing",
+            Some("tracefs"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        );
+    }
+}
+
+impl Daemon {
+    /// Loads and attaches the probes on every online CPU and opens the side band.
+    pub fn start(options: DaemonOptions) -> Result<Daemon, DaemonError> {
+        let bytes = std::fs::read(&options.probes).map_err(|source| DaemonError::Probes {
+            path: options.probes.clone(),
+            source,
+        })?;
+        if options.frequency == 0 {
+            return Err(DaemonError::Attach {
+                event: options.event.name.clone(),
+                cpu: 0,
+                message: "a sampling frequency of 0".to_owned(),
+            });
+        }
+        let cpus = perf_ring::online_cpus().map_err(|error| DaemonError::Attach {
+            event: options.event.name.clone(),
+            cpu: 0,
+            message: error.to_string(),
+        })?;
+        let mut ebpf = EbpfLoader::new()
+            .map_max_entries(map_name::STACK_COUNTS, options.stack_counts)
+            .map_max_entries(map_name::STACK_TRACES, options.stack_traces)
+            .load(&bytes)
+            .map_err(|error| {
+                let message = error_chain(&error);
+                if is_permission_error(&message) {
+                    DaemonError::BpfUnavailable { reason: message }
+                } else {
+                    DaemonError::Program {
+                        program: "the object".to_owned(),
+                        message,
+                    }
+                }
+            })?;
+        let mut config: Array<&mut MapData, Config> = Array::try_from(
+            ebpf.map_mut(map_name::CONFIG)
+                .ok_or_else(|| missing_map(map_name::CONFIG))?,
+        )
+        .map_err(map_error(map_name::CONFIG))?;
+        config
+            .set(CONFIG_INDEX, Config::default(), 0)
+            .map_err(map_error(map_name::CONFIG))?;
+
+        // The process watch first, so no exec between the two is missed.
+        ensure_tracefs();
+        for (name, tracepoint) in [
+            (program_name::SCHED_PROCESS_EXEC, "sched_process_exec"),
+            (program_name::SCHED_PROCESS_EXIT, "sched_process_exit"),
+        ] {
+            let program: &mut TracePoint = ebpf
+                .program_mut(name)
+                .ok_or_else(|| missing_program(name))?
+                .try_into()
+                .map_err(program_error(name))?;
+            program.load().map_err(program_error(name))?;
+            program
+                .attach("sched", tracepoint)
+                .map_err(program_error(name))?;
+        }
+
+        // The side band before the samples: a mapping is known before its addresses
+        // are counted.
+        let mut side_band = Vec::new();
+        for &cpu in &cpus {
+            let event = side_band_event(cpu)?;
+            let ring = RingBuffer::new(&event, options.side_band_pages)
+                .map_err(|error| DaemonError::SideBand(error.to_string()))?;
+            event
+                .enable()
+                .map_err(|error| DaemonError::SideBand(error.to_string()))?;
+            side_band.push((event, ring));
+        }
+        let mut processes = Processes::new(SymbolOptions {
+            kallsyms: options.kallsyms.clone(),
+            ..SymbolOptions::default()
+        });
+        // Exited threads keep their names until their last interval is written.
+        processes.keep_exited_threads();
+        synthesize_running(&mut processes, &options.proc);
+
+        let sampler: &mut PerfEvent = ebpf
+            .program_mut(program_name::SAMPLE_STACKS)
+            .ok_or_else(|| missing_program(program_name::SAMPLE_STACKS))?
+            .try_into()
+            .map_err(program_error(program_name::SAMPLE_STACKS))?;
+        sampler
+            .load()
+            .map_err(program_error(program_name::SAMPLE_STACKS))?;
+        for &cpu in &cpus {
+            sampler
+                .attach(
+                    PerfEventConfig::Pmu {
+                        pmu_type: options.event.pmu_type,
+                        config: options.event.config,
+                    },
+                    PerfEventScope::AllProcessesOneCpu { cpu },
+                    SamplePolicy::Frequency(options.frequency),
+                    false,
+                )
+                .map_err(|error| {
+                    let message = error_chain(&error);
+                    if is_permission_error(&message) {
+                        DaemonError::BpfUnavailable {
+                            reason: format!("sampling {}: {message}", options.event.name),
+                        }
+                    } else {
+                        DaemonError::Attach {
+                            event: options.event.name.clone(),
+                            cpu,
+                            message,
+                        }
+                    }
+                })?;
+        }
+
+        let counts = HashMap::try_from(
+            ebpf.take_map(map_name::STACK_COUNTS)
+                .ok_or_else(|| missing_map(map_name::STACK_COUNTS))?,
+        )
+        .map_err(map_error(map_name::STACK_COUNTS))?;
+        let traces = StackTraceMap::try_from(
+            ebpf.take_map(map_name::STACK_TRACES)
+                .ok_or_else(|| missing_map(map_name::STACK_TRACES))?,
+        )
+        .map_err(map_error(map_name::STACK_TRACES))?;
+        let process_events = RingBuf::try_from(
+            ebpf.take_map(map_name::PROCESS_EVENTS)
+                .ok_or_else(|| missing_map(map_name::PROCESS_EVENTS))?,
+        )
+        .map_err(map_error(map_name::PROCESS_EVENTS))?;
+        let counters = PerCpuArray::try_from(
+            ebpf.take_map(map_name::COUNTERS)
+                .ok_or_else(|| missing_map(map_name::COUNTERS))?,
+        )
+        .map_err(map_error(map_name::COUNTERS))?;
+        Ok(Daemon {
+            options,
+            _ebpf: ebpf,
+            counts,
+            traces,
+            process_events,
+            counters,
+            counter_totals: [0; Counter::COUNT as usize],
+            side_band,
+            processes,
+            merged: ProfileBuilder::new(&SAMPLE_TYPES),
+            started: Instant::now(),
+            interval_started: SystemTime::now(),
+            interval: 0,
+            exited: Vec::new(),
+            pending: IntervalStatistics::default(),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Reads what the side band and the process watch published: called often (every
+    /// 100 ms or so) so their rings never fill between intervals.
+    pub fn poll(&mut self) {
+        // Every CPU's records, applied in time order: a process that moves between
+        // CPUs has its FORK, COMM (exec) and MMAP2 records in several rings, and a
+        // mapping applied before the exec that precedes it would be cleared by it.
+        let mut records: Vec<SideBandRecord> = Vec::new();
+        for (_, ring) in &mut self.side_band {
+            let mut batch = ring.read();
+            while let Ok(Some(record)) = batch.next_record() {
+                let body = record.body.contiguous(&mut self.scratch);
+                if record.record_type == abi::PERF_RECORD_LOST {
+                    // PERF_RECORD_LOST: u64 id, u64 lost.
+                    if let Some(lost) = read_u64(body, 8) {
+                        self.pending.side_band_lost =
+                            self.pending.side_band_lost.saturating_add(lost);
+                    }
+                    continue;
+                }
+                if !Processes::is_side_band(record.record_type) {
+                    continue;
+                }
+                // sample_id_all with TID and TIME: the time is the body's last u64.
+                let time = body
+                    .len()
+                    .checked_sub(8)
+                    .and_then(|offset| read_u64(body, offset))
+                    .unwrap_or(0);
+                records.push(SideBandRecord {
+                    time,
+                    record_type: record.record_type,
+                    misc: record.misc,
+                    body: body.to_vec(),
+                });
+            }
+        }
+        records.sort_by_key(|record| record.time);
+        for record in &records {
+            self.processes
+                .observe(record.record_type, record.misc, &record.body);
+        }
+        while let Some(item) = self.process_events.next() {
+            let bytes: &[u8] = &item;
+            if bytes.len() < std::mem::size_of::<ProcessEvent>() {
+                continue;
+            }
+            // SAFETY: the ring holds whole ProcessEvents written by the probe (the
+            // length was checked); ProcessEvent is plain old data (aya::Pod), so any
+            // bytes are a valid value, and read_unaligned takes no alignment.
+            let event: ProcessEvent =
+                unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<ProcessEvent>()) };
+            match event.kind {
+                process_event_kind::EXEC => self.pending.execs += 1,
+                process_event_kind::EXIT => {
+                    self.pending.exits += 1;
+                    self.exited.push(event.tgid);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Ends the interval: reads and clears the maps, symbolizes the counts into the
+    /// interval's profile and merges it into the run's.
+    pub fn collect(&mut self) -> Result<Interval, DaemonError> {
+        self.poll();
+        let now = SystemTime::now();
+        let mut statistics = std::mem::take(&mut self.pending);
+        self.interval += 1;
+        // The counters are totals since load: the interval's are the differences.
+        for counter in Counter::ALL {
+            let values = self
+                .counters
+                .get(&counter.index(), 0)
+                .map_err(map_error(map_name::COUNTERS))?;
+            let total = values
+                .iter()
+                .fold(0u64, |sum, value| sum.saturating_add(*value));
+            let index = counter.index() as usize;
+            let delta = total.saturating_sub(self.counter_totals[index]);
+            self.counter_totals[index] = total;
+            match counter {
+                Counter::SamplesSeen => statistics.samples_seen = delta,
+                Counter::SamplesDropped => statistics.samples_dropped = delta,
+                Counter::UserStackErrors | Counter::KernelStackErrors => {
+                    statistics.stack_errors = statistics.stack_errors.saturating_add(delta)
+                }
+                Counter::ProcessEventsLost => statistics.process_events_lost = delta,
+            }
+        }
+        // Read then remove each key: counts added between the two are lost (a window
+        // of a system call per key).
+        let keys: Vec<StackKey> = self.counts.keys().filter_map(Result::ok).collect();
+        let mut counted: Vec<(StackKey, u64)> = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Ok(count) = self.counts.get(&key, 0) {
+                counted.push((key, count));
+            }
+            let _ = self.counts.remove(&key);
+        }
+        let mut stacks: StdHashMap<u32, Vec<u64>> = StdHashMap::new();
+        for (key, _) in &counted {
+            for id in [key.user_stack_id, key.kernel_stack_id] {
+                if let Ok(id) = u32::try_from(id) {
+                    if let std::collections::hash_map::Entry::Vacant(entry) = stacks.entry(id) {
+                        if let Ok(trace) = self.traces.get(&id, 0) {
+                            entry.insert(trace.frames().iter().map(|frame| frame.ip).collect());
+                        }
+                    }
+                }
+            }
+        }
+        for id in stacks.keys() {
+            let _ = self.traces.remove(id);
+        }
+        let nanoseconds_per_sample =
+            i64::try_from(NANOSECONDS_PER_SECOND / self.options.frequency).unwrap_or(i64::MAX);
+        let mut profile = StackProfile::new(
+            &SAMPLE_TYPES,
+            None,
+            StdHashMap::new(),
+            MappingSymbols::Functions,
+        );
+        let mut comm = String::new();
+        for (key, count) in &counted {
+            let mut frames: Vec<StackFrame> = Vec::new();
+            let mut lost = false;
+            for id in [key.kernel_stack_id, key.user_stack_id] {
+                match u32::try_from(id) {
+                    Ok(id) => match stacks.get(&id) {
+                        Some(addresses) => {
+                            frames.extend(addresses.iter().enumerate().map(|(index, &address)| {
+                                if index == 0 {
+                                    StackFrame::Instruction(address)
+                                } else {
+                                    StackFrame::ReturnAddress(address)
+                                }
+                            }))
+                        }
+                        // Removed with the last interval's stacks while this key
+                        // was counted: a loss like a full map's.
+                        None => lost = true,
+                    },
+                    Err(_) if id == NO_STACK || id == aya_probes_common::STACK_ID_NOT_COLLECTED => {
+                    }
+                    Err(_) => lost = true,
+                }
+            }
+            if lost {
+                // Shown as a frame of its own, under what is known.
+                frames.push(StackFrame::Placeholder(STACK_LOST));
+            }
+            let count_value = i64::try_from(*count).unwrap_or(i64::MAX);
+            let values = [
+                count_value,
+                count_value.saturating_mul(nanoseconds_per_sample),
+            ];
+            let pid = i32::try_from(key.pid).unwrap_or(i32::MAX);
+            comm.clear();
+            comm.push_str(if key.pid == 0 {
+                "swapper"
+            } else {
+                self.processes.comm(pid, pid)
+            });
+            let labels = sample_labels(self.options.labels, pid, pid, &comm);
+            profile.add_stack(&mut self.processes, key.pid, frames, &values, &labels)?;
+            statistics.samples_counted = statistics.samples_counted.saturating_add(*count);
+        }
+        statistics.stacks = profile.sample_count() as u64;
+        let since = |time: SystemTime| {
+            time.duration_since(UNIX_EPOCH).map_or(0, |since| {
+                i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)
+            })
+        };
+        let duration = now
+            .duration_since(self.interval_started)
+            .unwrap_or(Duration::ZERO);
+        let profile = profile.finish(ProfileMetadata {
+            time_nanos: since(self.interval_started),
+            duration_nanos: i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX),
+            period: Some((
+                "cpu".to_owned(),
+                "nanoseconds".to_owned(),
+                nanoseconds_per_sample,
+            )),
+            comments: vec![format!(
+                "rvperf daemon: {} at {} Hz on every CPU, interval {}",
+                self.options.event.name, self.options.frequency, self.interval
+            )],
+            default_sample_type: Some("cpu".to_owned()),
+        });
+        self.merged.merge(&profile)?;
+        for pid in self.exited.drain(..) {
+            self.processes.forget_process(pid);
+        }
+        self.interval_started = now;
+        let folded = profile_folded(&profile, 0);
+        Ok(Interval {
+            number: self.interval,
+            profile,
+            folded,
+            statistics,
+        })
+    }
+
+    /// The profile of the whole run so far.
+    pub fn merged(&self) -> Profile {
+        let mut profile = self.merged.snapshot();
+        profile.duration_nanos =
+            i64::try_from(self.started.elapsed().as_nanos()).unwrap_or(i64::MAX);
+        profile
+    }
+
+    /// Symbols the symbolizer could not find (files, kernel), one line each.
+    pub fn problems(&self) -> Vec<String> {
+        self.processes
+            .problems()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+}
+
+/// A side-band record taken from a ring, for ordering.
+struct SideBandRecord {
+    time: u64,
+    record_type: u32,
+    misc: u16,
+    body: Vec<u8>,
+}
+
+fn read_u64(bytes: &[u8], offset: usize) -> Option<u64> {
+    let slice = bytes.get(offset..offset.checked_add(8)?)?;
+    let mut value = [0u8; 8];
+    value.copy_from_slice(slice);
+    Some(u64::from_ne_bytes(value))
+}
+
+fn missing_map(map: &'static str) -> DaemonError {
+    DaemonError::Map {
+        map,
+        message: "not in the eBPF object (built from another aya-probes?)".to_owned(),
+    }
+}
+
+fn missing_program(program: &str) -> DaemonError {
+    DaemonError::Program {
+        program: program.to_owned(),
+        message: "not in the eBPF object (built from another aya-probes?)".to_owned(),
+    }
+}
+
+/// A `dummy` event on `cpu` that carries the side band: MMAP2 with build ids, COMM
+/// (exec too), FORK and EXIT of every process.
+fn side_band_event(cpu: u32) -> Result<Event, DaemonError> {
+    let mut attr = perf_event_attr {
+        type_: abi::PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<perf_event_attr>() as u32,
+        config: u64::from(abi::PERF_COUNT_SW_DUMMY),
+        ..Default::default()
+    };
+    attr.set_disabled(1);
+    // mmap2 only widens the records mmap asks for.
+    attr.set_mmap(1);
+    attr.set_mmap2(1);
+    attr.set_build_id(1);
+    attr.set_comm(1);
+    attr.set_comm_exec(1);
+    attr.set_task(1);
+    attr.set_exclude_kernel(0);
+    // Each record ends with its task and time, so the rings' records can be merged in
+    // time order.
+    attr.set_sample_id_all(1);
+    attr.sample_type = u64::from(abi::PERF_SAMPLE_TID | abi::PERF_SAMPLE_TIME);
+    attr.wakeup_events = 1;
+    let cpu_number = i32::try_from(cpu).unwrap_or(i32::MAX);
+    Event::open("dummy (side band)", &attr, -1, cpu_number, None, 0).map_err(|error| {
+        let message = error.to_string();
+        if is_permission_error(&message) || message.contains("permission denied") {
+            DaemonError::BpfUnavailable {
+                reason: format!("the side band: {message}"),
+            }
+        } else {
+            DaemonError::SideBand(message)
+        }
+    })
+}
+
+/// The names and executable mappings of the processes running at start, from /proc
+/// (perf's synthesized side band).
+fn synthesize_running(processes: &mut Processes, proc: &Path) {
+    let Ok(entries) = std::fs::read_dir(proc) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let directory = entry.path();
+        let (Ok(comm), Ok(maps)) = (
+            std::fs::read_to_string(directory.join("comm")),
+            std::fs::read_to_string(directory.join("maps")),
+        ) else {
+            continue; // ended meanwhile
+        };
+        let pid_number = i32::try_from(pid).unwrap_or(i32::MAX);
+        processes.name_thread(pid_number, pid_number, comm.trim_end());
+        for line in maps.lines().filter_map(perf_record::parse_maps_line) {
+            if !line.path.starts_with('/') {
+                continue;
+            }
+            processes.symbolizer().add_mapping(
+                pid,
+                line.start,
+                line.end.saturating_sub(line.start),
+                line.offset,
+                &line.path,
+                None,
+            );
+        }
+    }
+}
+
+/// What a running daemon is asked from outside: stop (SIGINT, SIGTERM) or reopen its
+/// outputs (SIGHUP). Process-wide, as signal dispositions are.
+static STOP_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+static REOPEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_stop(signal: libc::c_int) {
+    STOP_SIGNAL.store(signal, std::sync::atomic::Ordering::Relaxed);
+}
+
+extern "C" fn on_reopen(_: libc::c_int) {
+    REOPEN.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Makes SIGINT and SIGTERM end the run after a last complete interval, and SIGHUP
+/// reopen the outputs, instead of their default actions.
+pub fn install_signal_handlers() -> Result<(), nix::errno::Errno> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let stop = SigAction::new(
+        SigHandler::Handler(on_stop),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    let reopen = SigAction::new(
+        SigHandler::Handler(on_reopen),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    // SAFETY: the handlers only store to atomics, which is async-signal-safe.
+    unsafe {
+        sigaction(Signal::SIGINT, &stop)?;
+        sigaction(Signal::SIGTERM, &stop)?;
+        sigaction(Signal::SIGHUP, &reopen)?;
+    }
+    Ok(())
+}
+
+/// The signal that asked the run to stop, if one did.
+pub fn stop_requested() -> Option<nix::sys::signal::Signal> {
+    let signal = STOP_SIGNAL.load(std::sync::atomic::Ordering::Relaxed);
+    (signal != 0)
+        .then(|| nix::sys::signal::Signal::try_from(signal).ok())
+        .flatten()
+}
+
+/// What the run loop hands its caller.
+#[derive(Debug)]
+pub enum RunEvent<'a> {
+    /// An interval ended: its profile, and the run's merged profile.
+    Interval {
+        interval: &'a Interval,
+        merged: &'a Profile,
+    },
+    /// SIGHUP: the caller reopens (recreates) its outputs.
+    Reopen,
+}
+
+/// How the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// A signal asked it to stop; the last interval was collected whole.
+    Signal(nix::sys::signal::Signal),
+    /// The interval count asked for was reached.
+    Intervals,
+}
+
+/// How often the rings are read between intervals.
+const POLL_PERIOD: Duration = Duration::from_millis(100);
+
+/// Runs intervals of `every` until a stop signal (or `intervals` intervals), handing
+/// each to `sink`. A stop ends the interval under way early, and it is collected and
+/// handed over like the others.
+pub fn run<E>(
+    daemon: &mut Daemon,
+    every: Duration,
+    intervals: Option<u64>,
+    mut sink: impl FnMut(RunEvent<'_>) -> Result<(), E>,
+) -> Result<RunEnd, RunError<E>> {
+    loop {
+        let started = Instant::now();
+        let mut stop = None;
+        while started.elapsed() < every {
+            std::thread::sleep(POLL_PERIOD.min(every.saturating_sub(started.elapsed())));
+            daemon.poll();
+            if REOPEN.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                sink(RunEvent::Reopen).map_err(RunError::Sink)?;
+            }
+            stop = stop_requested();
+            if stop.is_some() {
+                break;
+            }
+        }
+        let interval = daemon.collect().map_err(RunError::Daemon)?;
+        let merged = daemon.merged();
+        sink(RunEvent::Interval {
+            interval: &interval,
+            merged: &merged,
+        })
+        .map_err(RunError::Sink)?;
+        if let Some(signal) = stop {
+            return Ok(RunEnd::Signal(signal));
+        }
+        if intervals.is_some_and(|count| interval.number >= count) {
+            return Ok(RunEnd::Intervals);
+        }
+    }
+}
+
+/// Why [`run`] stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError<E> {
+    #[error(transparent)]
+    Daemon(DaemonError),
+    #[error("{0}")]
+    Sink(E),
+}

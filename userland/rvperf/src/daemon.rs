@@ -1,0 +1,202 @@
+//! `rvperf daemon`: always-on profiling of the whole machine through rvperf's eBPF
+//! probes (aya-probes/, loaded by the profile-daemon library). Every interval writes
+//! `interval-NNNNNN.pb.gz` (pprof) and `interval-NNNNNN.folded` into the output
+//! directory, and rewrites `merged.pb.gz` and `merged.folded`, the whole run's; the
+//! oldest intervals are removed beyond `--keep`. SIGTERM or SIGINT end the run after a
+//! last, complete interval; SIGHUP recreates the output directory (after a rotation
+//! moved it away).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use perf_session::SampleLabels;
+use profile_daemon::{Daemon, DaemonError, DaemonOptions, RunEnd, RunEvent, SampledEvent};
+
+use crate::output::write_atomically;
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// The directory profiles are written to.
+    #[arg(long)]
+    output: PathBuf,
+    /// Seconds per interval.
+    #[arg(long, default_value_t = 10.0)]
+    interval: f64,
+    /// The sampled event (any event `rvperf record -e` takes).
+    #[arg(short = 'e', long, default_value = "cycles")]
+    event: String,
+    /// Samples per second on every CPU.
+    #[arg(short = 'F', long, default_value_t = 99)]
+    frequency: u64,
+    /// Stop after this many intervals (default: run until SIGTERM or SIGINT).
+    #[arg(long)]
+    intervals: Option<u64>,
+    /// Interval files kept; older ones are removed.
+    #[arg(long, default_value_t = 60)]
+    keep: u64,
+    /// Most distinct (process, user stack, kernel stack) keys per interval; samples
+    /// beyond are counted as dropped.
+    #[arg(long, default_value_t = aya_probes_common::STACK_COUNTS_DEFAULT_MAX_ENTRIES)]
+    max_stacks: u32,
+    /// Most distinct stacks kept per interval (about 1 KiB of kernel memory each). The
+    /// kernel keeps stacks in a hash table that drops a stack whose bucket is taken,
+    /// so it is sized well above the stacks expected: those lost are counted and shown
+    /// under `[stack lost]`.
+    #[arg(long, default_value_t = STACK_TRACES)]
+    max_stack_traces: u32,
+    /// The eBPF object (default: $RVPERF_PROBES, else rvperf-probes.bpf.o beside
+    /// this binary, else /usr/lib/rvperf/rvperf-probes.bpf.o).
+    #[arg(long)]
+    probes: Option<PathBuf>,
+    /// Kernel symbols.
+    #[arg(long, default_value = "/proc/kallsyms")]
+    kallsyms: PathBuf,
+}
+
+/// The default size of the stack map: 32 MiB of kernel memory, so that a busy
+/// machine's few thousand distinct stacks per interval rarely collide.
+const STACK_TRACES: u32 = 32_768;
+
+/// The file name of the eBPF object beside the binary or in /usr/lib/rvperf.
+const PROBES_NAME: &str = "rvperf-probes.bpf.o";
+
+fn probes_path(arguments: &DaemonArgs) -> PathBuf {
+    if let Some(path) = &arguments.probes {
+        return path.clone();
+    }
+    if let Some(path) = std::env::var_os("RVPERF_PROBES") {
+        return PathBuf::from(path);
+    }
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join(PROBES_NAME)));
+    match beside {
+        Some(path) if path.exists() => path,
+        _ => Path::new("/usr/lib/rvperf").join(PROBES_NAME),
+    }
+}
+
+pub fn run(arguments: &DaemonArgs) -> Result<()> {
+    if !(arguments.interval > 0.0 && arguments.interval.is_finite()) {
+        bail!("--interval must be a positive number of seconds");
+    }
+    if arguments.keep == 0 {
+        bail!("--keep must keep at least one interval");
+    }
+    let spec = perf_abi::parse_event(&arguments.event, Path::new("/sys"))
+        .with_context(|| format!("event {:?}", arguments.event))?;
+    let options = DaemonOptions {
+        probes: probes_path(arguments),
+        event: SampledEvent {
+            name: spec.name.clone(),
+            pmu_type: spec.pmu_type,
+            config: spec.config,
+        },
+        frequency: arguments.frequency,
+        stack_counts: arguments.max_stacks,
+        stack_traces: arguments.max_stack_traces,
+        labels: SampleLabels::Process,
+        kallsyms: Some(arguments.kallsyms.clone()),
+        ..DaemonOptions::default()
+    };
+    let mut daemon = match Daemon::start(options) {
+        Ok(daemon) => daemon,
+        Err(DaemonError::BpfUnavailable { reason }) => {
+            bail!("BPF is unavailable ({reason}); run as root (or with CAP_BPF and CAP_PERFMON)")
+        }
+        Err(error) => return Err(error.into()),
+    };
+    // After the start: a refused start leaves nothing behind.
+    std::fs::create_dir_all(&arguments.output)
+        .with_context(|| format!("cannot create {}", arguments.output.display()))?;
+    profile_daemon::install_signal_handlers().context("cannot handle SIGTERM/SIGINT/SIGHUP")?;
+    eprintln!(
+        "rvperf daemon: profiling every CPU ({} at {} Hz, eBPF) into {}, {} s intervals",
+        arguments.event,
+        arguments.frequency,
+        arguments.output.display(),
+        arguments.interval
+    );
+    let every = Duration::from_secs_f64(arguments.interval);
+    let output = arguments.output.clone();
+    let keep = arguments.keep;
+    let end = profile_daemon::run(&mut daemon, every, arguments.intervals, |event| {
+        match event {
+            RunEvent::Reopen => {
+                std::fs::create_dir_all(&output)
+                    .with_context(|| format!("cannot recreate {}", output.display()))?;
+                eprintln!("rvperf daemon: SIGHUP: outputs reopened in {}", output.display());
+            }
+            RunEvent::Interval { interval, merged } => {
+                write_interval(&output, interval, merged, keep)?;
+                let statistics = &interval.statistics;
+                eprintln!(
+                    "rvperf daemon: interval {}: {} samples in {} stacks, {} dropped (stack map full), {} stacks lost, {} process events lost, {} side-band records lost, {} execs, {} exits",
+                    interval.number,
+                    statistics.samples_counted,
+                    statistics.stacks,
+                    statistics.samples_dropped,
+                    statistics.stack_errors,
+                    statistics.process_events_lost,
+                    statistics.side_band_lost,
+                    statistics.execs,
+                    statistics.exits,
+                );
+            }
+        }
+        Ok::<(), anyhow::Error>(())
+    })
+    .map_err(|error| match error {
+        profile_daemon::RunError::Daemon(error) => anyhow::Error::from(error),
+        profile_daemon::RunError::Sink(error) => error,
+    })?;
+    for problem in daemon.problems() {
+        eprintln!("rvperf daemon: warning: {problem}");
+    }
+    match end {
+        RunEnd::Signal(signal) => {
+            eprintln!("rvperf daemon: {signal}: stopped, the last interval written")
+        }
+        RunEnd::Intervals => eprintln!("rvperf daemon: done"),
+    }
+    Ok(())
+}
+
+/// Writes an interval's files and the merged profile, each whole (write then rename),
+/// and removes the interval files beyond `keep`.
+fn write_interval(
+    directory: &Path,
+    interval: &profile_daemon::Interval,
+    merged: &pprof::Profile,
+    keep: u64,
+) -> Result<()> {
+    let stem = format!("interval-{:06}", interval.number);
+    let write_profile = |name: &str, profile: &pprof::Profile| {
+        let path = directory.join(name);
+        write_atomically(&path, |out| Ok(pprof::write_gzip(profile, out)?))
+            .with_context(|| format!("cannot write {}", path.display()))
+    };
+    let write_text = |name: &str, text: &str| {
+        let path = directory.join(name);
+        write_atomically(&path, |out| Ok(out.write_all(text.as_bytes())?))
+            .with_context(|| format!("cannot write {}", path.display()))
+    };
+    write_profile(&format!("{stem}.pb.gz"), &interval.profile)?;
+    write_text(&format!("{stem}.folded"), &interval.folded.to_text())?;
+    write_profile("merged.pb.gz", merged)?;
+    write_text(
+        "merged.folded",
+        &perf_session::profile_folded(merged, 0).to_text(),
+    )?;
+    if let Some(old) = interval.number.checked_sub(keep) {
+        if old > 0 {
+            let stem = format!("interval-{old:06}");
+            for extension in ["pb.gz", "folded"] {
+                let _ = std::fs::remove_file(directory.join(format!("{stem}.{extension}")));
+            }
+        }
+    }
+    Ok(())
+}
