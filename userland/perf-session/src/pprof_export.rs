@@ -34,8 +34,27 @@ pub enum SampleLabels {
     Process,
     /// `pid`, `tid` and `comm`.
     Thread,
+    /// `comm` only: processes of one command merged, so a long run's profile grows
+    /// with its commands, not with its process ids.
+    Command,
     /// None: every process's equal stacks merged.
     None,
+}
+
+/// The name of user addresses in no mapping, in a profile by file offsets.
+const UNKNOWN_FRAME: &str = "[unknown]";
+
+/// Which address a location of a user-space file carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LocationAddresses {
+    /// The process's run-time address, in a mapping per process mapping (as recorded).
+    #[default]
+    Runtime,
+    /// The offset in the file, in one mapping per file (start 0): the same code of
+    /// every process (position-independent code loaded at random addresses) is one
+    /// location, so a profile of many processes grows with the code, not the processes;
+    /// addresses in no mapping are one `[unknown]` location.
+    FileOffsets,
 }
 
 /// How [`pprof_profile`] builds the profile.
@@ -205,6 +224,7 @@ pub struct StackProfile {
     /// Leaf samples per user mapping: the most sampled is the profile's program.
     leaf_samples: HashMap<MappingId, u64>,
     stack: Vec<LocationId>,
+    addresses: LocationAddresses,
 }
 
 /// An address of a stack, leaf first, and whether it is the sampled instruction or a
@@ -252,7 +272,14 @@ impl StackProfile {
             file_build_ids,
             leaf_samples: HashMap::new(),
             stack: Vec::new(),
+            addresses: LocationAddresses::Runtime,
         }
+    }
+
+    /// Locations of user-space files by `addresses`.
+    pub fn with_addresses(mut self, addresses: LocationAddresses) -> Self {
+        self.addresses = addresses;
+        self
     }
 
     /// Adds `values` to the stack `frames` (leaf first) of process `pid`, as its
@@ -293,19 +320,37 @@ impl StackProfile {
                     }
                 }
             } else {
+                let mut location_address = lookup;
                 let mapping = match processes.mapped_file(pid, lookup) {
                     Some(file) => {
-                        let key = (file.index, file.mapping_start, file.mapping_file_offset);
+                        let key = match self.addresses {
+                            LocationAddresses::Runtime => {
+                                (file.index, file.mapping_start, file.mapping_file_offset)
+                            }
+                            LocationAddresses::FileOffsets => {
+                                location_address = file.file_offset;
+                                (file.index, 0, 0)
+                            }
+                        };
                         let mapping = match self.mappings.get(&key) {
                             Some(&mapping) => mapping,
                             None => {
                                 let build_id = file.build_id.or_else(|| {
                                     self.file_build_ids.get(file.recorded).map(Vec::as_slice)
                                 });
+                                let (start, limit, file_offset) = match self.addresses {
+                                    LocationAddresses::Runtime => (
+                                        file.mapping_start,
+                                        file.mapping_end,
+                                        file.mapping_file_offset,
+                                    ),
+                                    // The whole file at address 0: addresses are offsets.
+                                    LocationAddresses::FileOffsets => (0, KERNEL_START, 0),
+                                };
                                 let mapping = self.builder.mapping(&MappingSpec {
-                                    start: file.mapping_start,
-                                    limit: file.mapping_end,
-                                    file_offset: file.mapping_file_offset,
+                                    start,
+                                    limit,
+                                    file_offset,
                                     filename: file.recorded,
                                     build_id,
                                     symbols: self.symbols,
@@ -318,15 +363,30 @@ impl StackProfile {
                     }
                     None => None,
                 };
+                if mapping.is_none() && self.addresses == LocationAddresses::FileOffsets {
+                    // An address in no mapping (a return address read from code without
+                    // frame pointers, mostly): one `[unknown]` location for all, so such
+                    // addresses do not grow a long run's profile.
+                    let function = self.builder.function(&FunctionSpec {
+                        name: UNKNOWN_FRAME,
+                        system_name: UNKNOWN_FRAME,
+                        filename: None,
+                        start_line: None,
+                    });
+                    let location = self.builder.function_location(function)?;
+                    self.stack.push(location);
+                    continue;
+                }
                 if let (Some(mapping), true) = (mapping, self.stack.is_empty()) {
                     *self.leaf_samples.entry(mapping).or_default() += 1;
                 }
-                match self.builder.address_location(mapping, lookup) {
+                match self.builder.address_location(mapping, location_address) {
                     Some(location) => location,
                     None => {
                         let symbolized = processes.symbolizer().symbolize(pid, lookup);
                         let lines = function_lines(&mut self.builder, &symbolized);
-                        self.builder.add_address_location(mapping, lookup, &lines)?
+                        self.builder
+                            .add_address_location(mapping, location_address, &lines)?
                     }
                 }
             };
@@ -375,6 +435,7 @@ pub fn sample_labels<'a>(
     match labels {
         SampleLabels::Process => vec![number("pid", pid), comm],
         SampleLabels::Thread => vec![number("pid", pid), number("tid", tid), comm],
+        SampleLabels::Command => vec![comm],
         SampleLabels::None => Vec::new(),
     }
 }

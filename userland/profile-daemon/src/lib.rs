@@ -38,7 +38,8 @@ use perf_abi::sys::bindings as abi;
 use perf_abi::sys::bindings::perf_event_attr;
 use perf_ring::{Event, RingBuffer};
 use perf_session::{
-    profile_folded, sample_labels, Processes, SampleLabels, StackFrame, StackProfile, SymbolOptions,
+    profile_folded, sample_labels, LocationAddresses, Processes, SampleLabels, StackFrame,
+    StackProfile, SymbolOptions,
 };
 use pprof::{MappingSymbols, Profile, ProfileBuilder, ProfileMetadata, SampleType};
 use profiles::FoldedStacks;
@@ -92,7 +93,7 @@ impl Default for DaemonOptions {
             frequency: 99,
             stack_counts: STACK_COUNTS_DEFAULT_MAX_ENTRIES,
             stack_traces: STACK_TRACES_DEFAULT_MAX_ENTRIES,
-            labels: SampleLabels::Process,
+            labels: SampleLabels::Command,
             kallsyms: Some(PathBuf::from("/proc/kallsyms")),
             proc: PathBuf::from("/proc"),
             side_band_pages: 64,
@@ -198,7 +199,21 @@ pub struct Daemon {
     /// Processes that exited during the interval: forgotten after it.
     exited: Vec<u32>,
     pending: IntervalStatistics,
+    /// The interval's counts so far, drained from the kernel's maps.
+    drained: StdHashMap<DrainedStack, u64>,
+    /// The stack ids the last drain read.
+    recent_stack_ids: std::collections::HashSet<u32>,
     scratch: Vec<u8>,
+}
+
+/// A stack drained from the kernel's maps: its process, kernel and user addresses
+/// (leaf first; empty when the sample had none) and whether part of it was lost.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct DrainedStack {
+    pid: u32,
+    kernel: Vec<u64>,
+    user: Vec<u64>,
+    lost: bool,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -418,6 +433,8 @@ impl Daemon {
             interval: 0,
             exited: Vec::new(),
             pending: IntervalStatistics::default(),
+            drained: StdHashMap::new(),
+            recent_stack_ids: std::collections::HashSet::new(),
             scratch: Vec::new(),
         })
     }
@@ -463,6 +480,7 @@ impl Daemon {
             self.processes
                 .observe(record.record_type, record.misc, &record.body);
         }
+        self.drain_maps();
         while let Some(item) = self.process_events.next() {
             let bytes: &[u8] = &item;
             if bytes.len() < std::mem::size_of::<ProcessEvent>() {
@@ -481,6 +499,70 @@ impl Daemon {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// Moves the kernel's counts into the interval's own: reads and clears the maps.
+    /// Done at every poll, so that the kernel's stack map holds a tenth of a second's
+    /// stacks rather than an interval's: it drops a stack whose bucket another holds,
+    /// and fewer stacks collide less.
+    fn drain_maps(&mut self) {
+        // Read then remove each key: counts added between the two are lost (a window
+        // of a system call per key).
+        let keys: Vec<StackKey> = self.counts.keys().filter_map(Result::ok).collect();
+        let mut counted: Vec<(StackKey, u64)> = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Ok(count) = self.counts.get(&key, 0) {
+                counted.push((key, count));
+            }
+            let _ = self.counts.remove(&key);
+        }
+        let mut stacks: StdHashMap<u32, Vec<u64>> = StdHashMap::new();
+        for (key, _) in &counted {
+            for id in [key.user_stack_id, key.kernel_stack_id] {
+                if let Ok(id) = u32::try_from(id) {
+                    if let std::collections::hash_map::Entry::Vacant(entry) = stacks.entry(id) {
+                        if let Ok(trace) = self.traces.get(&id, 0) {
+                            entry.insert(trace.frames().iter().map(|frame| frame.ip).collect());
+                        }
+                    }
+                }
+            }
+        }
+        // A stack read now stays in the kernel's map until a drain finds it unused: a
+        // sample of it may be counted between this drain's read of its key and a
+        // removal, and would find its stack gone. Stacks unused since the last drain
+        // are removed, so the map holds about two drains' stacks.
+        let referenced: std::collections::HashSet<u32> = stacks.keys().copied().collect();
+        for id in self.recent_stack_ids.difference(&referenced) {
+            let _ = self.traces.remove(id);
+        }
+        self.recent_stack_ids = referenced;
+        for (key, count) in counted {
+            let mut stack = DrainedStack {
+                pid: key.pid,
+                kernel: Vec::new(),
+                user: Vec::new(),
+                lost: false,
+            };
+            for (id, addresses) in [
+                (key.kernel_stack_id, &mut stack.kernel),
+                (key.user_stack_id, &mut stack.user),
+            ] {
+                match u32::try_from(id) {
+                    Ok(id) => match stacks.get(&id) {
+                        Some(frames) => addresses.clone_from(frames),
+                        // Removed with an earlier drain's stacks while this key was
+                        // counted: a loss like a full map's.
+                        None => stack.lost = true,
+                    },
+                    Err(_) if id == NO_STACK || id == aya_probes_common::STACK_ID_NOT_COLLECTED => {
+                    }
+                    Err(_) => stack.lost = true,
+                }
+            }
+            let total = self.drained.entry(stack).or_default();
+            *total = total.saturating_add(count);
         }
     }
 
@@ -512,31 +594,6 @@ impl Daemon {
                 Counter::ProcessEventsLost => statistics.process_events_lost = delta,
             }
         }
-        // Read then remove each key: counts added between the two are lost (a window
-        // of a system call per key).
-        let keys: Vec<StackKey> = self.counts.keys().filter_map(Result::ok).collect();
-        let mut counted: Vec<(StackKey, u64)> = Vec::with_capacity(keys.len());
-        for key in keys {
-            if let Ok(count) = self.counts.get(&key, 0) {
-                counted.push((key, count));
-            }
-            let _ = self.counts.remove(&key);
-        }
-        let mut stacks: StdHashMap<u32, Vec<u64>> = StdHashMap::new();
-        for (key, _) in &counted {
-            for id in [key.user_stack_id, key.kernel_stack_id] {
-                if let Ok(id) = u32::try_from(id) {
-                    if let std::collections::hash_map::Entry::Vacant(entry) = stacks.entry(id) {
-                        if let Ok(trace) = self.traces.get(&id, 0) {
-                            entry.insert(trace.frames().iter().map(|frame| frame.ip).collect());
-                        }
-                    }
-                }
-            }
-        }
-        for id in stacks.keys() {
-            let _ = self.traces.remove(id);
-        }
         let nanoseconds_per_sample =
             i64::try_from(NANOSECONDS_PER_SECOND / self.options.frequency).unwrap_or(i64::MAX);
         let mut profile = StackProfile::new(
@@ -544,33 +601,29 @@ impl Daemon {
             None,
             StdHashMap::new(),
             MappingSymbols::Functions,
-        );
+        )
+        // A long run's processes come and go (and load their code at random
+        // addresses): by file offset, the run's profile grows with its code only.
+        .with_addresses(LocationAddresses::FileOffsets);
         let mut comm = String::new();
-        for (key, count) in &counted {
-            let mut frames: Vec<StackFrame> = Vec::new();
-            let mut lost = false;
-            for id in [key.kernel_stack_id, key.user_stack_id] {
-                match u32::try_from(id) {
-                    Ok(id) => match stacks.get(&id) {
-                        Some(addresses) => {
-                            frames.extend(addresses.iter().enumerate().map(|(index, &address)| {
-                                if index == 0 {
-                                    StackFrame::Instruction(address)
-                                } else {
-                                    StackFrame::ReturnAddress(address)
-                                }
-                            }))
+        let drained = std::mem::take(&mut self.drained);
+        for (stack, count) in &drained {
+            let address_frames = |addresses: &[u64]| -> Vec<StackFrame> {
+                addresses
+                    .iter()
+                    .enumerate()
+                    .map(|(index, &address)| {
+                        if index == 0 {
+                            StackFrame::Instruction(address)
+                        } else {
+                            StackFrame::ReturnAddress(address)
                         }
-                        // Removed with the last interval's stacks while this key
-                        // was counted: a loss like a full map's.
-                        None => lost = true,
-                    },
-                    Err(_) if id == NO_STACK || id == aya_probes_common::STACK_ID_NOT_COLLECTED => {
-                    }
-                    Err(_) => lost = true,
-                }
-            }
-            if lost {
+                    })
+                    .collect()
+            };
+            let mut frames = address_frames(&stack.kernel);
+            frames.extend(address_frames(&stack.user));
+            if stack.lost {
                 // Shown as a frame of its own, under what is known.
                 frames.push(StackFrame::Placeholder(STACK_LOST));
             }
@@ -579,15 +632,15 @@ impl Daemon {
                 count_value,
                 count_value.saturating_mul(nanoseconds_per_sample),
             ];
-            let pid = i32::try_from(key.pid).unwrap_or(i32::MAX);
+            let pid = i32::try_from(stack.pid).unwrap_or(i32::MAX);
             comm.clear();
-            comm.push_str(if key.pid == 0 {
+            comm.push_str(if stack.pid == 0 {
                 "swapper"
             } else {
                 self.processes.comm(pid, pid)
             });
             let labels = sample_labels(self.options.labels, pid, pid, &comm);
-            profile.add_stack(&mut self.processes, key.pid, frames, &values, &labels)?;
+            profile.add_stack(&mut self.processes, stack.pid, frames, &values, &labels)?;
             statistics.samples_counted = statistics.samples_counted.saturating_add(*count);
         }
         statistics.stacks = profile.sample_count() as u64;

@@ -97,7 +97,8 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
         frequency: arguments.frequency,
         stack_counts: arguments.max_stacks,
         stack_traces: arguments.max_stack_traces,
-        labels: SampleLabels::Process,
+        // By command: process ids churn, and the run's profile must not grow with them.
+        labels: SampleLabels::Command,
         kallsyms: Some(arguments.kallsyms.clone()),
         ..DaemonOptions::default()
     };

@@ -23,6 +23,8 @@ pub enum Labels {
     Process,
     /// `pid`, `tid` and `comm`.
     Thread,
+    /// `comm` only.
+    Command,
     /// None: equal stacks of every process merged.
     None,
 }
@@ -152,6 +154,7 @@ fn sampled_profile(arguments: &ExportArgs) -> Result<(pprof::Profile, String)> {
         match arguments.labels {
             Labels::Process => SampleLabels::Process,
             Labels::Thread => SampleLabels::Thread,
+            Labels::Command => SampleLabels::Command,
             Labels::None => SampleLabels::None,
         },
         if arguments.inline {
