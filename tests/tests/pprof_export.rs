@@ -11,47 +11,10 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{repository, rvperf_binary};
-
-const GO_HINT: &str = "run tools/install-deps.sh (as root): it installs golang-1.23-go from bookworm-backports, whose `go tool pprof` these tests read profiles with";
-
-/// Debian's Go (golang-1.23-go keeps it off PATH), else one on PATH.
-fn go() -> PathBuf {
-    let debian = PathBuf::from("/usr/lib/go-1.23/bin/go");
-    if debian.exists() {
-        return debian;
-    }
-    let status = Command::new("go").arg("version").output();
-    assert!(
-        status.is_ok_and(|output| output.status.success()),
-        "no go: {GO_HINT}"
-    );
-    PathBuf::from("go")
-}
-
-/// `go tool pprof ARGS PROFILE`'s standard output; pprof must succeed. Its home and
-/// temporary directory are the test's own, and it never symbolizes again.
-fn pprof_tool(arguments: &[&str], profile: &Path) -> String {
-    let home = tempfile::tempdir().expect("temporary directory");
-    let output = Command::new(go())
-        .args(["tool", "pprof", "-symbolize=none"])
-        .args(arguments)
-        .arg(profile)
-        .env("HOME", home.path())
-        .env("PPROF_TMPDIR", home.path())
-        .env("GOTOOLCHAIN", "local")
-        .output()
-        .expect("run go tool pprof");
-    assert!(
-        output.status.success(),
-        "go tool pprof {arguments:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
+use common::{pprof_tool, repository, rvperf_binary};
 
 fn rvperf(arguments: &[&str], directory: &Path) -> Output {
     Command::new(rvperf_binary())

@@ -431,3 +431,40 @@ pub fn perf_for_recordings() -> Command {
     command.env("PAGER", "cat");
     command
 }
+
+/// Debian's Go (golang-1.23-go, from bookworm-backports, keeps it off PATH), else one on
+/// PATH: `go tool pprof` reads the profiles rvperf writes.
+pub fn go() -> PathBuf {
+    let debian = PathBuf::from("/usr/lib/go-1.23/bin/go");
+    if debian.exists() {
+        return debian;
+    }
+    let found = Command::new("go").arg("version").output();
+    assert!(
+        found.is_ok_and(|output| output.status.success()),
+        "no go: run tools/install-deps.sh (as root): it installs golang-1.23-go from bookworm-backports"
+    );
+    PathBuf::from("go")
+}
+
+/// `go tool pprof ARGS PROFILE`'s standard output; pprof must succeed. Its home and
+/// temporary directory are the test's own, and it never symbolizes again.
+pub fn pprof_tool(arguments: &[&str], profile: &Path) -> String {
+    let home = tempfile::tempdir().expect("temporary directory");
+    let output = Command::new(go())
+        .args(["tool", "pprof", "-symbolize=none"])
+        .args(arguments)
+        .arg(profile)
+        .env("HOME", home.path())
+        .env("PPROF_TMPDIR", home.path())
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .expect("run go tool pprof");
+    assert!(
+        output.status.success(),
+        "go tool pprof {arguments:?} {}: {}",
+        profile.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
