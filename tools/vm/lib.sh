@@ -506,6 +506,21 @@ build_rvperf_riscv64() {
     install -m 755 "$(checkout_target_dir target-riscv64)/$RISCV_TARGET/release/rvperf" "$GUEST_DIR/bin/rvperf"
 }
 
+# rvperf's eBPF object (aya-probes/, what `rvperf daemon` loads), installed beside the
+# guest's rvperf where the daemon looks for it. The object is built for the guest
+# (aya-probes/build.sh selects riscv64's kernel bindings); its toolchain (Debian's
+# rustc-web with the BPF core, bpf-linker against LLVM 22) is installed if missing.
+build_probes() {
+    log "building the eBPF probes (aya-probes)"
+    "$REPO_DIR/tools/install-bpf-toolchain.sh" >&2 ||
+        die "installing the eBPF toolchain (tools/install-bpf-toolchain.sh) failed"
+    local object
+    object=$("$REPO_DIR/aya-probes/build.sh" "$(checkout_target_dir target-bpf)") ||
+        die "building aya-probes (aya-probes/build.sh) failed"
+    mkdir -p "$GUEST_DIR/bin"
+    install -m 644 "$object" "$GUEST_DIR/bin/rvperf-probes.bpf.o"
+}
+
 # The N-Trace hardware of the guest (tools/qemu-ntrace): the TCG plugin, built with
 # the host's cargo into a target directory of the cache, as the riscv64 rvperf is.
 # Sets NTRACE_PLUGIN.
@@ -631,6 +646,7 @@ prepare_guest() {
     USERLAND=$(riscv_userland_dir)
     INITRAMFS=$(initramfs_path)
     build_rvperf_riscv64
+    build_probes
     build_ntrace_plugin
     build_guest_programs
     build_guest_modules "$KERNEL"

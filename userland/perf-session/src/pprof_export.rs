@@ -321,6 +321,8 @@ impl StackProfile {
                 }
             } else {
                 let mut location_address = lookup;
+                // The file's number, when its mapping has no build id yet.
+                let mut missing_build_id = None;
                 let mapping = match processes.mapped_file(pid, lookup) {
                     Some(file) => {
                         let key = match self.addresses {
@@ -355,6 +357,9 @@ impl StackProfile {
                                     build_id,
                                     symbols: self.symbols,
                                 });
+                                if build_id.is_none() {
+                                    missing_build_id = Some(file.index);
+                                }
                                 self.mappings.insert(key, mapping);
                                 mapping
                             }
@@ -384,6 +389,13 @@ impl StackProfile {
                     Some(location) => location,
                     None => {
                         let symbolized = processes.symbolizer().symbolize(pid, lookup);
+                        // The kernel's record had no build id (it could not read the
+                        // note, as of files on 9p): the file's own, now it is read.
+                        if let (Some(mapping), Some(index)) = (mapping, missing_build_id) {
+                            if let Some(build_id) = processes.symbolizer().file_build_id(index) {
+                                self.builder.set_missing_build_id(mapping, build_id);
+                            }
+                        }
                         let lines = function_lines(&mut self.builder, &symbolized);
                         self.builder
                             .add_address_location(mapping, location_address, &lines)?

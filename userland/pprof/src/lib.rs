@@ -267,6 +267,41 @@ impl ProfileBuilder {
         self.mapping_with_build_id_index(spec, build_id)
     }
 
+    /// Gives `mapping` the build id `build_id` if it has none yet (a file whose build id
+    /// was learnt only when it was read, after its mapping was added).
+    pub fn set_missing_build_id(&mut self, mapping: MappingId, build_id: &[u8]) {
+        if build_id.is_empty() {
+            return;
+        }
+        let Some(index) = usize::try_from(mapping.0)
+            .ok()
+            .and_then(|id| id.checked_sub(1))
+            .filter(|&index| index < self.mappings.len())
+        else {
+            return;
+        };
+        if self.mappings[index].build_id != 0 {
+            return;
+        }
+        let old_key = MappingKey {
+            start: self.mappings[index].memory_start,
+            limit: self.mappings[index].memory_limit,
+            file_offset: self.mappings[index].file_offset,
+            filename: self.mappings[index].filename,
+            build_id: 0,
+        };
+        let build_id = self.strings.intern(&hex(build_id));
+        self.mappings[index].build_id = build_id;
+        self.mapping_ids.remove(&old_key);
+        self.mapping_ids.insert(
+            MappingKey {
+                build_id,
+                ..old_key
+            },
+            mapping,
+        );
+    }
+
     /// [`mapping`](Self::mapping) with the build id's string index.
     fn mapping_with_build_id_index(&mut self, spec: &MappingSpec<'_>, build_id: i64) -> MappingId {
         let filename = self.strings.intern(spec.filename);

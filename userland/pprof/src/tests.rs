@@ -267,3 +267,36 @@ proptest::proptest! {
         let _ = read(&bytes);
     }
 }
+
+#[test]
+fn a_missing_build_id_is_filled_once_and_the_mapping_stays_one() {
+    let mut builder = ProfileBuilder::new(&[SampleType {
+        kind: "samples",
+        unit: "count",
+    }]);
+    let spec = MappingSpec {
+        start: 0,
+        limit: 0x1000,
+        file_offset: 0,
+        filename: "/opt/hot",
+        build_id: None,
+        symbols: MappingSymbols::Functions,
+    };
+    let mapping = builder.mapping(&spec);
+    builder.set_missing_build_id(mapping, &[0xab, 0xcd]);
+    // A build id once set is not replaced, and the same file with it is the same mapping.
+    builder.set_missing_build_id(mapping, &[0x01]);
+    assert_eq!(
+        builder.mapping(&MappingSpec {
+            build_id: Some(&[0xab, 0xcd]),
+            ..spec
+        }),
+        mapping
+    );
+    let profile = builder.build();
+    assert_eq!(profile.mapping.len(), 1);
+    assert_eq!(
+        profile.string_table[profile.mapping[0].build_id as usize],
+        "abcd"
+    );
+}

@@ -404,6 +404,16 @@ impl Symbolizer {
         })
     }
 
+    /// The build id file `index` ([`MappedFile::index`]) carries in its own notes, once
+    /// it has been read for symbols: for files whose MMAP2 records carried none (MMAP
+    /// records, or a kernel that could not read the note, as of files on 9p).
+    pub fn file_build_id(&self, index: usize) -> Option<&[u8]> {
+        match &self.files.get(index)?.state {
+            FileState::Ready { object, .. } => object.build_id(),
+            _ => None,
+        }
+    }
+
     /// Every file mapped so far, as recorded (path and the MMAP2 build id), in the
     /// order they were first mapped.
     pub fn recorded_files(&self) -> impl Iterator<Item = RecordedFile<'_>> {
