@@ -431,3 +431,91 @@ fn sigterm_writes_a_last_complete_interval() {
         );
     }
 }
+
+#[test]
+fn the_merged_profile_stays_under_its_cap_and_counts_the_rest() {
+    let _machine = machine();
+    let hot = hot_program();
+    let directory = tempfile::tempdir_in(scratch()).unwrap();
+    let output = directory.path().join("profiles");
+    let mut workload = Command::new(&hot)
+        .arg("100000")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Many distinct stacks: a busy file-system walk beside the hot program.
+    let busy = Command::new("sh")
+        .args([
+            "-c",
+            "for i in $(seq 300); do ls -R /usr/lib >/dev/null; done",
+        ])
+        .spawn();
+    let cap = 20;
+    let result = daemon(
+        &output,
+        &[
+            "-F",
+            "999",
+            "--interval",
+            "1",
+            "--intervals",
+            "3",
+            "--max-merged-stacks",
+            &cap.to_string(),
+        ],
+    )
+    .output()
+    .unwrap();
+    workload.kill().unwrap();
+    workload.wait().unwrap();
+    if let Ok(mut busy) = busy {
+        let _ = busy.kill();
+        let _ = busy.wait();
+    }
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    let over_cap: i64 = stderr
+        .lines()
+        .filter(|line| line.contains(": interval "))
+        .map(|line| {
+            let (before, _) = line.split_once(" merged under").unwrap();
+            before.rsplit(' ').next().unwrap().parse::<i64>().unwrap()
+        })
+        .sum();
+    let total = |path: &Path| -> i64 {
+        let profile = pprof::read(&std::fs::read(path).unwrap()).unwrap();
+        profile.sample.iter().map(|sample| sample.value[0]).sum()
+    };
+    let merged = pprof::read(&std::fs::read(output.join("merged.pb.gz")).unwrap()).unwrap();
+    // At most the cap, plus one stand-in per command whose new stacks came over it.
+    let commands = merged
+        .sample
+        .iter()
+        .flat_map(|sample| sample.label.iter().map(|label| label.str))
+        .collect::<std::collections::HashSet<i64>>()
+        .len();
+    assert!(
+        merged.sample.len() <= cap + commands,
+        "{} samples in the merged profile (cap {cap}, {commands} commands)",
+        merged.sample.len()
+    );
+    // Nothing is lost: the merged total is the intervals', and what went over the cap
+    // is what the stand-in holds.
+    let intervals: i64 = (1..=3)
+        .map(|number| total(&output.join(format!("interval-{number:06}.pb.gz"))))
+        .sum();
+    assert_eq!(
+        merged
+            .sample
+            .iter()
+            .map(|sample| sample.value[0])
+            .sum::<i64>(),
+        intervals
+    );
+    assert!(over_cap > 0, "nothing over the cap: {stderr}");
+    let stand_in = pprof_tool(
+        &["-top", "-focus", "merged profile full"],
+        &output.join("merged.pb.gz"),
+    );
+    assert!(stand_in.contains("[merged profile full]"), "{stand_in}");
+}

@@ -174,6 +174,18 @@ pub struct ProfileBuilder {
     scratch: Vec<u64>,
     metadata: ProfileMetadata,
     main_mapping: Option<MappingId>,
+    /// A cap on distinct samples ([`set_sample_limit`](Self::set_sample_limit)).
+    sample_limit: Option<SampleLimit>,
+    /// Values of the samples the cap folded into its stand-in, summed.
+    over_limit: Vec<i64>,
+}
+
+/// At most `samples` distinct samples: the values of a new (stack, labels) beyond them
+/// go to `stand_in`'s stack, under the same labels.
+#[derive(Debug, Clone, Copy)]
+struct SampleLimit {
+    samples: usize,
+    stand_in: LocationId,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -495,6 +507,21 @@ impl ProfileBuilder {
                     *total = total.saturating_add(*value);
                 }
             }
+            None if self.sample_limit.is_some_and(|limit| {
+                self.samples.len() >= limit.samples && stack != [limit.stand_in]
+            }) =>
+            {
+                let stand_in = self.sample_limit.map(|limit| limit.stand_in);
+                let labels: Vec<u64> = key[stack.len() + 1..].to_vec();
+                self.scratch = key;
+                if self.over_limit.is_empty() {
+                    self.over_limit = vec![0; values.len()];
+                }
+                for (total, value) in self.over_limit.iter_mut().zip(values) {
+                    *total = total.saturating_add(*value);
+                }
+                return self.add_stand_in_sample(stand_in, &labels, values);
+            }
             None => {
                 let labels = self.label_messages(&key[stack.len() + 1..]);
                 self.sample_index
@@ -508,6 +535,21 @@ impl ProfileBuilder {
         }
         self.scratch = key;
         Ok(())
+    }
+
+    /// Caps the distinct samples at `samples`: a new (stack, labels) beyond them is
+    /// counted under a stack of `stand_in` alone with its labels, so memory stays bounded
+    /// however many distinct stacks a long run brings; [`over_limit`](Self::over_limit)
+    /// says how much was folded. (Stand-ins of labels not seen before may still be added:
+    /// the bound is the cap plus the distinct label sets.)
+    pub fn set_sample_limit(&mut self, samples: usize, stand_in: LocationId) {
+        self.sample_limit = Some(SampleLimit { samples, stand_in });
+    }
+
+    /// The values folded into the stand-in of [`set_sample_limit`](Self::set_sample_limit),
+    /// summed per sample type (empty when nothing was).
+    pub fn over_limit(&self) -> &[i64] {
+        &self.over_limit
     }
 
     /// The labels of a sample key's tail (see `add_sample`).
@@ -538,6 +580,41 @@ impl ProfileBuilder {
             }
         }
         labels
+    }
+
+    /// Adds `values` to the sample of the stack `[stand_in]` with the interned label tail
+    /// `labels` (a sample over the cap), creating it if need be.
+    fn add_stand_in_sample(
+        &mut self,
+        stand_in: Option<LocationId>,
+        labels: &[u64],
+        values: &[i64],
+    ) -> Result<(), PprofError> {
+        let Some(stand_in) = stand_in else {
+            return Ok(());
+        };
+        let mut key = Vec::with_capacity(labels.len() + 2);
+        key.push(stand_in.0);
+        key.push(LABELS_FOLLOW);
+        key.extend_from_slice(labels);
+        match self.sample_index.get(key.as_slice()) {
+            Some(&index) => {
+                for (total, value) in self.samples[index].value.iter_mut().zip(values) {
+                    *total = total.saturating_add(*value);
+                }
+            }
+            None => {
+                let labels = self.label_messages(labels);
+                self.sample_index
+                    .insert(key.into_boxed_slice(), self.samples.len());
+                self.samples.push(proto::Sample {
+                    location_id: vec![stand_in.0],
+                    value: values.to_vec(),
+                    label: labels,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The number of distinct (stack, labels) samples so far.

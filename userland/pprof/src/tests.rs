@@ -300,3 +300,70 @@ fn a_missing_build_id_is_filled_once_and_the_mapping_stays_one() {
         "abcd"
     );
 }
+
+#[test]
+fn samples_beyond_the_limit_are_folded_into_the_stand_in_with_their_labels() {
+    let mut builder = ProfileBuilder::new(&TYPES);
+    let mapping = libc(&mut builder);
+    let stand_in_function = function(&mut builder, "[over the limit]");
+    let stand_in = builder.function_location(stand_in_function).unwrap();
+    builder.set_sample_limit(3, stand_in);
+    let locations: Vec<LocationId> = (0..4u64)
+        .map(|index| {
+            let name = format!("f{index}");
+            let function = function(&mut builder, &name);
+            builder
+                .add_address_location(Some(mapping), 0x1000 + index * 16, &[line(function)])
+                .unwrap()
+        })
+        .collect();
+    let comm = |name: &'static str| LabelSpec {
+        key: "comm",
+        value: LabelValue::Text(name),
+    };
+    builder
+        .add_sample(&[locations[0]], &[1, 10], &[comm("a")])
+        .unwrap();
+    builder
+        .add_sample(&[locations[1]], &[1, 10], &[comm("a")])
+        .unwrap();
+    builder
+        .add_sample(&[locations[2]], &[1, 10], &[comm("b")])
+        .unwrap();
+    // Over the limit: new stacks go to the stand-in under their own labels; a stack
+    // already there still adds up.
+    builder
+        .add_sample(&[locations[3]], &[2, 20], &[comm("a")])
+        .unwrap();
+    builder
+        .add_sample(&[locations[3], locations[0]], &[3, 30], &[comm("a")])
+        .unwrap();
+    builder
+        .add_sample(&[locations[3]], &[4, 40], &[comm("b")])
+        .unwrap();
+    builder
+        .add_sample(&[locations[0]], &[5, 50], &[comm("a")])
+        .unwrap();
+    assert_eq!(builder.over_limit(), &[9, 90]);
+    let profile = builder.build();
+    let total: i64 = profile.sample.iter().map(|sample| sample.value[0]).sum();
+    assert_eq!(total, 1 + 1 + 1 + 2 + 3 + 4 + 5);
+    assert_eq!(
+        profile.sample.len(),
+        5,
+        "three stacks and two stand-ins (a, b)"
+    );
+    let stand_in_values: Vec<i64> = profile
+        .sample
+        .iter()
+        .filter(|sample| sample.location_id == [stand_in.get()])
+        .map(|sample| sample.value[0])
+        .collect();
+    assert_eq!(stand_in_values, [5, 4]);
+    let first = profile
+        .sample
+        .iter()
+        .find(|sample| sample.location_id == [locations[0].get()])
+        .unwrap();
+    assert_eq!(first.value, [6, 60]);
+}

@@ -22,11 +22,14 @@
 //! The library does no file I/O of its outputs and never prints: [`Daemon::collect`]
 //! returns each interval's profile and statistics; the CLI writes them.
 
+mod batch;
+
 use std::collections::HashMap as StdHashMap;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf, StackTraceMap};
+use aya::maps::{Array, HashMap, Map, MapData, PerCpuArray, RingBuf, StackTraceMap};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy};
 use aya::programs::{PerfEvent, TracePoint};
 use aya::{Ebpf, EbpfLoader};
@@ -41,7 +44,7 @@ use perf_session::{
     profile_folded, sample_labels, LocationAddresses, Processes, SampleLabels, StackFrame,
     StackProfile, SymbolOptions,
 };
-use pprof::{MappingSymbols, Profile, ProfileBuilder, ProfileMetadata, SampleType};
+use pprof::{FunctionSpec, MappingSymbols, Profile, ProfileBuilder, ProfileMetadata, SampleType};
 use profiles::FoldedStacks;
 
 /// The sampled event: any perf event rvperf can open (a PMU type and config).
@@ -83,7 +86,17 @@ pub struct DaemonOptions {
     pub proc: PathBuf,
     /// Pages of each CPU's side-band ring.
     pub side_band_pages: usize,
+    /// Most distinct (stack, labels) samples of the run's merged profile: beyond them a
+    /// new stack's samples are counted under `[merged profile full]` with its labels, so
+    /// a long run's memory stays bounded (each interval's own profile is whole).
+    pub merged_stacks: usize,
 }
+
+/// The default of [`DaemonOptions::merged_stacks`]: about 40 MB of merged profile.
+pub const MERGED_STACKS_DEFAULT: usize = 100_000;
+
+/// The frame under which samples beyond [`DaemonOptions::merged_stacks`] are merged.
+pub const MERGED_PROFILE_FULL: &str = "[merged profile full]";
 
 impl Default for DaemonOptions {
     fn default() -> Self {
@@ -97,6 +110,7 @@ impl Default for DaemonOptions {
             kallsyms: Some(PathBuf::from("/proc/kallsyms")),
             proc: PathBuf::from("/proc"),
             side_band_pages: 64,
+            merged_stacks: MERGED_STACKS_DEFAULT,
         }
     }
 }
@@ -149,6 +163,9 @@ pub struct IntervalStatistics {
     pub exits: u64,
     /// Distinct stacks of the interval.
     pub stacks: u64,
+    /// Samples of the interval the merged profile took under `[merged profile full]`
+    /// (new stacks beyond [`DaemonOptions::merged_stacks`]).
+    pub merged_over_cap: u64,
 }
 
 /// One interval's profile.
@@ -184,7 +201,12 @@ pub struct Daemon {
     options: DaemonOptions,
     /// Keeps the programs and their links alive.
     _ebpf: Ebpf,
-    counts: HashMap<MapData, StackKey, u64>,
+    /// The stack-count hash map (kept as aya's `Map`: its descriptor for the batch
+    /// reads, aya's `HashMap` over it for the entry-by-entry fallback).
+    counts: Map,
+    /// Whether the kernel takes `BPF_MAP_LOOKUP_AND_DELETE_BATCH` (Linux 5.6 and later);
+    /// cleared at its first refusal.
+    batch_reads: bool,
     traces: StackTraceMap<MapData>,
     process_events: RingBuf<MapData>,
     counters: PerCpuArray<MapData, u64>,
@@ -202,7 +224,10 @@ pub struct Daemon {
     /// The interval's counts so far, drained from the kernel's maps.
     drained: StdHashMap<DrainedStack, u64>,
     /// The stack ids the last drain read.
-    recent_stack_ids: std::collections::HashSet<u32>,
+    /// The stacks the last drain read, by id: still in the kernel's map and, since
+    /// the probe never replaces a stack (no BPF_F_REUSE_STACKID), unchanged there, so
+    /// they are not read again.
+    recent_stacks: StdHashMap<u32, Vec<u64>>,
     scratch: Vec<u8>,
 }
 
@@ -397,11 +422,12 @@ impl Daemon {
                 })?;
         }
 
-        let counts = HashMap::try_from(
-            ebpf.take_map(map_name::STACK_COUNTS)
-                .ok_or_else(|| missing_map(map_name::STACK_COUNTS))?,
-        )
-        .map_err(map_error(map_name::STACK_COUNTS))?;
+        let counts = ebpf
+            .take_map(map_name::STACK_COUNTS)
+            .ok_or_else(|| missing_map(map_name::STACK_COUNTS))?;
+        // Its type and key and value sizes, checked once.
+        HashMap::<_, StackKey, u64>::try_from(&counts)
+            .map_err(map_error(map_name::STACK_COUNTS))?;
         let traces = StackTraceMap::try_from(
             ebpf.take_map(map_name::STACK_TRACES)
                 .ok_or_else(|| missing_map(map_name::STACK_TRACES))?,
@@ -417,24 +443,34 @@ impl Daemon {
                 .ok_or_else(|| missing_map(map_name::COUNTERS))?,
         )
         .map_err(map_error(map_name::COUNTERS))?;
+        let mut merged = ProfileBuilder::new(&SAMPLE_TYPES);
+        let full = merged.function(&FunctionSpec {
+            name: MERGED_PROFILE_FULL,
+            system_name: MERGED_PROFILE_FULL,
+            filename: None,
+            start_line: None,
+        });
+        let full = merged.function_location(full)?;
+        merged.set_sample_limit(options.merged_stacks, full);
         Ok(Daemon {
             options,
             _ebpf: ebpf,
             counts,
+            batch_reads: true,
             traces,
             process_events,
             counters,
             counter_totals: [0; Counter::COUNT as usize],
             side_band,
             processes,
-            merged: ProfileBuilder::new(&SAMPLE_TYPES),
+            merged,
             started: Instant::now(),
             interval_started: SystemTime::now(),
             interval: 0,
             exited: Vec::new(),
             pending: IntervalStatistics::default(),
             drained: StdHashMap::new(),
-            recent_stack_ids: std::collections::HashSet::new(),
+            recent_stacks: StdHashMap::new(),
             scratch: Vec::new(),
         })
     }
@@ -507,22 +543,15 @@ impl Daemon {
     /// stacks rather than an interval's: it drops a stack whose bucket another holds,
     /// and fewer stacks collide less.
     fn drain_maps(&mut self) {
-        // Read then remove each key: counts added between the two are lost (a window
-        // of a system call per key).
-        let keys: Vec<StackKey> = self.counts.keys().filter_map(Result::ok).collect();
-        let mut counted: Vec<(StackKey, u64)> = Vec::with_capacity(keys.len());
-        for key in keys {
-            if let Ok(count) = self.counts.get(&key, 0) {
-                counted.push((key, count));
-            }
-            let _ = self.counts.remove(&key);
-        }
+        let counted = self.read_and_clear_counts();
         let mut stacks: StdHashMap<u32, Vec<u64>> = StdHashMap::new();
         for (key, _) in &counted {
             for id in [key.user_stack_id, key.kernel_stack_id] {
                 if let Ok(id) = u32::try_from(id) {
                     if let std::collections::hash_map::Entry::Vacant(entry) = stacks.entry(id) {
-                        if let Ok(trace) = self.traces.get(&id, 0) {
+                        if let Some(frames) = self.recent_stacks.remove(&id) {
+                            entry.insert(frames);
+                        } else if let Ok(trace) = self.traces.get(&id, 0) {
                             entry.insert(trace.frames().iter().map(|frame| frame.ip).collect());
                         }
                     }
@@ -530,14 +559,13 @@ impl Daemon {
             }
         }
         // A stack read now stays in the kernel's map until a drain finds it unused: a
-        // sample of it may be counted between this drain's read of its key and a
-        // removal, and would find its stack gone. Stacks unused since the last drain
-        // are removed, so the map holds about two drains' stacks.
-        let referenced: std::collections::HashSet<u32> = stacks.keys().copied().collect();
-        for id in self.recent_stack_ids.difference(&referenced) {
+        // sample of it may be counted after this drain's read of its key, and would
+        // find its stack gone. Stacks unused since the last drain (what is left of
+        // `recent_stacks`) are removed, so the map holds about two drains' stacks.
+        for id in self.recent_stacks.keys() {
             let _ = self.traces.remove(id);
         }
-        self.recent_stack_ids = referenced;
+        self.recent_stacks.clear();
         for (key, count) in counted {
             let mut stack = DrainedStack {
                 pid: key.pid,
@@ -564,6 +592,40 @@ impl Daemon {
             let total = self.drained.entry(stack).or_default();
             *total = total.saturating_add(count);
         }
+        self.recent_stacks = stacks;
+    }
+
+    /// Every (stack key, count) of the kernel's map, which is left empty. In batches
+    /// where the kernel has them (each bucket read and emptied under its lock, so no
+    /// sample is lost between the two); else key by key, where counts added between a
+    /// key's read and its removal are lost (a window of one system call per key).
+    fn read_and_clear_counts(&mut self) -> Vec<(StackKey, u64)> {
+        let mut counted: Vec<(StackKey, u64)> = Vec::new();
+        if self.batch_reads {
+            if let Map::HashMap(data) = &self.counts {
+                match batch::lookup_and_delete_all(data.fd().as_fd(), &mut counted) {
+                    Ok(()) => return counted,
+                    Err(errno) if batch::is_unsupported(errno) && counted.is_empty() => {
+                        self.batch_reads = false;
+                    }
+                    // Another failure: what was read is kept, the rest waits for the
+                    // next drain.
+                    Err(_) => return counted,
+                }
+            }
+        }
+        let Ok(mut counts) = HashMap::<_, StackKey, u64>::try_from(&mut self.counts) else {
+            return counted;
+        };
+        let keys: Vec<StackKey> = counts.keys().filter_map(Result::ok).collect();
+        counted.reserve(keys.len());
+        for key in keys {
+            if let Ok(count) = counts.get(&key, 0) {
+                counted.push((key, count));
+            }
+            let _ = counts.remove(&key);
+        }
+        counted
     }
 
     /// Ends the interval: reads and clears the maps, symbolizes the counts into the
@@ -666,7 +728,11 @@ impl Daemon {
             )],
             default_sample_type: Some("cpu".to_owned()),
         });
+        let over_cap_before = self.merged.over_limit().first().copied().unwrap_or(0);
         self.merged.merge(&profile)?;
+        let over_cap = self.merged.over_limit().first().copied().unwrap_or(0);
+        statistics.merged_over_cap =
+            u64::try_from(over_cap.saturating_sub(over_cap_before)).unwrap_or(0);
         for pid in self.exited.drain(..) {
             self.processes.forget_process(pid);
         }

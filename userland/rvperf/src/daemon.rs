@@ -46,6 +46,11 @@ pub struct DaemonArgs {
     /// under `[stack lost]`.
     #[arg(long, default_value_t = STACK_TRACES)]
     max_stack_traces: u32,
+    /// Most distinct stacks of the merged profile: beyond them a new stack's samples
+    /// are merged under `[merged profile full]`, so memory stays bounded over a long run
+    /// (interval profiles are whole; each line says how many samples were merged so).
+    #[arg(long, default_value_t = profile_daemon::MERGED_STACKS_DEFAULT)]
+    max_merged_stacks: usize,
     /// The eBPF object (default: $RVPERF_PROBES, else rvperf-probes.bpf.o beside
     /// this binary, else /usr/lib/rvperf/rvperf-probes.bpf.o).
     #[arg(long)]
@@ -97,6 +102,7 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
         frequency: arguments.frequency,
         stack_counts: arguments.max_stacks,
         stack_traces: arguments.max_stack_traces,
+        merged_stacks: arguments.max_merged_stacks,
         // By command: process ids churn, and the run's profile must not grow with them.
         labels: SampleLabels::Command,
         kallsyms: Some(arguments.kallsyms.clone()),
@@ -134,7 +140,7 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
                 write_interval(&output, interval, merged, keep)?;
                 let statistics = &interval.statistics;
                 eprintln!(
-                    "rvperf daemon: interval {}: {} samples in {} stacks, {} dropped (stack map full), {} stacks lost, {} process events lost, {} side-band records lost, {} execs, {} exits",
+                    "rvperf daemon: interval {}: {} samples in {} stacks, {} dropped (stack map full), {} stacks lost, {} process events lost, {} side-band records lost, {} execs, {} exits, {} merged under {}",
                     interval.number,
                     statistics.samples_counted,
                     statistics.stacks,
@@ -144,6 +150,8 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
                     statistics.side_band_lost,
                     statistics.execs,
                     statistics.exits,
+                    statistics.merged_over_cap,
+                    profile_daemon::MERGED_PROFILE_FULL,
                 );
             }
         }
