@@ -519,3 +519,119 @@ fn the_merged_profile_stays_under_its_cap_and_counts_the_rest() {
     );
     assert!(stand_in.contains("[merged profile full]"), "{stand_in}");
 }
+
+/// A sysctl set for a test and put back after it, however the test ends.
+struct Sysctl {
+    path: &'static str,
+    saved: String,
+}
+
+impl Sysctl {
+    fn set(path: &'static str, value: &str) -> Sysctl {
+        let saved = std::fs::read_to_string(path).unwrap();
+        std::fs::write(path, value).unwrap();
+        Sysctl { path, saved }
+    }
+}
+
+impl Drop for Sysctl {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.path, self.saved.trim());
+    }
+}
+
+/// `command` as nobody (uid and gid 65534), without any capability.
+fn as_nobody(program: &Path) -> Command {
+    let mut command = Command::new("setpriv");
+    command
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ])
+        .arg(program);
+    command
+}
+
+#[test]
+fn without_bpf_the_perf_ring_fallback_profiles_and_says_so() {
+    let _machine = machine();
+    // Everything nobody runs must be readable by it: copies outside root's target tree.
+    let directory = tempfile::Builder::new()
+        .prefix("rvperf-daemon-fallback")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let share = |path: &Path, name: &str, mode: u32| -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let copy = directory.path().join(name);
+        std::fs::copy(path, &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(mode)).unwrap();
+        copy
+    };
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(directory.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let rvperf = share(&rvperf_binary(), "rvperf", 0o755);
+    let probes = share(probes(), "probes.o", 0o644);
+    let hot = share(&hot_program(), "hot", 0o755);
+    let output = directory.path().join("profiles");
+    // Unprivileged BPF stays off (kernel.unprivileged_bpf_disabled); system-wide perf
+    // events and kernel addresses are opened to every user, as an administrator who
+    // allows the fallback would.
+    let _paranoid = Sysctl::set("/proc/sys/kernel/perf_event_paranoid", "-1");
+    let _pointers = Sysctl::set("/proc/sys/kernel/kptr_restrict", "0");
+    // The workload is nobody's too: another user's mappings are not its to read.
+    let mut workload = as_nobody(&hot)
+        .arg("100000")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let result = as_nobody(&rvperf)
+        .args(["daemon", "--output"])
+        .arg(&output)
+        .arg("--probes")
+        .arg(&probes)
+        .args([
+            "-e",
+            "cpu-clock",
+            "-F",
+            "499",
+            "--interval",
+            "2",
+            "--intervals",
+            "1",
+        ])
+        .args(["--fallback", "perf"])
+        .output()
+        .unwrap();
+    workload.kill().unwrap();
+    workload.wait().unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    let first = stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("perf ring recorder") && first.contains("BPF is unavailable"),
+        "{stderr}"
+    );
+    // The hot program's own samples (whatever else this machine ran) are named: its
+    // hot function first.
+    let top = pprof_tool(
+        &["-top", "-tagfocus", "comm=hot"],
+        &output.join("merged.pb.gz"),
+    );
+    assert_eq!(pprof_first(&top), "hot_function", "{top}");
+    // Without the fallback the same start is refused in one line.
+    let refused = as_nobody(&rvperf)
+        .args(["daemon", "--output"])
+        .arg(directory.path().join("refused"))
+        .arg("--probes")
+        .arg(&probes)
+        .args(["-e", "cpu-clock"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert_eq!(String::from_utf8_lossy(&refused.stderr).lines().count(), 1);
+}

@@ -137,6 +137,31 @@ else
         "status $unprivileged_status" "$(head -n 3 "$DIR/unprivileged.log")"
 fi
 
+# 4b. The same unprivileged start with --fallback perf, on a machine whose administrator
+# opened system-wide perf events and kernel addresses to every user (BPF stays closed to
+# them): the perf ring recorder samples, says so on its first line, and names the hot
+# program's function (the program is nobody's too: another user's mappings are not its
+# to read). Its profiles are written in /tmp (nobody cannot write the 9p share) and
+# copied out.
+paranoid=$(cat /proc/sys/kernel/perf_event_paranoid)
+pointers=$(cat /proc/sys/kernel/kptr_restrict)
+echo -1 >/proc/sys/kernel/perf_event_paranoid
+echo 0 >/proc/sys/kernel/kptr_restrict
+rm -rf /tmp/fallback "$DIR/fallback"
+su -s /bin/sh nobody -c "taskset -c 1 $BIN/hot 1000 >/dev/null & hot=\$!; rvperf daemon --output /tmp/fallback --fallback perf -F 999 --interval 4 --intervals 1; status=\$?; kill \$hot; exit \$status" \
+    2>"$DIR/fallback.log"
+fallback_status=$?
+echo "$paranoid" >/proc/sys/kernel/perf_event_paranoid
+echo "$pointers" >/proc/sys/kernel/kptr_restrict
+cp -r /tmp/fallback "$DIR/fallback" 2>/dev/null
+if [ "$fallback_status" -eq 0 ] && head -n 1 "$DIR/fallback.log" | grep -q 'perf ring recorder' &&
+    [ -s "$DIR/fallback/merged.pb.gz" ]; then
+    ok "unprivileged with --fallback perf: the perf ring recorder profiles (checked on the host): $(grep 'interval 1:' "$DIR/fallback.log" | cut -d: -f3- | cut -c1-80)"
+else
+    not_ok "unprivileged with --fallback perf: the perf ring recorder profiles" \
+        "status $fallback_status" "$(head -n 3 "$DIR/fallback.log")"
+fi
+
 # 5. SIGTERM after the second interval, during the next: the last interval is written
 # whole (the host checks it with go tool pprof, and that the merged profile is the sum
 # of the intervals).

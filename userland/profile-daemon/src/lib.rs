@@ -19,6 +19,11 @@
 //!   (aya-probes/README.md); the kernel's side band names it exactly, build id included;
 //! * processes already running at start: `/proc/PID/maps` and `comm`.
 //!
+//! Where BPF is unavailable, [`Fallback::PerfRing`] samples through perf rings instead:
+//! the side band's event per CPU becomes the sampled event with callchains, every
+//! sample crosses to user space (as in `rvperf record -a -g`) and is counted there,
+//! and process lifetimes come from the side band's exec COMM and EXIT records.
+//!
 //! The library does no file I/O of its outputs and never prints: [`Daemon::collect`]
 //! returns each interval's profile and statistics; the CLI writes them.
 
@@ -90,6 +95,37 @@ pub struct DaemonOptions {
     /// new stack's samples are counted under `[merged profile full]` with its labels, so
     /// a long run's memory stays bounded (each interval's own profile is whole).
     pub merged_stacks: usize,
+    /// What to do where BPF is unavailable (no permission, a kernel without BPF).
+    pub fallback: Fallback,
+}
+
+/// What the daemon does where BPF is unavailable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fallback {
+    /// Refuse to start ([`DaemonError::BpfUnavailable`]).
+    #[default]
+    Refuse,
+    /// Sample through perf rings instead, as `rvperf record -a -g` does: every sample
+    /// (with its callchain) crosses to user space and is counted there.
+    PerfRing,
+}
+
+/// What takes the samples ([`Daemon::recorder`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorder<'a> {
+    /// The eBPF probes: stacks counted in the kernel.
+    Bpf,
+    /// The perf ring recorder, in place of the probes ([`Fallback::PerfRing`]).
+    PerfRing { bpf_unavailable: &'a str },
+}
+
+/// What a CPU's perf event of the side band does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SideBandRole {
+    /// A `dummy` event: mappings, names and task records only (beside the probes).
+    SideBandOnly,
+    /// The sampled event itself, with callchains (the perf ring recorder).
+    Sampler,
 }
 
 /// The default of [`DaemonOptions::merged_stacks`]: about 40 MB of merged profile.
@@ -111,6 +147,7 @@ impl Default for DaemonOptions {
             proc: PathBuf::from("/proc"),
             side_band_pages: 64,
             merged_stacks: MERGED_STACKS_DEFAULT,
+            fallback: Fallback::Refuse,
         }
     }
 }
@@ -139,6 +176,9 @@ pub enum DaemonError {
     },
     #[error("side band: {0}")]
     SideBand(String),
+    /// BPF is unavailable and so is the perf ring recorder that was to replace it.
+    #[error("BPF is unavailable ({bpf}) and so is the perf ring recorder ({perf})")]
+    NoRecorder { bpf: String, perf: String },
     #[error(transparent)]
     Pprof(#[from] pprof::PprofError),
 }
@@ -166,6 +206,8 @@ pub struct IntervalStatistics {
     /// Samples of the interval the merged profile took under `[merged profile full]`
     /// (new stacks beyond [`DaemonOptions::merged_stacks`]).
     pub merged_over_cap: u64,
+    /// Samples of the perf ring recorder too short for their fields (not counted).
+    pub malformed_samples: u64,
 }
 
 /// One interval's profile.
@@ -196,9 +238,40 @@ pub const STACK_LOST: &str = "[stack lost]";
 /// sample's kernel stack): not a loss.
 const NO_STACK: i32 = -libc::EFAULT;
 
-/// A running daemon: probes loaded and attached, the side band open.
+/// A running daemon: the samples' source open (the eBPF probes, or the perf ring
+/// recorder in their place), the side band open.
 pub struct Daemon {
     options: DaemonOptions,
+    /// The eBPF probes, or `None` when the perf ring recorder samples
+    /// ([`Fallback::PerfRing`]).
+    probes: Option<BpfProbes>,
+    /// Why the probes could not be used, when the perf ring recorder replaced them.
+    fallback_reason: Option<String>,
+    side_band: Vec<(Event, RingBuffer)>,
+    processes: Processes,
+    merged: ProfileBuilder,
+    started: Instant,
+    interval_started: SystemTime,
+    interval: u64,
+    /// Processes that exited during the interval: forgotten after it.
+    exited: Vec<u32>,
+    pending: IntervalStatistics,
+    /// The interval's counts so far, drained from the kernel's maps (or the samples
+    /// the perf ring recorder read).
+    drained: StdHashMap<DrainedStack, u64>,
+    scratch: Vec<u8>,
+}
+
+/// What [`BpfProbes::start`] opened: the probes, the side band opened between the
+/// process watch and the sampler, and the processes running then.
+struct StartedProbes {
+    probes: BpfProbes,
+    side_band: Vec<(Event, RingBuffer)>,
+    processes: Processes,
+}
+
+/// The eBPF probes and their maps.
+struct BpfProbes {
     /// Keeps the programs and their links alive.
     _ebpf: Ebpf,
     /// The stack-count hash map (kept as aya's `Map`: its descriptor for the batch
@@ -212,23 +285,10 @@ pub struct Daemon {
     counters: PerCpuArray<MapData, u64>,
     /// The counters' totals at the end of the last interval.
     counter_totals: [u64; Counter::COUNT as usize],
-    side_band: Vec<(Event, RingBuffer)>,
-    processes: Processes,
-    merged: ProfileBuilder,
-    started: Instant,
-    interval_started: SystemTime,
-    interval: u64,
-    /// Processes that exited during the interval: forgotten after it.
-    exited: Vec<u32>,
-    pending: IntervalStatistics,
-    /// The interval's counts so far, drained from the kernel's maps.
-    drained: StdHashMap<DrainedStack, u64>,
-    /// The stack ids the last drain read.
     /// The stacks the last drain read, by id: still in the kernel's map and, since
     /// the probe never replaces a stack (no BPF_F_REUSE_STACKID), unchanged there, so
     /// they are not read again.
     recent_stacks: StdHashMap<u32, Vec<u64>>,
-    scratch: Vec<u8>,
 }
 
 /// A stack drained from the kernel's maps: its process, kernel and user addresses
@@ -307,29 +367,18 @@ fn ensure_tracefs() {
     }
 }
 
-impl Daemon {
-    /// Loads and attaches the probes on every online CPU and opens the side band.
-    pub fn start(options: DaemonOptions) -> Result<Daemon, DaemonError> {
-        let bytes = std::fs::read(&options.probes).map_err(|source| DaemonError::Probes {
-            path: options.probes.clone(),
-            source,
-        })?;
-        if options.frequency == 0 {
-            return Err(DaemonError::Attach {
-                event: options.event.name.clone(),
-                cpu: 0,
-                message: "a sampling frequency of 0".to_owned(),
-            });
-        }
-        let cpus = perf_ring::online_cpus().map_err(|error| DaemonError::Attach {
-            event: options.event.name.clone(),
-            cpu: 0,
-            message: error.to_string(),
-        })?;
+impl BpfProbes {
+    /// Loads the probes, attaches the process watch, opens the side band and attaches
+    /// the sampling program on every CPU of `cpus`.
+    fn start(
+        options: &DaemonOptions,
+        bytes: &[u8],
+        cpus: &[u32],
+    ) -> Result<StartedProbes, DaemonError> {
         let mut ebpf = EbpfLoader::new()
             .map_max_entries(map_name::STACK_COUNTS, options.stack_counts)
             .map_max_entries(map_name::STACK_TRACES, options.stack_traces)
-            .load(&bytes)
+            .load(bytes)
             .map_err(|error| {
                 let message = error_chain(&error);
                 if is_permission_error(&message) {
@@ -369,23 +418,8 @@ impl Daemon {
 
         // The side band before the samples: a mapping is known before its addresses
         // are counted.
-        let mut side_band = Vec::new();
-        for &cpu in &cpus {
-            let event = side_band_event(cpu)?;
-            let ring = RingBuffer::new(&event, options.side_band_pages)
-                .map_err(|error| DaemonError::SideBand(error.to_string()))?;
-            event
-                .enable()
-                .map_err(|error| DaemonError::SideBand(error.to_string()))?;
-            side_band.push((event, ring));
-        }
-        let mut processes = Processes::new(SymbolOptions {
-            kallsyms: options.kallsyms.clone(),
-            ..SymbolOptions::default()
-        });
-        // Exited threads keep their names until their last interval is written.
-        processes.keep_exited_threads();
-        synthesize_running(&mut processes, &options.proc);
+        let side_band = open_side_band(options, cpus, SideBandRole::SideBandOnly)?;
+        let processes = new_processes(options);
 
         let sampler: &mut PerfEvent = ebpf
             .program_mut(program_name::SAMPLE_STACKS)
@@ -395,7 +429,7 @@ impl Daemon {
         sampler
             .load()
             .map_err(program_error(program_name::SAMPLE_STACKS))?;
-        for &cpu in &cpus {
+        for &cpu in cpus {
             sampler
                 .attach(
                     PerfEventConfig::Pmu {
@@ -443,106 +477,26 @@ impl Daemon {
                 .ok_or_else(|| missing_map(map_name::COUNTERS))?,
         )
         .map_err(map_error(map_name::COUNTERS))?;
-        let mut merged = ProfileBuilder::new(&SAMPLE_TYPES);
-        let full = merged.function(&FunctionSpec {
-            name: MERGED_PROFILE_FULL,
-            system_name: MERGED_PROFILE_FULL,
-            filename: None,
-            start_line: None,
-        });
-        let full = merged.function_location(full)?;
-        merged.set_sample_limit(options.merged_stacks, full);
-        Ok(Daemon {
-            options,
-            _ebpf: ebpf,
-            counts,
-            batch_reads: true,
-            traces,
-            process_events,
-            counters,
-            counter_totals: [0; Counter::COUNT as usize],
+        Ok(StartedProbes {
+            probes: BpfProbes {
+                _ebpf: ebpf,
+                counts,
+                batch_reads: true,
+                traces,
+                process_events,
+                counters,
+                counter_totals: [0; Counter::COUNT as usize],
+                recent_stacks: StdHashMap::new(),
+            },
             side_band,
             processes,
-            merged,
-            started: Instant::now(),
-            interval_started: SystemTime::now(),
-            interval: 0,
-            exited: Vec::new(),
-            pending: IntervalStatistics::default(),
-            drained: StdHashMap::new(),
-            recent_stacks: StdHashMap::new(),
-            scratch: Vec::new(),
         })
     }
-
-    /// Reads what the side band and the process watch published: called often (every
-    /// 100 ms or so) so their rings never fill between intervals.
-    pub fn poll(&mut self) {
-        // Every CPU's records, applied in time order: a process that moves between
-        // CPUs has its FORK, COMM (exec) and MMAP2 records in several rings, and a
-        // mapping applied before the exec that precedes it would be cleared by it.
-        let mut records: Vec<SideBandRecord> = Vec::new();
-        for (_, ring) in &mut self.side_band {
-            let mut batch = ring.read();
-            while let Ok(Some(record)) = batch.next_record() {
-                let body = record.body.contiguous(&mut self.scratch);
-                if record.record_type == abi::PERF_RECORD_LOST {
-                    // PERF_RECORD_LOST: u64 id, u64 lost.
-                    if let Some(lost) = read_u64(body, 8) {
-                        self.pending.side_band_lost =
-                            self.pending.side_band_lost.saturating_add(lost);
-                    }
-                    continue;
-                }
-                if !Processes::is_side_band(record.record_type) {
-                    continue;
-                }
-                // sample_id_all with TID and TIME: the time is the body's last u64.
-                let time = body
-                    .len()
-                    .checked_sub(8)
-                    .and_then(|offset| read_u64(body, offset))
-                    .unwrap_or(0);
-                records.push(SideBandRecord {
-                    time,
-                    record_type: record.record_type,
-                    misc: record.misc,
-                    body: body.to_vec(),
-                });
-            }
-        }
-        records.sort_by_key(|record| record.time);
-        for record in &records {
-            self.processes
-                .observe(record.record_type, record.misc, &record.body);
-        }
-        self.drain_maps();
-        while let Some(item) = self.process_events.next() {
-            let bytes: &[u8] = &item;
-            if bytes.len() < std::mem::size_of::<ProcessEvent>() {
-                continue;
-            }
-            // SAFETY: the ring holds whole ProcessEvents written by the probe (the
-            // length was checked); ProcessEvent is plain old data (aya::Pod), so any
-            // bytes are a valid value, and read_unaligned takes no alignment.
-            let event: ProcessEvent =
-                unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<ProcessEvent>()) };
-            match event.kind {
-                process_event_kind::EXEC => self.pending.execs += 1,
-                process_event_kind::EXIT => {
-                    self.pending.exits += 1;
-                    self.exited.push(event.tgid);
-                }
-                _ => {}
-            }
-        }
-    }
-
     /// Moves the kernel's counts into the interval's own: reads and clears the maps.
     /// Done at every poll, so that the kernel's stack map holds a tenth of a second's
     /// stacks rather than an interval's: it drops a stack whose bucket another holds,
     /// and fewer stacks collide less.
-    fn drain_maps(&mut self) {
+    fn drain_maps(&mut self, drained: &mut StdHashMap<DrainedStack, u64>) {
         let counted = self.read_and_clear_counts();
         let mut stacks: StdHashMap<u32, Vec<u64>> = StdHashMap::new();
         for (key, _) in &counted {
@@ -589,7 +543,7 @@ impl Daemon {
                     Err(_) => stack.lost = true,
                 }
             }
-            let total = self.drained.entry(stack).or_default();
+            let total = drained.entry(stack).or_default();
             *total = total.saturating_add(count);
         }
         self.recent_stacks = stacks;
@@ -628,13 +582,32 @@ impl Daemon {
         counted
     }
 
-    /// Ends the interval: reads and clears the maps, symbolizes the counts into the
-    /// interval's profile and merges it into the run's.
-    pub fn collect(&mut self) -> Result<Interval, DaemonError> {
-        self.poll();
-        let now = SystemTime::now();
-        let mut statistics = std::mem::take(&mut self.pending);
-        self.interval += 1;
+    /// Counts the process watch's execs and exits into `pending`, and the exited
+    /// processes into `exited`.
+    fn read_process_events(&mut self, pending: &mut IntervalStatistics, exited: &mut Vec<u32>) {
+        while let Some(item) = self.process_events.next() {
+            let bytes: &[u8] = &item;
+            if bytes.len() < std::mem::size_of::<ProcessEvent>() {
+                continue;
+            }
+            // SAFETY: the ring holds whole ProcessEvents written by the probe (the
+            // length was checked); ProcessEvent is plain old data (aya::Pod), so any
+            // bytes are a valid value, and read_unaligned takes no alignment.
+            let event: ProcessEvent =
+                unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<ProcessEvent>()) };
+            match event.kind {
+                process_event_kind::EXEC => pending.execs += 1,
+                process_event_kind::EXIT => {
+                    pending.exits += 1;
+                    exited.push(event.tgid);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The probe's counters since the last call, into `statistics`.
+    fn read_counters(&mut self, statistics: &mut IntervalStatistics) -> Result<(), DaemonError> {
         // The counters are totals since load: the interval's are the differences.
         for counter in Counter::ALL {
             let values = self
@@ -655,6 +628,184 @@ impl Daemon {
                 }
                 Counter::ProcessEventsLost => statistics.process_events_lost = delta,
             }
+        }
+        Ok(())
+    }
+}
+
+impl Daemon {
+    /// Loads and attaches the probes on every online CPU and opens the side band.
+    pub fn start(options: DaemonOptions) -> Result<Daemon, DaemonError> {
+        let bytes = std::fs::read(&options.probes).map_err(|source| DaemonError::Probes {
+            path: options.probes.clone(),
+            source,
+        })?;
+        if options.frequency == 0 {
+            return Err(DaemonError::Attach {
+                event: options.event.name.clone(),
+                cpu: 0,
+                message: "a sampling frequency of 0".to_owned(),
+            });
+        }
+        let cpus = perf_ring::online_cpus().map_err(|error| DaemonError::Attach {
+            event: options.event.name.clone(),
+            cpu: 0,
+            message: error.to_string(),
+        })?;
+        let (probes, side_band, processes, fallback_reason) =
+            match BpfProbes::start(&options, &bytes, &cpus) {
+                Ok(started) => (
+                    Some(started.probes),
+                    started.side_band,
+                    started.processes,
+                    None,
+                ),
+                Err(DaemonError::BpfUnavailable { reason })
+                    if options.fallback == Fallback::PerfRing =>
+                {
+                    let side_band = open_side_band(&options, &cpus, SideBandRole::Sampler)
+                        .map_err(|error| DaemonError::NoRecorder {
+                            bpf: reason.clone(),
+                            perf: error.to_string(),
+                        })?;
+                    (None, side_band, new_processes(&options), Some(reason))
+                }
+                Err(error) => return Err(error),
+            };
+        let mut merged = ProfileBuilder::new(&SAMPLE_TYPES);
+        let full = merged.function(&FunctionSpec {
+            name: MERGED_PROFILE_FULL,
+            system_name: MERGED_PROFILE_FULL,
+            filename: None,
+            start_line: None,
+        });
+        let full = merged.function_location(full)?;
+        merged.set_sample_limit(options.merged_stacks, full);
+        Ok(Daemon {
+            options,
+            probes,
+            fallback_reason,
+            side_band,
+            processes,
+            merged,
+            started: Instant::now(),
+            interval_started: SystemTime::now(),
+            interval: 0,
+            exited: Vec::new(),
+            pending: IntervalStatistics::default(),
+            drained: StdHashMap::new(),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// What samples: the eBPF probes, or the perf ring recorder in their place (with
+    /// why the probes could not be used).
+    pub fn recorder(&self) -> Recorder<'_> {
+        match &self.fallback_reason {
+            None => Recorder::Bpf,
+            Some(reason) => Recorder::PerfRing {
+                bpf_unavailable: reason,
+            },
+        }
+    }
+
+    /// Reads what the side band and the process watch published: called often (every
+    /// 100 ms or so) so their rings never fill between intervals.
+    pub fn poll(&mut self) {
+        // Every CPU's records, applied in time order: a process that moves between
+        // CPUs has its FORK, COMM (exec) and MMAP2 records in several rings, and a
+        // mapping applied before the exec that precedes it would be cleared by it.
+        let mut records: Vec<SideBandRecord> = Vec::new();
+        for (_, ring) in &mut self.side_band {
+            let mut batch = ring.read();
+            while let Ok(Some(record)) = batch.next_record() {
+                let body = record.body.contiguous(&mut self.scratch);
+                if record.record_type == abi::PERF_RECORD_LOST {
+                    // PERF_RECORD_LOST: u64 id, u64 lost.
+                    if let Some(lost) = read_u64(body, 8) {
+                        self.pending.side_band_lost =
+                            self.pending.side_band_lost.saturating_add(lost);
+                    }
+                    continue;
+                }
+                if record.record_type == abi::PERF_RECORD_SAMPLE {
+                    // The perf ring recorder's samples (the only event with samples).
+                    match perf_ring_sample(body) {
+                        Some(stack) => {
+                            self.pending.samples_seen = self.pending.samples_seen.saturating_add(1);
+                            let total = self.drained.entry(stack).or_default();
+                            *total = total.saturating_add(1);
+                        }
+                        None => {
+                            self.pending.malformed_samples =
+                                self.pending.malformed_samples.saturating_add(1)
+                        }
+                    }
+                    continue;
+                }
+                if !Processes::is_side_band(record.record_type) {
+                    continue;
+                }
+                if self.probes.is_none() {
+                    // Without the process watch, process lifetimes come from the
+                    // side band: an exec's COMM, a process's (its leader's) EXIT.
+                    match record.record_type {
+                        abi::PERF_RECORD_COMM
+                            if u32::from(record.misc) & abi::PERF_RECORD_MISC_COMM_EXEC != 0 =>
+                        {
+                            self.pending.execs += 1;
+                        }
+                        abi::PERF_RECORD_EXIT => {
+                            // pid, ppid, tid, ptid (u32 each).
+                            let field = |offset: usize| {
+                                body.get(offset..offset + 4)
+                                    .and_then(|bytes| bytes.try_into().ok())
+                                    .map(u32::from_ne_bytes)
+                            };
+                            if let (Some(pid), Some(tid)) = (field(0), field(8)) {
+                                if pid == tid {
+                                    self.pending.exits += 1;
+                                    self.exited.push(pid);
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                // sample_id_all with TID and TIME: the time is the body's last u64.
+                let time = body
+                    .len()
+                    .checked_sub(8)
+                    .and_then(|offset| read_u64(body, offset))
+                    .unwrap_or(0);
+                records.push(SideBandRecord {
+                    time,
+                    record_type: record.record_type,
+                    misc: record.misc,
+                    body: body.to_vec(),
+                });
+            }
+        }
+        records.sort_by_key(|record| record.time);
+        for record in &records {
+            self.processes
+                .observe(record.record_type, record.misc, &record.body);
+        }
+        if let Some(probes) = &mut self.probes {
+            probes.drain_maps(&mut self.drained);
+            probes.read_process_events(&mut self.pending, &mut self.exited);
+        }
+    }
+
+    /// Ends the interval: reads and clears the maps, symbolizes the counts into the
+    /// interval's profile and merges it into the run's.
+    pub fn collect(&mut self) -> Result<Interval, DaemonError> {
+        self.poll();
+        let now = SystemTime::now();
+        let mut statistics = std::mem::take(&mut self.pending);
+        self.interval += 1;
+        if let Some(probes) = &mut self.probes {
+            probes.read_counters(&mut statistics)?;
         }
         let nanoseconds_per_sample =
             i64::try_from(NANOSECONDS_PER_SECOND / self.options.frequency).unwrap_or(i64::MAX);
@@ -795,13 +946,98 @@ fn missing_program(program: &str) -> DaemonError {
 
 /// A `dummy` event on `cpu` that carries the side band: MMAP2 with build ids, COMM
 /// (exec too), FORK and EXIT of every process.
-fn side_band_event(cpu: u32) -> Result<Event, DaemonError> {
+/// The side band's (or the perf ring recorder's) descriptors and rings, one per CPU,
+/// enabled.
+fn open_side_band(
+    options: &DaemonOptions,
+    cpus: &[u32],
+    role: SideBandRole,
+) -> Result<Vec<(Event, RingBuffer)>, DaemonError> {
+    let mut side_band = Vec::new();
+    for &cpu in cpus {
+        let event = side_band_event(cpu, role, options)?;
+        let ring = RingBuffer::new(&event, options.side_band_pages)
+            .map_err(|error| DaemonError::SideBand(error.to_string()))?;
+        event
+            .enable()
+            .map_err(|error| DaemonError::SideBand(error.to_string()))?;
+        side_band.push((event, ring));
+    }
+    Ok(side_band)
+}
+
+/// The process model: processes running now from /proc, exited threads' names kept
+/// until their last interval is written.
+fn new_processes(options: &DaemonOptions) -> Processes {
+    let mut processes = Processes::new(SymbolOptions {
+        kallsyms: options.kallsyms.clone(),
+        ..SymbolOptions::default()
+    });
+    processes.keep_exited_threads();
+    synthesize_running(&mut processes, &options.proc);
+    processes
+}
+
+/// Frames of a callchain the perf ring recorder asks for (perf's default,
+/// `kernel.perf_event_max_stack`).
+const PERF_RING_MAX_STACK: u32 = 127;
+
+/// `enum perf_callchain_context` markers (`include/uapi/linux/perf_event.h`): what
+/// follows them is kernel or user addresses; any value at or above
+/// `PERF_CONTEXT_MAX` (-4095) is a marker.
+const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
+const PERF_CONTEXT_USER: u64 = -512i64 as u64;
+const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
+
+/// A PERF_RECORD_SAMPLE of the perf ring recorder (IP, TID, TIME, CALLCHAIN) as a
+/// drained stack; `None` when it is too short for its fields.
+fn perf_ring_sample(body: &[u8]) -> Option<DrainedStack> {
+    // ip u64, pid u32, tid u32, time u64, nr u64, ips[nr] u64.
+    let pid = u32::from_ne_bytes(body.get(8..12)?.try_into().ok()?);
+    let count = usize::try_from(read_u64(body, 24)?).ok()?;
+    let mut stack = DrainedStack {
+        pid,
+        kernel: Vec::new(),
+        user: Vec::new(),
+        lost: false,
+    };
+    let mut context = None;
+    for index in 0..count {
+        let offset = index.checked_mul(8)?.checked_add(32)?;
+        let address = read_u64(body, offset)?;
+        if address >= PERF_CONTEXT_MAX {
+            context = Some(address);
+            continue;
+        }
+        match context {
+            Some(PERF_CONTEXT_KERNEL) => stack.kernel.push(address),
+            Some(PERF_CONTEXT_USER) => stack.user.push(address),
+            // Hypervisor and guest contexts: not this machine's code.
+            _ => {}
+        }
+    }
+    Some(stack)
+}
+
+fn side_band_event(
+    cpu: u32,
+    role: SideBandRole,
+    options: &DaemonOptions,
+) -> Result<Event, DaemonError> {
     let mut attr = perf_event_attr {
         type_: abi::PERF_TYPE_SOFTWARE,
         size: std::mem::size_of::<perf_event_attr>() as u32,
         config: u64::from(abi::PERF_COUNT_SW_DUMMY),
         ..Default::default()
     };
+    if role == SideBandRole::Sampler {
+        attr.type_ = options.event.pmu_type;
+        attr.config = options.event.config;
+        attr.set_freq(1);
+        attr.__bindgen_anon_1.sample_freq = options.frequency;
+        // Kernel and user callchains, as `perf record -a -g` takes them.
+        attr.sample_max_stack = u16::try_from(PERF_RING_MAX_STACK).unwrap_or(u16::MAX);
+    }
     attr.set_disabled(1);
     // mmap2 only widens the records mmap asks for.
     attr.set_mmap(1);
@@ -815,9 +1051,24 @@ fn side_band_event(cpu: u32) -> Result<Event, DaemonError> {
     // time order.
     attr.set_sample_id_all(1);
     attr.sample_type = u64::from(abi::PERF_SAMPLE_TID | abi::PERF_SAMPLE_TIME);
-    attr.wakeup_events = 1;
+    let name = match role {
+        SideBandRole::SideBandOnly => {
+            attr.wakeup_events = 1;
+            "dummy (side band)"
+        }
+        SideBandRole::Sampler => {
+            // IP, TID, TIME, CALLCHAIN: the order of a sample's fields.
+            attr.sample_type = u64::from(
+                abi::PERF_SAMPLE_IP
+                    | abi::PERF_SAMPLE_TID
+                    | abi::PERF_SAMPLE_TIME
+                    | abi::PERF_SAMPLE_CALLCHAIN,
+            );
+            options.event.name.as_str()
+        }
+    };
     let cpu_number = i32::try_from(cpu).unwrap_or(i32::MAX);
-    Event::open("dummy (side band)", &attr, -1, cpu_number, None, 0).map_err(|error| {
+    Event::open(name, &attr, -1, cpu_number, None, 0).map_err(|error| {
         let message = error.to_string();
         if is_permission_error(&message) || message.contains("permission denied") {
             DaemonError::BpfUnavailable {

@@ -12,7 +12,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use perf_session::SampleLabels;
-use profile_daemon::{Daemon, DaemonError, DaemonOptions, RunEnd, RunEvent, SampledEvent};
+use profile_daemon::{
+    Daemon, DaemonError, DaemonOptions, Fallback, Recorder, RunEnd, RunEvent, SampledEvent,
+};
 
 use crate::output::write_atomically;
 
@@ -51,6 +53,12 @@ pub struct DaemonArgs {
     /// (interval profiles are whole; each line says how many samples were merged so).
     #[arg(long, default_value_t = profile_daemon::MERGED_STACKS_DEFAULT)]
     max_merged_stacks: usize,
+    /// Where BPF is unavailable (no permission, a kernel without BPF): `perf` samples
+    /// through perf rings instead (every sample, with its callchain, crosses to user
+    /// space, as `rvperf record -a -g`), named so on the first line. Without it the
+    /// daemon refuses in one line.
+    #[arg(long, value_enum)]
+    fallback: Option<FallbackArgument>,
     /// The eBPF object (default: $RVPERF_PROBES, else rvperf-probes.bpf.o beside
     /// this binary, else /usr/lib/rvperf/rvperf-probes.bpf.o).
     #[arg(long)]
@@ -65,6 +73,13 @@ pub struct DaemonArgs {
 const STACK_TRACES: u32 = 32_768;
 
 /// The file name of the eBPF object beside the binary or in /usr/lib/rvperf.
+/// `--fallback`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FallbackArgument {
+    /// The perf ring recorder.
+    Perf,
+}
+
 const PROBES_NAME: &str = "rvperf-probes.bpf.o";
 
 fn probes_path(arguments: &DaemonArgs) -> PathBuf {
@@ -103,6 +118,10 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
         stack_counts: arguments.max_stacks,
         stack_traces: arguments.max_stack_traces,
         merged_stacks: arguments.max_merged_stacks,
+        fallback: match arguments.fallback {
+            Some(FallbackArgument::Perf) => Fallback::PerfRing,
+            None => Fallback::Refuse,
+        },
         // By command: process ids churn, and the run's profile must not grow with them.
         labels: SampleLabels::Command,
         kallsyms: Some(arguments.kallsyms.clone()),
@@ -111,7 +130,7 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
     let mut daemon = match Daemon::start(options) {
         Ok(daemon) => daemon,
         Err(DaemonError::BpfUnavailable { reason }) => {
-            bail!("BPF is unavailable ({reason}); run as root (or with CAP_BPF and CAP_PERFMON)")
+            bail!("BPF is unavailable ({reason}); run as root (or with CAP_BPF and CAP_PERFMON), or with --fallback perf")
         }
         Err(error) => return Err(error.into()),
     };
@@ -119,8 +138,14 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
     std::fs::create_dir_all(&arguments.output)
         .with_context(|| format!("cannot create {}", arguments.output.display()))?;
     profile_daemon::install_signal_handlers().context("cannot handle SIGTERM/SIGINT/SIGHUP")?;
+    let recorder = match daemon.recorder() {
+        Recorder::Bpf => "eBPF".to_owned(),
+        Recorder::PerfRing { bpf_unavailable } => {
+            format!("perf ring recorder, the --fallback: BPF is unavailable: {bpf_unavailable}")
+        }
+    };
     eprintln!(
-        "rvperf daemon: profiling every CPU ({} at {} Hz, eBPF) into {}, {} s intervals",
+        "rvperf daemon: profiling every CPU ({} at {} Hz, {recorder}) into {}, {} s intervals",
         arguments.event,
         arguments.frequency,
         arguments.output.display(),
