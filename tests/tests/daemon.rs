@@ -635,3 +635,48 @@ fn without_bpf_the_perf_ring_fallback_profiles_and_says_so() {
     assert!(!refused.status.success());
     assert_eq!(String::from_utf8_lossy(&refused.stderr).lines().count(), 1);
 }
+
+#[test]
+fn the_merged_profile_is_written_every_few_intervals_and_after_the_last() {
+    let _machine = machine();
+    let directory = tempfile::tempdir_in(scratch()).unwrap();
+    let output = directory.path().join("profiles");
+    let merged = output.join("merged.pb.gz");
+    let (mut child, lines) = start_until(
+        &mut daemon(
+            &output,
+            &["-F", "99", "--interval", "1", "--merged-every", "2"],
+        ),
+        "interval 1:",
+    );
+    // After the first interval: its files, not the merged profile's.
+    assert!(output.join("interval-000001.pb.gz").exists(), "{lines:?}");
+    assert!(
+        !merged.exists(),
+        "the merged profile written after interval 1"
+    );
+    while !merged.exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the daemon ended before its second interval"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+    // After the last (the third or later, whatever its number): the whole run.
+    let total = |path: &Path| -> i64 {
+        let profile = pprof::read(&std::fs::read(path).unwrap()).unwrap();
+        profile.sample.iter().map(|sample| sample.value[0]).sum()
+    };
+    let intervals: i64 = (1..)
+        .map(|number| output.join(format!("interval-{number:06}.pb.gz")))
+        .take_while(|path| path.exists())
+        .map(|path| total(&path))
+        .sum();
+    assert_eq!(total(&merged), intervals);
+}

@@ -1166,10 +1166,11 @@ pub fn stop_requested() -> Option<nix::sys::signal::Signal> {
 /// What the run loop hands its caller.
 #[derive(Debug)]
 pub enum RunEvent<'a> {
-    /// An interval ended: its profile, and the run's merged profile.
+    /// An interval ended: its profile and, every `merged_every` intervals and at the
+    /// run's last, the run's merged profile.
     Interval {
         interval: &'a Interval,
-        merged: &'a Profile,
+        merged: Option<&'a Profile>,
     },
     /// SIGHUP: the caller reopens (recreates) its outputs.
     Reopen,
@@ -1194,6 +1195,7 @@ pub fn run<E>(
     daemon: &mut Daemon,
     every: Duration,
     intervals: Option<u64>,
+    merged_every: u64,
     mut sink: impl FnMut(RunEvent<'_>) -> Result<(), E>,
 ) -> Result<RunEnd, RunError<E>> {
     loop {
@@ -1211,16 +1213,19 @@ pub fn run<E>(
             }
         }
         let interval = daemon.collect().map_err(RunError::Daemon)?;
-        let merged = daemon.merged();
+        let last = stop.is_some() || intervals.is_some_and(|count| interval.number >= count);
+        // The merged profile is the whole run's: taking and writing it costs in
+        // proportion to the run, so not at every interval.
+        let merged = (last || interval.number % merged_every.max(1) == 0).then(|| daemon.merged());
         sink(RunEvent::Interval {
             interval: &interval,
-            merged: &merged,
+            merged: merged.as_ref(),
         })
         .map_err(RunError::Sink)?;
         if let Some(signal) = stop {
             return Ok(RunEnd::Signal(signal));
         }
-        if intervals.is_some_and(|count| interval.number >= count) {
+        if last {
             return Ok(RunEnd::Intervals);
         }
     }

@@ -1,7 +1,8 @@
 //! `rvperf daemon`: always-on profiling of the whole machine through rvperf's eBPF
 //! probes (aya-probes/, loaded by the profile-daemon library). Every interval writes
 //! `interval-NNNNNN.pb.gz` (pprof) and `interval-NNNNNN.folded` into the output
-//! directory, and rewrites `merged.pb.gz` and `merged.folded`, the whole run's; the
+//! directory, and every `--merged-every` intervals and after the last rewrites
+//! `merged.pb.gz` and `merged.folded`, the whole run's; the
 //! oldest intervals are removed beyond `--keep`. SIGTERM or SIGINT end the run after a
 //! last, complete interval; SIGHUP recreates the output directory (after a rotation
 //! moved it away).
@@ -53,6 +54,10 @@ pub struct DaemonArgs {
     /// (interval profiles are whole; each line says how many samples were merged so).
     #[arg(long, default_value_t = profile_daemon::MERGED_STACKS_DEFAULT)]
     max_merged_stacks: usize,
+    /// The merged profile (`merged.pb.gz`, `merged.folded`) is rewritten every this many
+    /// intervals, and always after the last (its cost grows with the run).
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u64).range(1..))]
+    merged_every: u64,
     /// Where BPF is unavailable (no permission, a kernel without BPF): `perf` samples
     /// through perf rings instead (every sample, with its callchain, crosses to user
     /// space, as `rvperf record -a -g`), named so on the first line. Without it the
@@ -154,12 +159,15 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
     let every = Duration::from_secs_f64(arguments.interval);
     let output = arguments.output.clone();
     let keep = arguments.keep;
-    let end = profile_daemon::run(&mut daemon, every, arguments.intervals, |event| {
+    let sink = |event: RunEvent<'_>| {
         match event {
             RunEvent::Reopen => {
                 std::fs::create_dir_all(&output)
                     .with_context(|| format!("cannot recreate {}", output.display()))?;
-                eprintln!("rvperf daemon: SIGHUP: outputs reopened in {}", output.display());
+                eprintln!(
+                    "rvperf daemon: SIGHUP: outputs reopened in {}",
+                    output.display()
+                );
             }
             RunEvent::Interval { interval, merged } => {
                 write_interval(&output, interval, merged, keep)?;
@@ -181,7 +189,14 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
             }
         }
         Ok::<(), anyhow::Error>(())
-    })
+    };
+    let end = profile_daemon::run(
+        &mut daemon,
+        every,
+        arguments.intervals,
+        arguments.merged_every,
+        sink,
+    )
     .map_err(|error| match error {
         profile_daemon::RunError::Daemon(error) => anyhow::Error::from(error),
         profile_daemon::RunError::Sink(error) => error,
@@ -203,7 +218,7 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
 fn write_interval(
     directory: &Path,
     interval: &profile_daemon::Interval,
-    merged: &pprof::Profile,
+    merged: Option<&pprof::Profile>,
     keep: u64,
 ) -> Result<()> {
     let stem = format!("interval-{:06}", interval.number);
@@ -219,11 +234,13 @@ fn write_interval(
     };
     write_profile(&format!("{stem}.pb.gz"), &interval.profile)?;
     write_text(&format!("{stem}.folded"), &interval.folded.to_text())?;
-    write_profile("merged.pb.gz", merged)?;
-    write_text(
-        "merged.folded",
-        &perf_session::profile_folded(merged, 0).to_text(),
-    )?;
+    if let Some(merged) = merged {
+        write_profile("merged.pb.gz", merged)?;
+        write_text(
+            "merged.folded",
+            &perf_session::profile_folded(merged, 0).to_text(),
+        )?;
+    }
     if let Some(old) = interval.number.checked_sub(keep) {
         if old > 0 {
             let stem = format!("interval-{old:06}");
