@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use common::{pprof_tool, repository, rvperf_binary};
+use common::{perf_for_recordings, pprof_tool, repository, rvperf_binary};
 
 const BPF_HINT: &str = "run tools/install-bpf-toolchain.sh (as root): aya-probes/build.sh needs Debian's rustc-web, libstd-rust-web-dev-bpf and bpf-linker";
 
@@ -171,7 +171,9 @@ fn the_hot_function_leads_with_perf_reports_share() {
     let top = pprof_tool(&["-top"], &merged);
     assert_eq!(pprof_first(&top), "hot_function", "{top}");
     let share = pprof_share(&top, "hot_function");
-    let report = Command::new("perf")
+    // (perf_for_recordings: under tools/ci/fresh-machine's chroot, plain perf would look
+    // for the program in another mount namespace and name none of its functions.)
+    let report = perf_for_recordings()
         .args(["report", "--stdio", "--no-children", "--sort", "sym", "-i"])
         .arg(&perf_data)
         .env("PAGER", "cat")
@@ -342,24 +344,18 @@ fn a_full_stack_map_is_counted_and_the_daemon_goes_on() {
 #[test]
 fn an_unprivileged_start_is_refused_in_one_line() {
     let _machine = machine();
-    let directory = tempfile::tempdir_in(scratch()).unwrap();
-    let output = directory.path().join("profiles");
-    let mut command = Command::new("setpriv");
-    command
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-        ])
-        .arg(rvperf_binary())
+    // Copies nobody can read: the checkout may be in root's home (as under
+    // tools/ci/fresh-machine), and a refusal to read the object is not the one tested.
+    let shared = SharedCopies::new();
+    let output = shared.directory.path().join("profiles");
+    let result = as_nobody(&shared.rvperf)
         .args(["daemon", "--output"])
         .arg(&output)
         .arg("--probes")
-        .arg(probes())
-        .args(["-e", "cpu-clock"]);
-    let result = command.output().expect("run setpriv");
+        .arg(&shared.probes)
+        .args(["-e", "cpu-clock"])
+        .output()
+        .expect("run setpriv");
     assert!(!result.status.success());
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -555,29 +551,50 @@ fn as_nobody(program: &Path) -> Command {
     command
 }
 
-#[test]
-fn without_bpf_the_perf_ring_fallback_profiles_and_says_so() {
-    let _machine = machine();
-    // Everything nobody runs must be readable by it: copies outside root's target tree.
-    let directory = tempfile::Builder::new()
-        .prefix("rvperf-daemon-fallback")
-        .tempdir_in("/tmp")
-        .unwrap();
-    let share = |path: &Path, name: &str, mode: u32| -> PathBuf {
+/// rvperf, the eBPF object and what else a test runs as nobody, copied where nobody
+/// can read them (the checkout may be in root's home, as under tools/ci/fresh-machine),
+/// in a directory it can write.
+struct SharedCopies {
+    directory: tempfile::TempDir,
+    rvperf: PathBuf,
+    probes: PathBuf,
+}
+
+impl SharedCopies {
+    fn new() -> SharedCopies {
         use std::os::unix::fs::PermissionsExt;
-        let copy = directory.path().join(name);
+        let directory = tempfile::Builder::new()
+            .prefix("rvperf-daemon-nobody")
+            .tempdir_in("/tmp")
+            .unwrap();
+        std::fs::set_permissions(directory.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let mut shared = SharedCopies {
+            directory,
+            rvperf: PathBuf::new(),
+            probes: PathBuf::new(),
+        };
+        shared.rvperf = shared.share(&rvperf_binary(), "rvperf", 0o755);
+        shared.probes = shared.share(probes(), "probes.o", 0o644);
+        shared
+    }
+
+    /// A copy of `path` named `name`, with `mode`.
+    fn share(&self, path: &Path, name: &str, mode: u32) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let copy = self.directory.path().join(name);
         std::fs::copy(path, &copy).unwrap();
         std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(mode)).unwrap();
         copy
-    };
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(directory.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     }
-    let rvperf = share(&rvperf_binary(), "rvperf", 0o755);
-    let probes = share(probes(), "probes.o", 0o644);
-    let hot = share(&hot_program(), "hot", 0o755);
-    let output = directory.path().join("profiles");
+}
+
+#[test]
+fn without_bpf_the_perf_ring_fallback_profiles_and_says_so() {
+    let _machine = machine();
+    let shared = SharedCopies::new();
+    let (rvperf, probes) = (&shared.rvperf, &shared.probes);
+    let hot = shared.share(&hot_program(), "hot", 0o755);
+    let output = shared.directory.path().join("profiles");
     // Unprivileged BPF stays off (kernel.unprivileged_bpf_disabled); system-wide perf
     // events and kernel addresses are opened to every user, as an administrator who
     // allows the fallback would.
@@ -589,11 +606,11 @@ fn without_bpf_the_perf_ring_fallback_profiles_and_says_so() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let result = as_nobody(&rvperf)
+    let result = as_nobody(rvperf)
         .args(["daemon", "--output"])
         .arg(&output)
         .arg("--probes")
-        .arg(&probes)
+        .arg(probes)
         .args([
             "-e",
             "cpu-clock",
@@ -624,11 +641,11 @@ fn without_bpf_the_perf_ring_fallback_profiles_and_says_so() {
     );
     assert_eq!(pprof_first(&top), "hot_function", "{top}");
     // Without the fallback the same start is refused in one line.
-    let refused = as_nobody(&rvperf)
+    let refused = as_nobody(rvperf)
         .args(["daemon", "--output"])
-        .arg(directory.path().join("refused"))
+        .arg(shared.directory.path().join("refused"))
         .arg("--probes")
-        .arg(&probes)
+        .arg(probes)
         .args(["-e", "cpu-clock"])
         .output()
         .unwrap();
