@@ -30,8 +30,8 @@ usage() {
     shift
     time -v "$@" >/dev/null 2>/tmp/usage.log
     awk -v name="$name" -F': ' '
-        /User time/ { user = $2 } /System time/ { system = $2 } /Maximum resident/ { rss = $2 }
-        END { printf "%s: user %s s, system %s s, peak RSS %.1f MB\n", name, user, system, rss / 1024 }' /tmp/usage.log
+        /User time/ { user = $2 } /System time/ { kernel = $2 } /Maximum resident/ { rss = $2 }
+        END { printf "%s: user %s s, system %s s, peak RSS %.1f MB\n", name, user, kernel, rss / 1024 }' /tmp/usage.log
 }
 
 echo "# $(uname -r), $(nproc) harts, ${SECONDS_EACH} s each, cycles at 999 Hz"
