@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use common::{perf_for_recordings, pprof_tool, repository, rvperf_binary};
+use common::{
+    perf_for_recordings, pprof_first, pprof_share, pprof_tool, repository, rvperf_binary,
+};
 
 const BPF_HINT: &str = "run tools/install-bpf-toolchain.sh (as root): aya-probes/build.sh needs Debian's rustc-web, libstd-rust-web-dev-bpf and bpf-linker";
 
@@ -71,26 +73,6 @@ fn hot_program() -> PathBuf {
         "hot",
         &std::fs::read_to_string(repository().join("tests/programs/host/hot.c")).unwrap(),
     )
-}
-
-/// The flat share `go tool pprof -top` gives `function`.
-fn pprof_share(top: &str, function: &str) -> f64 {
-    top.lines()
-        .find(|line| line.split_whitespace().nth(5) == Some(function))
-        .and_then(|line| line.split_whitespace().nth(1))
-        .map_or(0.0, |percent| {
-            percent.trim_end_matches('%').parse().unwrap()
-        })
-}
-
-/// The first function of `go tool pprof -top`.
-fn pprof_first(top: &str) -> String {
-    top.lines()
-        .skip_while(|line| !line.trim_start().starts_with("flat"))
-        .nth(1)
-        .and_then(|line| line.split_whitespace().nth(5))
-        .unwrap_or("")
-        .to_owned()
 }
 
 fn daemon(output: &Path, arguments: &[&str]) -> Command {

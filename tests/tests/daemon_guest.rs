@@ -17,7 +17,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{pprof_tool, repository};
+use common::{pprof_first, pprof_share, pprof_tool, repository};
 
 fn results() -> PathBuf {
     std::env::var_os("RVPERF_DAEMON_GUEST")
@@ -122,25 +122,6 @@ fn is_libc_or_loader(file: &str) -> bool {
 fn log(name: &str) -> String {
     let path = results().join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
-}
-
-/// The flat share `go tool pprof -top` gives `function`.
-fn pprof_share(top: &str, function: &str) -> f64 {
-    top.lines()
-        .find(|line| line.split_whitespace().last() == Some(function))
-        .and_then(|line| line.split_whitespace().nth(1))
-        .map(|share| share.trim_end_matches('%').parse().unwrap())
-        .unwrap_or_else(|| panic!("no {function} in:\n{top}"))
-}
-
-/// The first function of `go tool pprof -top`.
-fn pprof_first(top: &str) -> String {
-    top.lines()
-        .skip_while(|line| !line.trim_start().starts_with("flat"))
-        .nth(1)
-        .and_then(|line| line.split_whitespace().last())
-        .unwrap_or_default()
-        .to_owned()
 }
 
 #[test]

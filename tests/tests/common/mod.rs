@@ -468,3 +468,31 @@ pub fn pprof_tool(arguments: &[&str], profile: &Path) -> String {
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
+
+/// The function of a `go tool pprof -top` row: what follows its five figures (a Rust
+/// name may hold spaces).
+fn pprof_top_function(line: &str) -> String {
+    line.split_whitespace()
+        .skip(5)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The flat share (percent) `go tool pprof -top` gives `function`; panics when it is
+/// not listed.
+pub fn pprof_share(top: &str, function: &str) -> f64 {
+    top.lines()
+        .find(|line| pprof_top_function(line) == function)
+        .and_then(|line| line.split_whitespace().nth(1))
+        .map(|share| share.trim_end_matches('%').parse().unwrap())
+        .unwrap_or_else(|| panic!("no {function} in:\n{top}"))
+}
+
+/// The first function of `go tool pprof -top`.
+pub fn pprof_first(top: &str) -> String {
+    top.lines()
+        .skip_while(|line| !line.trim_start().starts_with("flat"))
+        .nth(1)
+        .map(pprof_top_function)
+        .unwrap_or_default()
+}
