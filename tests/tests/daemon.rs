@@ -370,6 +370,9 @@ fn sigterm_writes_a_last_complete_interval() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    // Into the third interval (the daemon stops at once on the signal, and an interval
+    // of a few milliseconds would have no samples to check).
+    std::thread::sleep(std::time::Duration::from_millis(300));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -678,4 +681,48 @@ fn the_merged_profile_is_written_every_few_intervals_and_after_the_last() {
         .map(|path| total(&path))
         .sum();
     assert_eq!(total(&merged), intervals);
+}
+
+/// The kernel's maps are drained as seldom as their load allows (drain.rs): the period
+/// doubles while a drain finds at most 32 stacks held (8,192 / 64 / 4) and few keys.
+/// At S samples a second over all CPUs a drain of period P holds at most 2 x S x P
+/// stacks (a user and a kernel stack per sample); with S at most 20, the period doubles
+/// from 100 ms up to 1 s (2 x 20 x 0.8 = 32) within 1.5 s and stays there. An interval
+/// of 4 s after the first then takes 4 drains and its end's one, not the 40 of a fixed
+/// tenth of a second; at most a second apart, never fewer than 3.
+#[test]
+fn a_lightly_loaded_machine_is_drained_about_once_a_second() {
+    let _machine = machine();
+    let cpus = std::thread::available_parallelism().map_or(1, |count| count.get());
+    assert!(
+        cpus <= 20,
+        "the bound assumes at most 20 samples a second at 1 Hz per CPU; {cpus} CPUs"
+    );
+    let frequency = (20 / cpus).max(1).to_string();
+    let directory = tempfile::tempdir_in(scratch()).unwrap();
+    let output = directory.path().join("profiles");
+    let result = daemon(
+        &output,
+        &["-F", &frequency, "--interval", "4", "--intervals", "3"],
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "{stderr}");
+    let drains: Vec<u64> = stderr
+        .lines()
+        .filter(|line| line.contains(": interval "))
+        .map(|line| {
+            let (before, _) = line.rsplit_once(" map drains").unwrap();
+            before.rsplit(' ').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    assert_eq!(drains.len(), 3, "{stderr}");
+    for (index, &count) in drains.iter().enumerate().skip(1) {
+        assert!(
+            (3..=6).contains(&count),
+            "interval {}: {count} drains\n{stderr}",
+            index + 1
+        );
+    }
 }

@@ -661,7 +661,7 @@ boot_guest() {
     local mode=$1 smp=$2 out=$3 control=$4 console=$5
     local qemu=(qemu-system-riscv64 -machine virt -cpu "${RVPERF_VM_CPU:-$QEMU_CPU}" -smp "$smp"
         -m "$QEMU_MEMORY" -bios default -kernel "$KERNEL/Image" -initrd "$INITRAMFS"
-        -append "console=ttyS0 earlycon=sbi quiet panic=-1 rdinit=/init"
+        -append "console=ttyS0 earlycon=sbi quiet panic=-1 rdinit=/init${RVPERF_VM_KERNEL_ARGS:+ $RVPERF_VM_KERNEL_ARGS}"
         -no-reboot -nic none)
     # Instruction counting: the PMU's cycles and instructions then count retired
     # instructions exactly (QEMU otherwise derives both from host ticks), so a

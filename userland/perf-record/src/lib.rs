@@ -37,6 +37,7 @@ pub use options::{
     AuxData, CallChains, RecordOptions, RecordWarning, Recording, Summary, Target,
     DEFAULT_AUX_PAGES, DEFAULT_DATA_PAGES,
 };
+pub use plan::quarter_watermark;
 pub use recorder::record;
 pub use stop::{StopFlag, StopHandlerError};
 // /proc/PID/maps lines, for the daemon's view of processes already running.

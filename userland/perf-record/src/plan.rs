@@ -137,6 +137,6 @@ pub(crate) fn sampling_options(options: &RecordOptions) -> AttrOptions {
 /// A watermark a quarter of `pages` pages: the recorder is woken when a ring is a
 /// quarter full, not per sample (each wake-up is a poll and a drain); the poll
 /// timeout drains the rest regularly anyway.
-pub(crate) fn quarter_watermark(pages: usize) -> u32 {
+pub fn quarter_watermark(pages: usize) -> u32 {
     u32::try_from(pages.saturating_mul(page_size()) / 4).unwrap_or(u32::MAX)
 }

@@ -17,6 +17,7 @@ use pprof::{
     FunctionSpec, LabelSpec, LabelValue, LineSpec, LocationId, MappingId, MappingSpec,
     MappingSymbols, Profile, ProfileBuilder, ProfileMetadata, SampleType,
 };
+use rustc_hash::FxHashMap;
 
 use crate::processes::Processes;
 use profiles::FoldedStacks;
@@ -588,12 +589,12 @@ pub fn profile_folded(profile: &Profile, column: usize) -> FoldedStacks {
             .and_then(|index| profile.string_table.get(index))
             .map_or("", String::as_str)
     };
-    let functions: HashMap<u64, &str> = profile
+    let functions: FxHashMap<u64, &str> = profile
         .function
         .iter()
         .map(|function| (function.id, text(function.name)))
         .collect();
-    let mappings: HashMap<u64, String> = profile
+    let mappings: FxHashMap<u64, String> = profile
         .mapping
         .iter()
         .map(|mapping| {
@@ -603,7 +604,7 @@ pub fn profile_folded(profile: &Profile, column: usize) -> FoldedStacks {
             (mapping.id, format!("[{short}]"))
         })
         .collect();
-    let locations: HashMap<u64, &pprof::proto::Location> = profile
+    let locations: FxHashMap<u64, &pprof::proto::Location> = profile
         .location
         .iter()
         .map(|location| (location.id, location))

@@ -28,10 +28,12 @@
 //! returns each interval's profile and statistics; the CLI writes them.
 
 mod batch;
+mod drain;
 
 use std::collections::HashMap as StdHashMap;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aya::maps::{Array, HashMap, Map, MapData, PerCpuArray, RingBuf, StackTraceMap};
@@ -51,6 +53,10 @@ use perf_session::{
 };
 use pprof::{FunctionSpec, MappingSymbols, Profile, ProfileBuilder, ProfileMetadata, SampleType};
 use profiles::FoldedStacks;
+use rustc_hash::FxHashMap;
+
+use drain::{DrainLoad, DrainSchedule, MapCapacity};
+pub use drain::{DRAIN_PERIOD_MAX, DRAIN_PERIOD_MIN};
 
 /// The sampled event: any perf event rvperf can open (a PMU type and config).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,6 +214,9 @@ pub struct IntervalStatistics {
     pub merged_over_cap: u64,
     /// Samples of the perf ring recorder too short for their fields (not counted).
     pub malformed_samples: u64,
+    /// Times the kernel's maps were drained (their period adapts to the load: see
+    /// [`DRAIN_PERIOD_MIN`] and [`DRAIN_PERIOD_MAX`]).
+    pub drains: u64,
 }
 
 /// One interval's profile.
@@ -258,7 +267,9 @@ pub struct Daemon {
     pending: IntervalStatistics,
     /// The interval's counts so far, drained from the kernel's maps (or the samples
     /// the perf ring recorder read).
-    drained: StdHashMap<DrainedStack, u64>,
+    drained: FxHashMap<DrainedStack, u64>,
+    /// When the kernel's maps are drained next.
+    next_drain: Instant,
     scratch: Vec<u8>,
 }
 
@@ -288,7 +299,8 @@ struct BpfProbes {
     /// The stacks the last drain read, by id: still in the kernel's map and, since
     /// the probe never replaces a stack (no BPF_F_REUSE_STACKID), unchanged there, so
     /// they are not read again.
-    recent_stacks: StdHashMap<u32, Vec<u64>>,
+    recent_stacks: FxHashMap<u32, Rc<[u64]>>,
+    schedule: DrainSchedule,
 }
 
 /// A stack drained from the kernel's maps: its process, kernel and user addresses
@@ -296,8 +308,9 @@ struct BpfProbes {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct DrainedStack {
     pid: u32,
-    kernel: Vec<u64>,
-    user: Vec<u64>,
+    /// Shared with the stack cache: a drain clones no addresses.
+    kernel: Rc<[u64]>,
+    user: Rc<[u64]>,
     lost: bool,
 }
 
@@ -486,19 +499,24 @@ impl BpfProbes {
                 process_events,
                 counters,
                 counter_totals: [0; Counter::COUNT as usize],
-                recent_stacks: StdHashMap::new(),
+                recent_stacks: FxHashMap::default(),
+                schedule: DrainSchedule::new(MapCapacity {
+                    keys: options.stack_counts as usize,
+                    stacks: options.stack_traces as usize,
+                }),
             },
             side_band,
             processes,
         })
     }
     /// Moves the kernel's counts into the interval's own: reads and clears the maps.
-    /// Done at every poll, so that the kernel's stack map holds a tenth of a second's
-    /// stacks rather than an interval's: it drops a stack whose bucket another holds,
-    /// and fewer stacks collide less.
-    fn drain_maps(&mut self, drained: &mut StdHashMap<DrainedStack, u64>) {
+    /// Done often (see `drain.rs`), so that the kernel's stack map holds a fraction of
+    /// a second's stacks rather than an interval's: it drops a stack whose bucket
+    /// another holds, and fewer stacks collide less. Returns what it found, for the
+    /// drain schedule.
+    fn drain_maps(&mut self, drained: &mut FxHashMap<DrainedStack, u64>) -> DrainLoad {
         let counted = self.read_and_clear_counts();
-        let mut stacks: StdHashMap<u32, Vec<u64>> = StdHashMap::new();
+        let mut stacks: FxHashMap<u32, Rc<[u64]>> = FxHashMap::default();
         for (key, _) in &counted {
             for id in [key.user_stack_id, key.kernel_stack_id] {
                 if let Ok(id) = u32::try_from(id) {
@@ -520,33 +538,48 @@ impl BpfProbes {
             let _ = self.traces.remove(id);
         }
         self.recent_stacks.clear();
+        let no_frames: Rc<[u64]> = Rc::from(Vec::new());
+        let keys = counted.len();
         for (key, count) in counted {
-            let mut stack = DrainedStack {
-                pid: key.pid,
-                kernel: Vec::new(),
-                user: Vec::new(),
-                lost: false,
-            };
-            for (id, addresses) in [
-                (key.kernel_stack_id, &mut stack.kernel),
-                (key.user_stack_id, &mut stack.user),
-            ] {
+            let mut lost = false;
+            let mut frames_of = |id: i32| -> Rc<[u64]> {
                 match u32::try_from(id) {
                     Ok(id) => match stacks.get(&id) {
-                        Some(frames) => addresses.clone_from(frames),
+                        Some(frames) => Rc::clone(frames),
                         // Removed with an earlier drain's stacks while this key was
                         // counted: a loss like a full map's.
-                        None => stack.lost = true,
+                        None => {
+                            lost = true;
+                            Rc::clone(&no_frames)
+                        }
                     },
                     Err(_) if id == NO_STACK || id == aya_probes_common::STACK_ID_NOT_COLLECTED => {
+                        Rc::clone(&no_frames)
                     }
-                    Err(_) => stack.lost = true,
+                    Err(_) => {
+                        lost = true;
+                        Rc::clone(&no_frames)
+                    }
                 }
-            }
+            };
+            let kernel = frames_of(key.kernel_stack_id);
+            let user = frames_of(key.user_stack_id);
+            let stack = DrainedStack {
+                pid: key.pid,
+                kernel,
+                user,
+                lost,
+            };
             let total = drained.entry(stack).or_default();
             *total = total.saturating_add(count);
         }
+        let load = DrainLoad {
+            keys,
+            stacks_held: stacks.len(),
+        };
         self.recent_stacks = stacks;
+        self.schedule.after_drain(load);
+        load
     }
 
     /// Every (stack key, count) of the kernel's map, which is left empty. In batches
@@ -693,7 +726,8 @@ impl Daemon {
             interval: 0,
             exited: Vec::new(),
             pending: IntervalStatistics::default(),
-            drained: StdHashMap::new(),
+            drained: FxHashMap::default(),
+            next_drain: Instant::now(),
             scratch: Vec::new(),
         })
     }
@@ -709,9 +743,36 @@ impl Daemon {
         }
     }
 
-    /// Reads what the side band and the process watch published: called often (every
-    /// 100 ms or so) so their rings never fill between intervals.
+    /// Sleeps until there is something to read: a side-band ring a quarter full (the
+    /// events' watermark), the next drain of the kernel's maps, or `limit`, whichever
+    /// comes first. A signal ends it early.
+    pub fn wait(&self, limit: Duration) {
+        let timeout = match self.probes {
+            Some(_) => limit.min(self.next_drain.saturating_duration_since(Instant::now())),
+            None => limit,
+        };
+        let fds: Vec<BorrowedFd<'_>> = self
+            .side_band
+            .iter()
+            .map(|(event, _)| event.as_fd())
+            .collect();
+        if perf_ring::poll_readable(&fds, Some(timeout)).is_err() {
+            // Not expected of perf event descriptors; a sleep keeps the loop from
+            // spinning.
+            std::thread::sleep(timeout);
+        }
+    }
+
+    /// Reads what the side band and the process watch published, and drains the
+    /// kernel's maps when their drain is due: called after every [`Daemon::wait`].
     pub fn poll(&mut self) {
+        self.read_rings();
+        if Instant::now() >= self.next_drain {
+            self.drain();
+        }
+    }
+
+    fn read_rings(&mut self) {
         // Every CPU's records, applied in time order: a process that moves between
         // CPUs has its FORK, COMM (exec) and MMAP2 records in several rings, and a
         // mapping applied before the exec that precedes it would be cleared by it.
@@ -792,15 +853,24 @@ impl Daemon {
                 .observe(record.record_type, record.misc, &record.body);
         }
         if let Some(probes) = &mut self.probes {
-            probes.drain_maps(&mut self.drained);
             probes.read_process_events(&mut self.pending, &mut self.exited);
+        }
+    }
+
+    /// Moves the kernel's counts into the interval's and schedules the next drain.
+    fn drain(&mut self) {
+        if let Some(probes) = &mut self.probes {
+            probes.drain_maps(&mut self.drained);
+            self.pending.drains = self.pending.drains.saturating_add(1);
+            self.next_drain = Instant::now() + probes.schedule.period();
         }
     }
 
     /// Ends the interval: reads and clears the maps, symbolizes the counts into the
     /// interval's profile and merges it into the run's.
     pub fn collect(&mut self) -> Result<Interval, DaemonError> {
-        self.poll();
+        self.read_rings();
+        self.drain();
         let now = SystemTime::now();
         let mut statistics = std::mem::take(&mut self.pending);
         self.interval += 1;
@@ -995,12 +1065,7 @@ fn perf_ring_sample(body: &[u8]) -> Option<DrainedStack> {
     // ip u64, pid u32, tid u32, time u64, nr u64, ips[nr] u64.
     let pid = u32::from_ne_bytes(body.get(8..12)?.try_into().ok()?);
     let count = usize::try_from(read_u64(body, 24)?).ok()?;
-    let mut stack = DrainedStack {
-        pid,
-        kernel: Vec::new(),
-        user: Vec::new(),
-        lost: false,
-    };
+    let (mut kernel, mut user) = (Vec::new(), Vec::new());
     let mut context = None;
     for index in 0..count {
         let offset = index.checked_mul(8)?.checked_add(32)?;
@@ -1010,13 +1075,18 @@ fn perf_ring_sample(body: &[u8]) -> Option<DrainedStack> {
             continue;
         }
         match context {
-            Some(PERF_CONTEXT_KERNEL) => stack.kernel.push(address),
-            Some(PERF_CONTEXT_USER) => stack.user.push(address),
+            Some(PERF_CONTEXT_KERNEL) => kernel.push(address),
+            Some(PERF_CONTEXT_USER) => user.push(address),
             // Hypervisor and guest contexts: not this machine's code.
             _ => {}
         }
     }
-    Some(stack)
+    Some(DrainedStack {
+        pid,
+        kernel: Rc::from(kernel),
+        user: Rc::from(user),
+        lost: false,
+    })
 }
 
 fn side_band_event(
@@ -1051,11 +1121,12 @@ fn side_band_event(
     // time order.
     attr.set_sample_id_all(1);
     attr.sample_type = u64::from(abi::PERF_SAMPLE_TID | abi::PERF_SAMPLE_TIME);
+    // The daemon is woken when a ring is a quarter full, not per record; it reads
+    // them at every drain of the kernel's maps anyway (at least once a second).
+    attr.set_watermark(1);
+    attr.wakeup_watermark = perf_record::quarter_watermark(options.side_band_pages);
     let name = match role {
-        SideBandRole::SideBandOnly => {
-            attr.wakeup_events = 1;
-            "dummy (side band)"
-        }
+        SideBandRole::SideBandOnly => "dummy (side band)",
         SideBandRole::Sampler => {
             // IP, TID, TIME, CALLCHAIN: the order of a sample's fields.
             attr.sample_type = u64::from(
@@ -1185,9 +1256,6 @@ pub enum RunEnd {
     Intervals,
 }
 
-/// How often the rings are read between intervals.
-const POLL_PERIOD: Duration = Duration::from_millis(100);
-
 /// Runs intervals of `every` until a stop signal (or `intervals` intervals), handing
 /// each to `sink`. A stop ends the interval under way early, and it is collected and
 /// handed over like the others.
@@ -1202,7 +1270,7 @@ pub fn run<E>(
         let started = Instant::now();
         let mut stop = None;
         while started.elapsed() < every {
-            std::thread::sleep(POLL_PERIOD.min(every.saturating_sub(started.elapsed())));
+            daemon.wait(every.saturating_sub(started.elapsed()));
             daemon.poll();
             if REOPEN.swap(false, std::sync::atomic::Ordering::Relaxed) {
                 sink(RunEvent::Reopen).map_err(RunError::Sink)?;

@@ -2,13 +2,14 @@
 //! inferno and flamegraph.pl read): aggregation and the differential pairing of two
 //! profiles.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
+
+use rustc_hash::FxHashMap;
 
 /// Stacks (root first) with their summed weights.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FoldedStacks {
-    stacks: HashMap<String, u64>,
+    stacks: FxHashMap<String, u64>,
     /// Reused buffer for joining frames without a fresh String per sample.
     scratch: String,
 }

@@ -173,7 +173,7 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
                 write_interval(&output, interval, merged, keep)?;
                 let statistics = &interval.statistics;
                 eprintln!(
-                    "rvperf daemon: interval {}: {} samples in {} stacks, {} dropped (stack map full), {} stacks lost, {} process events lost, {} side-band records lost, {} execs, {} exits, {} merged under {}",
+                    "rvperf daemon: interval {}: {} samples in {} stacks, {} dropped (stack map full), {} stacks lost, {} process events lost, {} side-band records lost, {} execs, {} exits, {} merged under {}, {} map drains",
                     interval.number,
                     statistics.samples_counted,
                     statistics.stacks,
@@ -185,6 +185,7 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
                     statistics.exits,
                     statistics.merged_over_cap,
                     profile_daemon::MERGED_PROFILE_FULL,
+                    statistics.drains,
                 );
             }
         }

@@ -248,6 +248,9 @@ pub struct Symbolizer {
     processes: FxHashMap<u32, AddressSpace>,
     kernel: Kernel,
     cache: FxHashMap<(usize, u64), Rc<[Frame]>>,
+    /// Without inline frames, a function's frame by (file, function start): the
+    /// demangling of its name is done once per function, not per address in it.
+    function_frames: FxHashMap<(usize, u64), Rc<[Frame]>>,
     no_frames: Rc<[Frame]>,
     unknown: Rc<str>,
     outside_mappings: u64,
@@ -266,6 +269,7 @@ impl Symbolizer {
             processes: FxHashMap::default(),
             kernel: Kernel::default(),
             cache: FxHashMap::default(),
+            function_frames: FxHashMap::default(),
             no_frames: Rc::from(Vec::new()),
             unknown: Rc::from(UNKNOWN_DSO),
             outside_mappings: 0,
@@ -532,10 +536,27 @@ impl Symbolizer {
             };
         };
         let vaddr = object.vaddr_of_offset(file_offset);
+        let function_start = vaddr
+            .and_then(|vaddr| object.function(vaddr))
+            .map(|function| function.address);
         let frames = match vaddr {
             None => Rc::clone(&self.no_frames),
             Some(vaddr) => match self.cache.get(&(index, vaddr)) {
                 Some(frames) => Rc::clone(frames),
+                None if !self.options.inlines => {
+                    let frames = match object.function(vaddr) {
+                        None => Rc::clone(&self.no_frames),
+                        Some(function) => Rc::clone(
+                            self.function_frames
+                                .entry((index, function.address))
+                                .or_insert_with(|| {
+                                    Rc::from([Frame::from_linkage_name(&function.linkage_name)])
+                                }),
+                        ),
+                    };
+                    self.cache.insert((index, vaddr), Rc::clone(&frames));
+                    frames
+                }
                 None => {
                     let (frames, error) = frames_of(object, vaddr, self.options.inlines);
                     if let Some(error) = error {
@@ -551,9 +572,6 @@ impl Symbolizer {
                 }
             },
         };
-        let function_start = vaddr
-            .and_then(|vaddr| object.function(vaddr))
-            .map(|function| function.address);
         Symbolized {
             dso: Rc::clone(&entry.dso),
             dso_path: Some(Rc::clone(path)),

@@ -1,0 +1,163 @@
+//! How often the kernel's maps are drained: as seldom as they allow.
+//!
+//! Each drain costs a walk of every bucket of the count map (the kernel's batch read
+//! visits them all, full or empty) and a system call per new stack, and it wakes the
+//! daemon. Draining seldom costs stacks instead: the kernel's stack map keeps a stack
+//! in the bucket its hash picks and refuses a different stack there, so the more
+//! stacks it holds, the more new ones it loses. A drain leaves in it the stacks the
+//! last drain's samples used (see `drain_maps`), so the stacks one drain reads are
+//! about what it holds.
+//!
+//! So the period follows the load: halved (down to [`DRAIN_PERIOD_MIN`]) when a drain
+//! found the stack map holding more than 1/64 of its buckets (a new stack then
+//! collides with a chance of about 1 in 32, counting the stacks new since) or the
+//! count map over a quarter full, doubled (up to [`DRAIN_PERIOD_MAX`]) when both were
+//! four times below that. A machine in steady state, whose few stacks recur, is
+//! drained once a second; one starting processes all the time, every stack new, ten
+//! times a second, as before this schedule.
+
+use std::time::Duration;
+
+/// The shortest period: ten drains a second.
+pub const DRAIN_PERIOD_MIN: Duration = Duration::from_millis(100);
+
+/// The longest period: one drain a second.
+pub const DRAIN_PERIOD_MAX: Duration = Duration::from_secs(1);
+
+/// What one drain found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainLoad {
+    /// (process, user stack, kernel stack) keys read from the count map.
+    pub keys: usize,
+    /// Stacks left in the kernel's stack map (those the drain's keys use).
+    pub stacks_held: usize,
+}
+
+/// The maps' sizes (their `max_entries`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapCapacity {
+    pub keys: usize,
+    pub stacks: usize,
+}
+
+/// How full a map may be at a drain before the period is halved: a fraction
+/// `1 / divisor` of its entries.
+const STACKS_BUSY_DIVISOR: usize = 64;
+const KEYS_BUSY_DIVISOR: usize = 4;
+/// How far below the busy mark both maps must be before the period is doubled.
+const QUIET_FACTOR: usize = 4;
+
+/// The drain period, adapted after every drain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainSchedule {
+    period: Duration,
+    capacity: MapCapacity,
+}
+
+impl DrainSchedule {
+    /// Starts at the shortest period: nothing is known of the load yet.
+    pub fn new(capacity: MapCapacity) -> Self {
+        DrainSchedule {
+            period: DRAIN_PERIOD_MIN,
+            capacity,
+        }
+    }
+
+    /// The time from one drain to the next.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// Adapts the period to what a drain found.
+    pub fn after_drain(&mut self, load: DrainLoad) {
+        // Compared multiplied out: no rounding of small capacities to a zero mark.
+        let stacks_over =
+            |divisor: usize| load.stacks_held.saturating_mul(divisor) > self.capacity.stacks;
+        let keys_over = |divisor: usize| load.keys.saturating_mul(divisor) > self.capacity.keys;
+        if stacks_over(STACKS_BUSY_DIVISOR) || keys_over(KEYS_BUSY_DIVISOR) {
+            self.period = (self.period / 2).max(DRAIN_PERIOD_MIN);
+        } else if !stacks_over(STACKS_BUSY_DIVISOR * QUIET_FACTOR)
+            && !keys_over(KEYS_BUSY_DIVISOR * QUIET_FACTOR)
+        {
+            self.period = (self.period * 2).min(DRAIN_PERIOD_MAX);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The daemon's default maps: 16,384 keys, 8,192 stacks.
+    const DEFAULT: MapCapacity = MapCapacity {
+        keys: 16_384,
+        stacks: 8_192,
+    };
+
+    fn load(keys: usize, stacks_held: usize) -> DrainLoad {
+        DrainLoad { keys, stacks_held }
+    }
+
+    #[test]
+    fn a_quiet_machine_is_drained_once_a_second() {
+        let mut schedule = DrainSchedule::new(DEFAULT);
+        assert_eq!(schedule.period(), DRAIN_PERIOD_MIN);
+        let mut periods = Vec::new();
+        for _ in 0..6 {
+            schedule.after_drain(load(20, 30));
+            periods.push(schedule.period().as_millis());
+        }
+        assert_eq!(periods, [200, 400, 800, 1000, 1000, 1000]);
+    }
+
+    #[test]
+    fn new_stacks_shorten_the_period_to_the_minimum() {
+        let mut schedule = DrainSchedule::new(DEFAULT);
+        for _ in 0..4 {
+            schedule.after_drain(load(10, 10));
+        }
+        assert_eq!(schedule.period(), DRAIN_PERIOD_MAX);
+        let mut periods = Vec::new();
+        for _ in 0..5 {
+            // 8,192 / 64 = 128 stacks is the mark: 129 is over it.
+            schedule.after_drain(load(200, 129));
+            periods.push(schedule.period().as_millis());
+        }
+        assert_eq!(periods, [500, 250, 125, 100, 100]);
+    }
+
+    #[test]
+    fn a_filling_count_map_shortens_the_period_too() {
+        let mut schedule = DrainSchedule::new(DEFAULT);
+        schedule.after_drain(load(0, 0));
+        assert_eq!(schedule.period().as_millis(), 200);
+        // A quarter of 16,384 keys is the mark, with few stacks (one process, many
+        // pids, say).
+        schedule.after_drain(load(4_097, 10));
+        assert_eq!(schedule.period().as_millis(), 100);
+    }
+
+    #[test]
+    fn between_the_marks_the_period_stays() {
+        let mut schedule = DrainSchedule::new(DEFAULT);
+        schedule.after_drain(load(0, 0));
+        schedule.after_drain(load(0, 0));
+        assert_eq!(schedule.period().as_millis(), 400);
+        // Over a quarter of the busy mark (128 / 4 = 32 stacks), under the mark itself.
+        for stacks_held in [33, 64, 128] {
+            schedule.after_drain(load(100, stacks_held));
+            assert_eq!(schedule.period().as_millis(), 400, "{stacks_held} stacks");
+        }
+    }
+
+    #[test]
+    fn tiny_maps_are_drained_as_often_as_allowed() {
+        // Two-entry maps (the overflow test's): one stack is already over 1/64.
+        let mut schedule = DrainSchedule::new(MapCapacity { keys: 2, stacks: 2 });
+        schedule.after_drain(load(1, 1));
+        assert_eq!(schedule.period(), DRAIN_PERIOD_MIN);
+        // Even empty, a drain of them doubles it only when nothing was held.
+        schedule.after_drain(load(0, 0));
+        assert_eq!(schedule.period().as_millis(), 200);
+    }
+}
