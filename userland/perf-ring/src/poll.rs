@@ -1,7 +1,10 @@
 //! Waiting for ring buffer wake-ups (wakeup_events/wakeup_watermark).
 
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PollError {
@@ -28,39 +31,33 @@ pub fn poll_readable(
     fds: &[BorrowedFd<'_>],
     timeout: Option<Duration>,
 ) -> Result<Vec<PollStatus>, PollError> {
-    let mut pollfds: Vec<libc::pollfd> = fds
+    let mut pollfds: Vec<PollFd<'_>> = fds
         .iter()
-        .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
+        .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
         .collect();
-    let timeout_ms = timeout.map_or(-1, |t| i32::try_from(t.as_millis()).unwrap_or(i32::MAX));
-    // SAFETY: `pollfds` is a live, exclusively borrowed array of exactly
-    // `len` pollfd structs; poll only writes their revents fields.
-    let result = unsafe {
-        libc::poll(
-            pollfds.as_mut_ptr(),
-            pollfds.len() as libc::nfds_t,
-            timeout_ms,
-        )
+    let timeout = match timeout {
+        None => PollTimeout::NONE,
+        // Over i32::MAX milliseconds (24 days): as long as poll waits.
+        Some(timeout) => PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX),
     };
-    if result < 0 {
-        let source = std::io::Error::last_os_error();
-        if source.raw_os_error() == Some(libc::EINTR) {
-            return Ok(vec![PollStatus::default(); fds.len()]);
+    match poll(&mut pollfds, timeout) {
+        Ok(_) => {}
+        Err(Errno::EINTR) => return Ok(vec![PollStatus::default(); fds.len()]),
+        Err(errno) => {
+            return Err(PollError::Poll {
+                count: fds.len(),
+                source: std::io::Error::from(errno),
+            })
         }
-        return Err(PollError::Poll {
-            count: fds.len(),
-            source,
-        });
     }
     Ok(pollfds
         .iter()
-        .map(|pollfd| PollStatus {
-            readable: pollfd.revents & libc::POLLIN != 0,
-            hung_up: pollfd.revents & (libc::POLLHUP | libc::POLLERR) != 0,
+        .map(|pollfd| {
+            let revents = pollfd.revents().unwrap_or(PollFlags::empty());
+            PollStatus {
+                readable: revents.contains(PollFlags::POLLIN),
+                hung_up: revents.intersects(PollFlags::POLLHUP | PollFlags::POLLERR),
+            }
         })
         .collect())
 }

@@ -138,16 +138,17 @@ impl SymbolTable {
         // symbols, then perf's choice among aliases (sized over size-less,
         // strong over weak, global over local, fewer leading underscores,
         // the longer name), so that frames read as they do in `perf report`.
+        // Lazily (`then_with`): most pairs differ in address, and the name keys scan.
         candidates.sort_by(|a, b| {
             a.address
                 .cmp(&b.address)
-                .then(a.kind.cmp(&b.kind))
-                .then((b.size > 0).cmp(&(a.size > 0)))
-                .then(a.weak.cmp(&b.weak))
-                .then(b.global.cmp(&a.global))
-                .then(leading_underscores(&a.name).cmp(&leading_underscores(&b.name)))
-                .then(b.name.len().cmp(&a.name.len()))
-                .then(a.name.cmp(&b.name))
+                .then_with(|| a.kind.cmp(&b.kind))
+                .then_with(|| (b.size > 0).cmp(&(a.size > 0)))
+                .then_with(|| a.weak.cmp(&b.weak))
+                .then_with(|| b.global.cmp(&a.global))
+                .then_with(|| leading_underscores(&a.name).cmp(&leading_underscores(&b.name)))
+                .then_with(|| b.name.len().cmp(&a.name.len()))
+                .then_with(|| a.name.cmp(&b.name))
         });
         candidates.dedup_by_key(|candidate| candidate.address);
 
