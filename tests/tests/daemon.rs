@@ -400,8 +400,10 @@ fn sigterm_writes_a_last_complete_interval() {
         .sum();
     assert!(total(&last) > 0);
     assert_eq!(total(&merged), intervals);
+    // Go's reader takes it, and it has the hot program's samples (which leads is the
+    // business of the test against perf: another program may share this machine).
     let top = pprof_tool(&["-top"], &last);
-    assert_eq!(pprof_first(&top), "hot_function", "{top}");
+    assert!(pprof_share(&top, "hot_function") > 0.0, "{top}");
     // No temporary file of an interrupted write is left.
     for entry in std::fs::read_dir(&output).unwrap() {
         let name = entry.unwrap().file_name();
