@@ -16,7 +16,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use common::{
-    perf_for_recordings, pprof_first, pprof_share, pprof_tool, repository, rvperf_binary,
+    daemon_interval_counts, perf_for_recordings, pprof_first, pprof_share, pprof_tool, repository,
+    rvperf_binary,
 };
 
 const BPF_HINT: &str = "run tools/install-bpf-toolchain.sh (as root): aya-probes/build.sh needs Debian's rustc-web, libstd-rust-web-dev-bpf and bpf-linker";
@@ -307,14 +308,7 @@ fn a_full_stack_map_is_counted_and_the_daemon_goes_on() {
     }
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(result.status.success(), "{stderr}");
-    let dropped: Vec<u64> = stderr
-        .lines()
-        .filter(|line| line.contains(": interval "))
-        .map(|line| {
-            let (before, _) = line.split_once(" dropped").unwrap();
-            before.rsplit(' ').next().unwrap().parse().unwrap()
-        })
-        .collect();
+    let dropped = daemon_interval_counts(&stderr, " dropped");
     assert_eq!(dropped.len(), 3, "{stderr}");
     assert!(dropped.iter().sum::<u64>() > 0, "nothing dropped: {stderr}");
     for interval in 1..=3 {
@@ -370,9 +364,21 @@ fn sigterm_writes_a_last_complete_interval() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    // Into the third interval (the daemon stops at once on the signal, and an interval
-    // of a few milliseconds would have no samples to check).
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Into the third interval by 0.3 s of the hot program's own CPU time (the daemon
+    // stops at once on the signal, and an interval of a few milliseconds would have no
+    // samples to check): about 150 of its samples at 499 Hz however busy the machine.
+    let started = cpu_ticks(workload.id());
+    while cpu_ticks(workload.id()) < started + 30 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the daemon ended during its third interval"
+        );
+        assert!(
+            workload.try_wait().unwrap().is_none(),
+            "the hot program ended before the third interval had its samples"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -457,14 +463,12 @@ fn the_merged_profile_stays_under_its_cap_and_counts_the_rest() {
     }
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(result.status.success(), "{stderr}");
-    let over_cap: i64 = stderr
-        .lines()
-        .filter(|line| line.contains(": interval "))
-        .map(|line| {
-            let (before, _) = line.split_once(" merged under").unwrap();
-            before.rsplit(' ').next().unwrap().parse::<i64>().unwrap()
-        })
-        .sum();
+    let over_cap = i64::try_from(
+        daemon_interval_counts(&stderr, " merged under")
+            .iter()
+            .sum::<u64>(),
+    )
+    .unwrap();
     let total = |path: &Path| -> i64 {
         let profile = pprof::read(&std::fs::read(path).unwrap()).unwrap();
         profile.sample.iter().map(|sample| sample.value[0]).sum()
@@ -711,14 +715,7 @@ fn a_lightly_loaded_machine_is_drained_about_once_a_second() {
     .unwrap();
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(result.status.success(), "{stderr}");
-    let drains: Vec<u64> = stderr
-        .lines()
-        .filter(|line| line.contains(": interval "))
-        .map(|line| {
-            let (before, _) = line.rsplit_once(" map drains").unwrap();
-            before.rsplit(' ').next().unwrap().parse().unwrap()
-        })
-        .collect();
+    let drains = daemon_interval_counts(&stderr, " map drains");
     assert_eq!(drains.len(), 3, "{stderr}");
     for (index, &count) in drains.iter().enumerate().skip(1) {
         assert!(
@@ -727,4 +724,15 @@ fn a_lightly_loaded_machine_is_drained_about_once_a_second() {
             index + 1
         );
     }
+}
+
+/// User and system time of process `pid` so far, in clock ticks (`/proc/PID/stat`
+/// fields 14 and 15; 100 a second on Linux).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The command name (field 2) is in parentheses and may hold spaces.
+    let (_, after_name) = stat.rsplit_once(')').unwrap();
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // After the name: state is field 3, so utime (14) and stime (15) are 11 and 12.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }

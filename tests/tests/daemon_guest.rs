@@ -17,7 +17,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{pprof_first, pprof_share, pprof_tool, repository};
+use common::{daemon_interval_counts, pprof_first, pprof_share, pprof_tool, repository};
 
 fn results() -> PathBuf {
     std::env::var_os("RVPERF_DAEMON_GUEST")
@@ -244,14 +244,7 @@ fn short_lived_processes_are_named_by_their_function() {
 #[test]
 fn a_two_entry_stack_map_overflows_into_counted_drops() {
     let log = log("overflow.log");
-    let dropped: Vec<u64> = log
-        .lines()
-        .filter(|line| line.contains(": interval "))
-        .map(|line| {
-            let (before, _) = line.split_once(" dropped").unwrap();
-            before.rsplit(' ').next().unwrap().parse().unwrap()
-        })
-        .collect();
+    let dropped = daemon_interval_counts(&log, " dropped");
     assert_eq!(dropped.len(), 3, "{log}");
     assert!(dropped.iter().sum::<u64>() > 0, "nothing dropped: {log}");
     for interval in 1..=3 {

@@ -496,3 +496,17 @@ pub fn pprof_first(top: &str) -> String {
         .map(pprof_top_function)
         .unwrap_or_default()
 }
+
+/// The number before `label` (as " dropped", " map drains") on each of `rvperf daemon`'s
+/// interval lines, in order.
+pub fn daemon_interval_counts(log: &str, label: &str) -> Vec<u64> {
+    log.lines()
+        .filter(|line| line.contains(": interval "))
+        .map(|line| {
+            let (before, _) = line
+                .split_once(label)
+                .unwrap_or_else(|| panic!("no {label:?} in {line:?}"));
+            before.rsplit(' ').next().unwrap().parse().unwrap()
+        })
+        .collect()
+}
