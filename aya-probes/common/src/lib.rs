@@ -59,7 +59,8 @@ pub mod program_name {
 
 /// Default number of distinct [`StackKey`]s counted between two drains by
 /// userland. The loader may change it before load with
-/// `EbpfLoader::map_max_entries(map_name::STACK_COUNTS, n)`; when it is
+/// `EbpfLoader::map_max_entries(map_name::STACK_COUNTS, n)` (`rvperf daemon`
+/// sizes it for the machine's CPUs and sampling frequency); when it is
 /// full, new keys are counted in [`Counter::SamplesDropped`].
 pub const STACK_COUNTS_DEFAULT_MAX_ENTRIES: u32 = 16_384;
 

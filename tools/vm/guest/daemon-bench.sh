@@ -16,11 +16,30 @@
 #           aggregate little and every stack is read from them.
 # Printed: each recorder's CPU time and peak RSS over SECONDS_EACH, then the daemon's
 # CPU time and RSS after each of INTERVALS intervals. Outputs go to /tmp (the guest's
-# memory), not the 9p share, whose writes would be charged to the profiler.
+# memory), not the 9p share, whose writes would be charged to the profiler; for the
+# same reason rvperf, its eBPF object and the workloads' programs are run from copies
+# in /tmp, as perf runs from the initramfs: read from the 9p share, the first touch of
+# each page of rvperf's 29 MB binary and each symbol table the daemon reads is a 9p
+# request (46% of a start-up's CPU time went to such page faults).
+#
+# SELF_PROFILE=1: instead, where the daemon's own time goes. Under each workload the
+# daemon runs INTERVALS intervals, and from its third interval `perf record -e
+# cpu-clock -g` samples it (a software clock: the harts' one cycle counter is the
+# daemon's); printed are its hottest symbols, alone and with their callees. The
+# guest's rvperf has no frame pointers, so only kernel callers are known; for user
+# callers, give RVPERF_BINARY, an rvperf built with `-C force-frame-pointers=yes`
+# (DWARF unwinding, `--call-graph dwarf`, does not finish in the guest).
 SECONDS_EACH=${SECONDS_EACH:-30}
 INTERVAL=${INTERVAL:-5}
 INTERVALS=${INTERVALS:-12}
-BIN=/opt/rvperf/bin
+BIN=/tmp/bench-bin
+rm -rf "$BIN"
+mkdir -p "$BIN"
+cp "${RVPERF_BINARY:-/opt/rvperf/bin/rvperf}" "$BIN/rvperf" || exit 1
+for file in rvperf-probes.bpf.o hot ticker burst; do
+    cp "/opt/rvperf/bin/$file" "$BIN/" || exit 1
+done
+PATH=$BIN:$PATH
 
 WORKLOADS=${WORKLOADS:-steady churn}
 
@@ -46,6 +65,36 @@ usage() {
         /User time/ { user = $2 } /System time/ { kernel = $2 } /Maximum resident/ { rss = $2 }
         END { printf "%s: user %s s, system %s s, peak RSS %.1f MB\n", name, user, kernel, rss / 1024 }' /tmp/usage.log
 }
+
+self_profile() {
+    rm -rf /tmp/bench-daemon
+    workload_start
+    rvperf daemon --output /tmp/bench-daemon -F 999 --interval "$INTERVAL" --intervals "$INTERVALS" \
+        2>/tmp/bench-daemon.log &
+    daemon_pid=$!
+    sleep $((INTERVAL * 2))
+    perf record -q -e cpu-clock -F 999 -g -p "$daemon_pid" -o /tmp/bench-self.data 2>/dev/null &
+    perf_pid=$!
+    wait "$daemon_pid"
+    kill -INT "$perf_pid" 2>/dev/null
+    wait "$perf_pid"
+    workload_stop
+    tail -n 3 /tmp/bench-daemon.log
+    echo "### the daemon's hottest symbols"
+    perf report -i /tmp/bench-self.data --stdio --no-children -n --sort dso,sym -g none 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | head -n 40
+    echo "### with their callees"
+    perf report -i /tmp/bench-self.data --stdio --children -n --sort sym -g none 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | head -n 80
+}
+
+if [ "${SELF_PROFILE:-0}" = 1 ]; then
+    for workload in $WORKLOADS; do
+        echo "## workload: $workload (self-profile)"
+        self_profile
+    done
+    exit 0
+fi
 
 echo "# $(uname -r), $(nproc) harts, ${SECONDS_EACH} s each, cycles at 999 Hz, kernel: $(cat /proc/cmdline)"
 # What every profiler that names kernel functions pays once (the kernel formats each

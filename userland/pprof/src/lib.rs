@@ -11,8 +11,11 @@
 
 use std::io::{Read, Write};
 
+use std::hash::Hasher as _;
+
+use hashbrown::HashTable;
 use prost::Message as _;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHasher};
 
 pub mod proto;
 
@@ -168,9 +171,11 @@ pub struct ProfileBuilder {
     address_locations: FxHashMap<(u64, u64), LocationId>,
     function_locations: FxHashMap<FunctionId, LocationId>,
     samples: Vec<proto::Sample>,
-    /// The sample index of each (locations, labels) key.
-    sample_index: FxHashMap<Box<[u64]>, usize>,
-    /// The key of the sample being added, reused.
+    /// The index in `samples` of each distinct (locations, labels), hashed by
+    /// [`sample_hash`] and compared with the sample itself: the stacks are kept once,
+    /// in the samples, not a second time as keys (half a long run's memory).
+    sample_index: HashTable<usize>,
+    /// The label words ([`label_words`]) of the sample being added, reused.
     scratch: Vec<u64>,
     metadata: ProfileMetadata,
     main_mapping: Option<MappingId>,
@@ -236,10 +241,60 @@ impl Strings {
     }
 }
 
-/// Separates the labels from the locations in a sample's key (no location id is 0).
-const LABELS_FOLLOW: u64 = 0;
-const TEXT_LABEL: u64 = 1;
-const NUMBER_LABEL: u64 = 2;
+/// A label as four words, as its message has them (key, text, number and unit; a text
+/// label's number and unit are 0, a number label's text is 0): what samples are told
+/// apart by, beside their locations.
+fn label_words(label: &proto::Label) -> [u64; 4] {
+    [
+        label.key as u64,
+        label.str as u64,
+        label.num as u64,
+        label.num_unit as u64,
+    ]
+}
+
+/// The hash of a sample's locations and label words: the same for a sample being added
+/// and the one stored for it.
+fn sample_hash(
+    locations: impl Iterator<Item = u64>,
+    label_words: impl Iterator<Item = u64>,
+) -> u64 {
+    let mut hasher = FxHasher::default();
+    let mut count = 0u64;
+    for location in locations {
+        hasher.write_u64(location);
+        count += 1;
+    }
+    // The number of locations separates them from the labels.
+    hasher.write_u64(count);
+    for word in label_words {
+        hasher.write_u64(word);
+    }
+    hasher.finish()
+}
+
+fn stored_sample_hash(sample: &proto::Sample) -> u64 {
+    sample_hash(
+        sample.location_id.iter().copied(),
+        sample.label.iter().flat_map(label_words),
+    )
+}
+
+/// Whether `sample` is the sample of `locations` with the labels `words`.
+fn sample_matches(sample: &proto::Sample, locations: &[LocationId], words: &[u64]) -> bool {
+    sample.location_id.len() == locations.len()
+        && sample
+            .location_id
+            .iter()
+            .zip(locations)
+            .all(|(&id, location)| id == location.0)
+        && sample.label.len() * 4 == words.len()
+        && sample
+            .label
+            .iter()
+            .zip(words.chunks_exact(4))
+            .all(|(label, words)| label_words(label) == words)
+}
 
 impl ProfileBuilder {
     /// A profile whose samples carry one value of each of `sample_types`.
@@ -474,66 +529,84 @@ impl ProfileBuilder {
             });
         }
         let location_count = self.locations.len() as u64;
-        let mut key = std::mem::take(&mut self.scratch);
-        key.clear();
-        for location in stack {
-            if location.0 == 0 || location.0 > location_count {
-                self.scratch = key;
-                return Err(PprofError::UnknownId {
-                    what: "location",
-                    id: location.0,
-                });
-            }
-            key.push(location.0);
+        if let Some(location) = stack
+            .iter()
+            .find(|location| location.0 == 0 || location.0 > location_count)
+        {
+            return Err(PprofError::UnknownId {
+                what: "location",
+                id: location.0,
+            });
         }
-        key.push(LABELS_FOLLOW);
+        let mut words = std::mem::take(&mut self.scratch);
+        words.clear();
         for label in labels {
-            key.push(self.strings.intern(label.key) as u64);
+            let key = self.strings.intern(label.key) as u64;
             match label.value {
                 LabelValue::Text(text) => {
-                    key.push(TEXT_LABEL);
-                    key.push(self.strings.intern(text) as u64);
+                    words.extend([key, self.strings.intern(text) as u64, 0, 0]);
                 }
                 LabelValue::Number { value, unit } => {
-                    key.push(NUMBER_LABEL);
-                    key.push(value as u64);
-                    key.push(unit.map_or(0, |unit| self.strings.intern(unit)) as u64);
+                    let unit = unit.map_or(0, |unit| self.strings.intern(unit)) as u64;
+                    words.extend([key, 0, value as u64, unit]);
                 }
             }
         }
-        match self.sample_index.get(key.as_slice()) {
-            Some(&index) => {
-                for (total, value) in self.samples[index].value.iter_mut().zip(values) {
-                    *total = total.saturating_add(*value);
-                }
+        let result = self.add_sample_words(stack, values, &words);
+        self.scratch = words;
+        result
+    }
+
+    /// [`add_sample`](Self::add_sample) with the labels as words ([`label_words`]).
+    fn add_sample_words(
+        &mut self,
+        stack: &[LocationId],
+        values: &[i64],
+        words: &[u64],
+    ) -> Result<(), PprofError> {
+        let hash = sample_hash(
+            stack.iter().map(|location| location.0),
+            words.iter().copied(),
+        );
+        let samples = &self.samples;
+        if let Some(&index) = self
+            .sample_index
+            .find(hash, |&index| sample_matches(&samples[index], stack, words))
+        {
+            for (total, value) in self.samples[index].value.iter_mut().zip(values) {
+                *total = total.saturating_add(*value);
             }
-            None if self.sample_limit.is_some_and(|limit| {
-                self.samples.len() >= limit.samples && stack != [limit.stand_in]
-            }) =>
-            {
-                let stand_in = self.sample_limit.map(|limit| limit.stand_in);
-                let labels: Vec<u64> = key[stack.len() + 1..].to_vec();
-                self.scratch = key;
+            return Ok(());
+        }
+        if let Some(limit) = self.sample_limit {
+            if self.samples.len() >= limit.samples && stack != [limit.stand_in] {
                 if self.over_limit.is_empty() {
                     self.over_limit = vec![0; values.len()];
                 }
                 for (total, value) in self.over_limit.iter_mut().zip(values) {
                     *total = total.saturating_add(*value);
                 }
-                return self.add_stand_in_sample(stand_in, &labels, values);
-            }
-            None => {
-                let labels = self.label_messages(&key[stack.len() + 1..]);
-                self.sample_index
-                    .insert(key.clone().into_boxed_slice(), self.samples.len());
-                self.samples.push(proto::Sample {
-                    location_id: stack.iter().map(|location| location.0).collect(),
-                    value: values.to_vec(),
-                    label: labels,
-                });
+                return self.add_sample_words(&[limit.stand_in], values, words);
             }
         }
-        self.scratch = key;
+        let label = words
+            .chunks_exact(4)
+            .map(|words| proto::Label {
+                key: words[0] as i64,
+                str: words[1] as i64,
+                num: words[2] as i64,
+                num_unit: words[3] as i64,
+            })
+            .collect();
+        let index = self.samples.len();
+        self.samples.push(proto::Sample {
+            location_id: stack.iter().map(|location| location.0).collect(),
+            value: values.to_vec(),
+            label,
+        });
+        let samples = &self.samples;
+        self.sample_index
+            .insert_unique(hash, index, |&index| stored_sample_hash(&samples[index]));
         Ok(())
     }
 
@@ -550,71 +623,6 @@ impl ProfileBuilder {
     /// summed per sample type (empty when nothing was).
     pub fn over_limit(&self) -> &[i64] {
         &self.over_limit
-    }
-
-    /// The labels of a sample key's tail (see `add_sample`).
-    fn label_messages(&self, mut tail: &[u64]) -> Vec<proto::Label> {
-        let mut labels = Vec::new();
-        while let [key, kind, rest @ ..] = tail {
-            match (*kind, rest) {
-                (TEXT_LABEL, [text, rest @ ..]) => {
-                    labels.push(proto::Label {
-                        key: *key as i64,
-                        str: *text as i64,
-                        num: 0,
-                        num_unit: 0,
-                    });
-                    tail = rest;
-                }
-                (NUMBER_LABEL, [value, unit, rest @ ..]) => {
-                    labels.push(proto::Label {
-                        key: *key as i64,
-                        str: 0,
-                        num: *value as i64,
-                        num_unit: *unit as i64,
-                    });
-                    tail = rest;
-                }
-                // The key was written by add_sample just before: nothing else occurs.
-                _ => break,
-            }
-        }
-        labels
-    }
-
-    /// Adds `values` to the sample of the stack `[stand_in]` with the interned label tail
-    /// `labels` (a sample over the cap), creating it if need be.
-    fn add_stand_in_sample(
-        &mut self,
-        stand_in: Option<LocationId>,
-        labels: &[u64],
-        values: &[i64],
-    ) -> Result<(), PprofError> {
-        let Some(stand_in) = stand_in else {
-            return Ok(());
-        };
-        let mut key = Vec::with_capacity(labels.len() + 2);
-        key.push(stand_in.0);
-        key.push(LABELS_FOLLOW);
-        key.extend_from_slice(labels);
-        match self.sample_index.get(key.as_slice()) {
-            Some(&index) => {
-                for (total, value) in self.samples[index].value.iter_mut().zip(values) {
-                    *total = total.saturating_add(*value);
-                }
-            }
-            None => {
-                let labels = self.label_messages(labels);
-                self.sample_index
-                    .insert(key.into_boxed_slice(), self.samples.len());
-                self.samples.push(proto::Sample {
-                    location_id: vec![stand_in.0],
-                    value: values.to_vec(),
-                    label: labels,
-                });
-            }
-        }
-        Ok(())
     }
 
     /// The number of distinct (stack, labels) samples so far.
@@ -698,7 +706,20 @@ impl ProfileBuilder {
     /// The profile as built so far, leaving the builder as it is (a running profile's
     /// snapshot).
     pub fn snapshot(&self) -> Profile {
-        self.clone().build()
+        // The profile's parts only: the indices (most of all the sample index, one
+        // entry per distinct stack) are not in the profile, and a long run's are large.
+        ProfileBuilder {
+            strings: self.strings.clone(),
+            sample_types: self.sample_types.clone(),
+            mappings: self.mappings.clone(),
+            functions: self.functions.clone(),
+            locations: self.locations.clone(),
+            samples: self.samples.clone(),
+            metadata: self.metadata.clone(),
+            main_mapping: self.main_mapping,
+            ..ProfileBuilder::default()
+        }
+        .build()
     }
 
     /// Adds every sample of `profile` (which must have the same sample types) with

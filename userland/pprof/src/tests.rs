@@ -367,3 +367,43 @@ fn samples_beyond_the_limit_are_folded_into_the_stand_in_with_their_labels() {
         .unwrap();
     assert_eq!(first.value, [6, 60]);
 }
+
+#[test]
+fn samples_are_found_again_after_the_index_grows() {
+    // The index keeps sample numbers and rehashes them from the stored samples as it
+    // grows: every stack added a second time must find its first sample.
+    let mut builder = ProfileBuilder::new(&TYPES);
+    let functions: Vec<LocationId> = (0..40)
+        .map(|number| {
+            let function = function(&mut builder, &format!("f{number}"));
+            builder.function_location(function).unwrap()
+        })
+        .collect();
+    let comm = |name| LabelSpec {
+        key: "comm",
+        value: LabelValue::Text(name),
+    };
+    let stacks: Vec<Vec<LocationId>> = (0..2000usize)
+        .map(|number| {
+            vec![
+                functions[number % 40],
+                functions[number / 40 % 40],
+                functions[number / 1600],
+            ]
+        })
+        .collect();
+    for round in 0..2 {
+        for (number, stack) in stacks.iter().enumerate() {
+            let name = if number % 2 == 0 { "even" } else { "odd" };
+            builder
+                .add_sample(stack, &[1, round], &[comm(name)])
+                .unwrap();
+        }
+    }
+    assert_eq!(builder.sample_count(), 2000);
+    let profile = builder.build();
+    assert!(profile
+        .sample
+        .iter()
+        .all(|sample| sample.value == vec![2, 1]));
+}

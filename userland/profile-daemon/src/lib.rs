@@ -28,7 +28,7 @@
 //! returns each interval's profile and statistics; the CLI writes them.
 
 mod batch;
-mod drain;
+pub mod drain;
 
 use std::collections::HashMap as StdHashMap;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -42,7 +42,7 @@ use aya::programs::{PerfEvent, TracePoint};
 use aya::{Ebpf, EbpfLoader};
 use aya_probes_common::{
     map_name, process_event_kind, program_name, Config, Counter, ProcessEvent, StackKey,
-    CONFIG_INDEX, STACK_COUNTS_DEFAULT_MAX_ENTRIES, STACK_TRACES_DEFAULT_MAX_ENTRIES,
+    CONFIG_INDEX, STACK_TRACES_DEFAULT_MAX_ENTRIES,
 };
 use perf_abi::sys::bindings as abi;
 use perf_abi::sys::bindings::perf_event_attr;
@@ -85,9 +85,10 @@ pub struct DaemonOptions {
     pub event: SampledEvent,
     /// Samples per second of CPU time, on every CPU.
     pub frequency: u64,
-    /// Most distinct (process, user stack, kernel stack) keys counted per interval; a
-    /// sample with a new key beyond it is counted as dropped.
-    pub stack_counts: u32,
+    /// Most distinct (process, user stack, kernel stack) keys counted between two
+    /// drains; a sample with a new key beyond it is counted as dropped. `None`: sized
+    /// for the machine's CPUs and the frequency ([`drain::key_capacity_for`]).
+    pub stack_counts: Option<u32>,
     /// Most distinct stacks kept per interval (the kernel preallocates ~1 KiB each).
     pub stack_traces: u32,
     pub labels: SampleLabels,
@@ -146,7 +147,7 @@ impl Default for DaemonOptions {
             probes: PathBuf::new(),
             event: SampledEvent::default(),
             frequency: 99,
-            stack_counts: STACK_COUNTS_DEFAULT_MAX_ENTRIES,
+            stack_counts: None,
             stack_traces: STACK_TRACES_DEFAULT_MAX_ENTRIES,
             labels: SampleLabels::Command,
             kallsyms: Some(PathBuf::from("/proc/kallsyms")),
@@ -388,8 +389,11 @@ impl BpfProbes {
         bytes: &[u8],
         cpus: &[u32],
     ) -> Result<StartedProbes, DaemonError> {
+        let stack_counts = options
+            .stack_counts
+            .unwrap_or_else(|| drain::key_capacity_for(cpus.len(), options.frequency));
         let mut ebpf = EbpfLoader::new()
-            .map_max_entries(map_name::STACK_COUNTS, options.stack_counts)
+            .map_max_entries(map_name::STACK_COUNTS, stack_counts)
             .map_max_entries(map_name::STACK_TRACES, options.stack_traces)
             .load(bytes)
             .map_err(|error| {
@@ -501,7 +505,7 @@ impl BpfProbes {
                 counter_totals: [0; Counter::COUNT as usize],
                 recent_stacks: FxHashMap::default(),
                 schedule: DrainSchedule::new(MapCapacity {
-                    keys: options.stack_counts as usize,
+                    keys: stack_counts as usize,
                     stacks: options.stack_traces as usize,
                 }),
             },
@@ -891,25 +895,10 @@ impl Daemon {
         let mut comm = String::new();
         let drained = std::mem::take(&mut self.drained);
         for (stack, count) in &drained {
-            let address_frames = |addresses: &[u64]| -> Vec<StackFrame> {
-                addresses
-                    .iter()
-                    .enumerate()
-                    .map(|(index, &address)| {
-                        if index == 0 {
-                            StackFrame::Instruction(address)
-                        } else {
-                            StackFrame::ReturnAddress(address)
-                        }
-                    })
-                    .collect()
-            };
-            let mut frames = address_frames(&stack.kernel);
-            frames.extend(address_frames(&stack.user));
-            if stack.lost {
-                // Shown as a frame of its own, under what is known.
-                frames.push(StackFrame::Placeholder(STACK_LOST));
-            }
+            // A lost stack shows as a frame of its own, under what is known.
+            let frames = address_frames(&stack.kernel)
+                .chain(address_frames(&stack.user))
+                .chain(stack.lost.then_some(StackFrame::Placeholder(STACK_LOST)));
             let count_value = i64::try_from(*count).unwrap_or(i64::MAX);
             let values = [
                 count_value,
@@ -1051,6 +1040,18 @@ fn new_processes(options: &DaemonOptions) -> Processes {
 /// Frames of a callchain the perf ring recorder asks for (perf's default,
 /// `kernel.perf_event_max_stack`).
 const PERF_RING_MAX_STACK: u32 = 127;
+
+/// A stack's addresses as frames: its leaf the sampled instruction, the rest return
+/// addresses.
+fn address_frames(addresses: &[u64]) -> impl Iterator<Item = StackFrame> + '_ {
+    addresses.iter().enumerate().map(|(index, &address)| {
+        if index == 0 {
+            StackFrame::Instruction(address)
+        } else {
+            StackFrame::ReturnAddress(address)
+        }
+    })
+}
 
 /// `enum perf_callchain_context` markers (`include/uapi/linux/perf_event.h`): what
 /// follows them is kernel or user addresses; any value at or above

@@ -75,9 +75,13 @@ impl FoldedStacks {
 
     /// The folded text, one `stack weight` line per stack, sorted.
     pub fn to_text(&self) -> String {
-        let mut text = String::new();
-        for (stack, weight) in self.sorted() {
-            let _ = writeln!(text, "{stack} {weight}");
+        let lines = self.sorted();
+        // A weight is at most 20 digits: one allocation for the whole text.
+        let length = lines.iter().map(|(stack, _)| stack.len() + 22).sum();
+        let mut text = String::with_capacity(length);
+        for (stack, weight) in lines {
+            text.push_str(stack);
+            let _ = writeln!(text, " {weight}");
         }
         text
     }

@@ -39,10 +39,12 @@ pub struct DaemonArgs {
     /// Interval files kept; older ones are removed.
     #[arg(long, default_value_t = 60)]
     keep: u64,
-    /// Most distinct (process, user stack, kernel stack) keys per interval; samples
-    /// beyond are counted as dropped.
-    #[arg(long, default_value_t = aya_probes_common::STACK_COUNTS_DEFAULT_MAX_ENTRIES)]
-    max_stacks: u32,
+    /// Most distinct (process, user stack, kernel stack) keys counted between two
+    /// drains of the kernel's maps; samples beyond are counted as dropped. Default:
+    /// what every CPU sampling at the frequency can bring in the shortest drain period
+    /// (0.1 s), four times over, and at least 4,096.
+    #[arg(long)]
+    max_stacks: Option<u32>,
     /// Most distinct stacks kept per interval (about 1 KiB of kernel memory each). The
     /// kernel keeps stacks in a hash table that drops a stack whose bucket is taken,
     /// so it is sized well above the stacks expected: those lost are counted and shown

@@ -1,7 +1,9 @@
 //! Kernel symbols from a kallsyms file (`/proc/kallsyms`, or a copy taken
 //! on the recording machine).
 
-use crate::symbols::{is_function_name, Anchor, ListedSymbol, SymbolTable, ANCHOR_NAMES};
+use crate::symbols::{
+    is_function_name, Anchor, FunctionEntry, ListedSymbol, SymbolTable, ANCHOR_NAMES,
+};
 use crate::{FunctionSymbol, SymbolizeError};
 
 /// The text symbols of a running kernel and its modules.
@@ -42,6 +44,12 @@ impl KernelSymbols {
     /// The function containing `address`.
     pub fn function(&self, address: u64) -> Option<FunctionSymbol> {
         self.symbols.function(address)
+    }
+
+    /// The start and linkage name of the function containing `address` (no
+    /// demangling, no copy).
+    pub fn function_entry(&self, address: u64) -> Option<FunctionEntry<'_>> {
+        self.symbols.function_entry(address)
     }
 
     /// The module whose text contains `address`; `None` for the kernel itself.

@@ -59,3 +59,4 @@ pub use symbolizer::{
     is_kernel_address, FileLocation, MappedFile, RecordedFile, Symbolized, Symbolizer,
     SymbolizerOptions, KERNEL_DSO, KERNEL_START, KERNEL_TEXT_SYMBOL,
 };
+pub use symbols::FunctionEntry;

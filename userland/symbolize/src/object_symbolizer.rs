@@ -9,7 +9,7 @@ use std::sync::Arc;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionIndex};
 
 use crate::dwarf::{DebugInfo, DwarfSource, LoadError};
-use crate::symbols::{Candidate, SymbolKind, SymbolTable};
+use crate::symbols::{Candidate, FunctionEntry, SymbolKind, SymbolTable};
 use crate::{Frame, FunctionSymbol, FunctionTable, SymbolizeError};
 
 /// `.gnu_debuglink`: the file name of the separate debug file and the CRC32
@@ -367,6 +367,12 @@ impl ObjectSymbolizer {
     /// path when inline frames and lines are not wanted.
     pub fn function(&self, vaddr: u64) -> Option<FunctionSymbol> {
         self.symbols.function(vaddr)
+    }
+
+    /// The start and linkage name of the function containing `vaddr` (no
+    /// demangling, no copy).
+    pub fn function_entry(&self, vaddr: u64) -> Option<FunctionEntry<'_>> {
+        self.symbols.function_entry(vaddr)
     }
 
     /// Every function of the symbol table, each name demangled once: for naming

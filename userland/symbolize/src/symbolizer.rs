@@ -248,7 +248,8 @@ pub struct Symbolizer {
     processes: FxHashMap<u32, AddressSpace>,
     kernel: Kernel,
     cache: FxHashMap<(usize, u64), Rc<[Frame]>>,
-    /// Without inline frames, a function's frame by (file, function start): the
+    /// Without inline frames (and for kallsyms, keyed `KALLSYMS_KEY`), a function's
+    /// frame by (file, function start): the
     /// demangling of its name is done once per function, not per address in it.
     function_frames: FxHashMap<(usize, u64), Rc<[Frame]>>,
     no_frames: Rc<[Frame]>,
@@ -536,21 +537,22 @@ impl Symbolizer {
             };
         };
         let vaddr = object.vaddr_of_offset(file_offset);
-        let function_start = vaddr
-            .and_then(|vaddr| object.function(vaddr))
-            .map(|function| function.address);
+        // Looked up on every call, cached or not: the entry borrows its name, and
+        // only a function met for the first time has it demangled.
+        let function = vaddr.and_then(|vaddr| object.function_entry(vaddr));
+        let function_start = function.map(|function| function.address);
         let frames = match vaddr {
             None => Rc::clone(&self.no_frames),
             Some(vaddr) => match self.cache.get(&(index, vaddr)) {
                 Some(frames) => Rc::clone(frames),
                 None if !self.options.inlines => {
-                    let frames = match object.function(vaddr) {
+                    let frames = match function {
                         None => Rc::clone(&self.no_frames),
                         Some(function) => Rc::clone(
                             self.function_frames
                                 .entry((index, function.address))
                                 .or_insert_with(|| {
-                                    Rc::from([Frame::from_linkage_name(&function.linkage_name)])
+                                    Rc::from([Frame::from_linkage_name(function.linkage_name)])
                                 }),
                         ),
                     };
@@ -594,9 +596,11 @@ impl Symbolizer {
         kernel
             .kallsyms
             .as_ref()
-            .is_some_and(|(_, symbols)| symbols.function(address).is_some())
+            .is_some_and(|(_, symbols)| symbols.function_entry(address).is_some())
             || kernel.vmlinux.as_ref().is_some_and(|(_, vmlinux)| {
-                vmlinux.function(address.wrapping_sub(offset)).is_some()
+                vmlinux
+                    .function_entry(address.wrapping_sub(offset))
+                    .is_some()
             })
     }
 
@@ -624,7 +628,9 @@ impl Symbolizer {
                 }
             };
             if !frames.is_empty() || kernel.kallsyms.is_none() {
-                let function_start = vmlinux.function(vaddr).map(|function| function.address);
+                let function_start = vmlinux
+                    .function_entry(vaddr)
+                    .map(|function| function.address);
                 return Symbolized {
                     dso: kernel_dso,
                     dso_path: Some(Rc::clone(path)),
@@ -646,13 +652,22 @@ impl Symbolizer {
                 frames: Rc::clone(&self.no_frames),
             };
         };
+        let function = symbols.function_entry(address);
         let frames = match self.cache.get(&(KALLSYMS_KEY, address)) {
             Some(frames) => Rc::clone(frames),
             None => {
-                let frame = symbols
-                    .function(address)
-                    .map(|function| Frame::from_linkage_name(&function.linkage_name));
-                let frames: Rc<[Frame]> = frame.into_iter().collect();
+                // One frame per function, shared by its addresses (kallsyms has
+                // names only), its name demangled once.
+                let frames = match function {
+                    None => Rc::clone(&self.no_frames),
+                    Some(function) => Rc::clone(
+                        self.function_frames
+                            .entry((KALLSYMS_KEY, function.address))
+                            .or_insert_with(|| {
+                                Rc::from([Frame::from_linkage_name(function.linkage_name)])
+                            }),
+                    ),
+                };
                 self.cache
                     .insert((KALLSYMS_KEY, address), Rc::clone(&frames));
                 frames
@@ -672,7 +687,7 @@ impl Symbolizer {
             dso_path: Some(Rc::clone(path)),
             vaddr: Some(address),
             file_offset: None,
-            function_start: symbols.function(address).map(|function| function.address),
+            function_start: function.map(|function| function.address),
             frames,
         }
     }
@@ -769,8 +784,8 @@ impl Symbolizer {
 fn frames_of(object: &ObjectSymbolizer, vaddr: u64, inlines: bool) -> (Vec<Frame>, Option<String>) {
     let from_symbol = || {
         object
-            .function(vaddr)
-            .map(|function| Frame::from_linkage_name(&function.linkage_name))
+            .function_entry(vaddr)
+            .map(|function| Frame::from_linkage_name(function.linkage_name))
             .into_iter()
             .collect()
     };

@@ -63,6 +63,13 @@ impl TableEntry<'_> {
     }
 }
 
+/// A function's start and linkage name, borrowed from its symbol table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FunctionEntry<'a> {
+    pub address: u64,
+    pub linkage_name: &'a str,
+}
+
 /// A symbol whose address is asked for by name ([`ANCHOR_NAMES`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Anchor {
@@ -268,6 +275,15 @@ impl SymbolTable {
 
     pub fn function(&self, address: u64) -> Option<FunctionSymbol> {
         self.lookup(address).map(TableEntry::function)
+    }
+
+    /// The start and linkage name of the function containing `address`, without
+    /// demangling or copying the name: what per-address lookups need.
+    pub fn function_entry(&self, address: u64) -> Option<FunctionEntry<'_>> {
+        self.lookup(address).map(|entry| FunctionEntry {
+            address: entry.address,
+            linkage_name: entry.linkage_name,
+        })
     }
 
     fn name(&self, entry: &Entry) -> &str {
