@@ -567,3 +567,25 @@ fn without_inlines_only_the_outermost_function_is_given() {
         assert_eq!(result.frames[0].function.as_deref(), Some("compute"));
     }
 }
+
+/// Addresses of one kernel function share its frame: the name is demangled once per
+/// function, not once per address (the daemon meets thousands of kernel addresses an
+/// interval, mostly in functions it has named before).
+#[test]
+fn a_kernel_functions_addresses_share_one_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut symbolizer = with_kallsyms(
+        dir.path(),
+        "ffffffff80000000 T _text\n\
+         ffffffff80001000 T _RNvCs1234_6kernel4init\n\
+         ffffffff80001400 T do_page_fault\n",
+    );
+    let first = symbolizer.symbolize_unmapped(0xffff_ffff_8000_1010, 1);
+    let second = symbolizer.symbolize_unmapped(0xffff_ffff_8000_1020, 1);
+    assert_eq!(first.frames[0].function.as_deref(), Some("kernel::init"));
+    assert_eq!(first.function_start, Some(0xffff_ffff_8000_1000));
+    assert!(std::rc::Rc::ptr_eq(&first.frames, &second.frames));
+    let other = symbolizer.symbolize_unmapped(0xffff_ffff_8000_1410, 1);
+    assert_eq!(other.frames[0].function.as_deref(), Some("do_page_fault"));
+    assert!(!std::rc::Rc::ptr_eq(&first.frames, &other.frames));
+}
