@@ -66,12 +66,18 @@ usage() {
         END { printf "%s: user %s s, system %s s, peak RSS %.1f MB\n", name, user, kernel, rss / 1024 }' /tmp/usage.log
 }
 
-self_profile() {
+# daemon_start: the workload, and the daemon over INTERVALS intervals in the background
+# (daemon_pid), its lines in /tmp/bench-daemon.log.
+daemon_start() {
     rm -rf /tmp/bench-daemon
     workload_start
     rvperf daemon --output /tmp/bench-daemon -F 999 --interval "$INTERVAL" --intervals "$INTERVALS" \
         2>/tmp/bench-daemon.log &
     daemon_pid=$!
+}
+
+self_profile() {
+    daemon_start
     sleep $((INTERVAL * 2))
     perf record -q -e cpu-clock -F 999 -g -p "$daemon_pid" -o /tmp/bench-self.data 2>/dev/null &
     perf_pid=$!
@@ -115,11 +121,7 @@ for workload in $WORKLOADS; do
     workload_stop
 
     # The daemon over a longer run: CPU time and RSS after each interval.
-    rm -rf /tmp/bench-daemon
-    workload_start
-    rvperf daemon --output /tmp/bench-daemon -F 999 --interval "$INTERVAL" --intervals "$INTERVALS" \
-        2>/tmp/bench-daemon.log &
-    daemon_pid=$!
+    daemon_start
     ticks=$(getconf CLK_TCK 2>/dev/null || echo 100)
     while kill -0 "$daemon_pid" 2>/dev/null; do
         sleep "$INTERVAL"

@@ -175,8 +175,8 @@ pub struct ProfileBuilder {
     /// [`sample_hash`] and compared with the sample itself: the stacks are kept once,
     /// in the samples, not a second time as keys (half a long run's memory).
     sample_index: HashTable<usize>,
-    /// The label words ([`label_words`]) of the sample being added, reused.
-    scratch: Vec<u64>,
+    /// The labels ([`LabelWords`]) of the sample being added, reused.
+    scratch: Vec<LabelWords>,
     metadata: ProfileMetadata,
     main_mapping: Option<MappingId>,
     /// A cap on distinct samples ([`set_sample_limit`](Self::set_sample_limit)).
@@ -241,10 +241,12 @@ impl Strings {
     }
 }
 
-/// A label as four words, as its message has them (key, text, number and unit; a text
-/// label's number and unit are 0, a number label's text is 0): what samples are told
-/// apart by, beside their locations.
-fn label_words(label: &proto::Label) -> [u64; 4] {
+/// A label as its message has it, its strings interned: key, text, number and unit (a
+/// text label's number and unit are 0, a number label's text is 0). What samples are
+/// told apart by, beside their locations.
+type LabelWords = [u64; 4];
+
+fn label_words(label: &proto::Label) -> LabelWords {
     [
         label.key as u64,
         label.str as u64,
@@ -253,11 +255,11 @@ fn label_words(label: &proto::Label) -> [u64; 4] {
     ]
 }
 
-/// The hash of a sample's locations and label words: the same for a sample being added
+/// The hash of a sample's locations and labels: the same for a sample being added
 /// and the one stored for it.
 fn sample_hash(
     locations: impl Iterator<Item = u64>,
-    label_words: impl Iterator<Item = u64>,
+    labels: impl Iterator<Item = LabelWords>,
 ) -> u64 {
     let mut hasher = FxHasher::default();
     let mut count = 0u64;
@@ -267,8 +269,10 @@ fn sample_hash(
     }
     // The number of locations separates them from the labels.
     hasher.write_u64(count);
-    for word in label_words {
-        hasher.write_u64(word);
+    for label in labels {
+        for word in label {
+            hasher.write_u64(word);
+        }
     }
     hasher.finish()
 }
@@ -276,24 +280,24 @@ fn sample_hash(
 fn stored_sample_hash(sample: &proto::Sample) -> u64 {
     sample_hash(
         sample.location_id.iter().copied(),
-        sample.label.iter().flat_map(label_words),
+        sample.label.iter().map(label_words),
     )
 }
 
-/// Whether `sample` is the sample of `locations` with the labels `words`.
-fn sample_matches(sample: &proto::Sample, locations: &[LocationId], words: &[u64]) -> bool {
+/// Whether `sample` is the sample of `locations` with `labels`.
+fn sample_matches(sample: &proto::Sample, locations: &[LocationId], labels: &[LabelWords]) -> bool {
     sample.location_id.len() == locations.len()
         && sample
             .location_id
             .iter()
             .zip(locations)
             .all(|(&id, location)| id == location.0)
-        && sample.label.len() * 4 == words.len()
+        && sample.label.len() == labels.len()
         && sample
             .label
             .iter()
-            .zip(words.chunks_exact(4))
-            .all(|(label, words)| label_words(label) == words)
+            .zip(labels)
+            .all(|(label, words)| label_words(label) == *words)
 }
 
 impl ProfileBuilder {
@@ -538,41 +542,40 @@ impl ProfileBuilder {
                 id: location.0,
             });
         }
-        let mut words = std::mem::take(&mut self.scratch);
-        words.clear();
+        let mut interned = std::mem::take(&mut self.scratch);
+        interned.clear();
         for label in labels {
             let key = self.strings.intern(label.key) as u64;
             match label.value {
                 LabelValue::Text(text) => {
-                    words.extend([key, self.strings.intern(text) as u64, 0, 0]);
+                    interned.push([key, self.strings.intern(text) as u64, 0, 0]);
                 }
                 LabelValue::Number { value, unit } => {
                     let unit = unit.map_or(0, |unit| self.strings.intern(unit)) as u64;
-                    words.extend([key, 0, value as u64, unit]);
+                    interned.push([key, 0, value as u64, unit]);
                 }
             }
         }
-        let result = self.add_sample_words(stack, values, &words);
-        self.scratch = words;
+        let result = self.add_interned_sample(stack, values, &interned);
+        self.scratch = interned;
         result
     }
 
-    /// [`add_sample`](Self::add_sample) with the labels as words ([`label_words`]).
-    fn add_sample_words(
+    /// [`add_sample`](Self::add_sample) with the labels interned.
+    fn add_interned_sample(
         &mut self,
         stack: &[LocationId],
         values: &[i64],
-        words: &[u64],
+        labels: &[LabelWords],
     ) -> Result<(), PprofError> {
         let hash = sample_hash(
             stack.iter().map(|location| location.0),
-            words.iter().copied(),
+            labels.iter().copied(),
         );
         let samples = &self.samples;
-        if let Some(&index) = self
-            .sample_index
-            .find(hash, |&index| sample_matches(&samples[index], stack, words))
-        {
+        if let Some(&index) = self.sample_index.find(hash, |&index| {
+            sample_matches(&samples[index], stack, labels)
+        }) {
             for (total, value) in self.samples[index].value.iter_mut().zip(values) {
                 *total = total.saturating_add(*value);
             }
@@ -586,16 +589,17 @@ impl ProfileBuilder {
                 for (total, value) in self.over_limit.iter_mut().zip(values) {
                     *total = total.saturating_add(*value);
                 }
-                return self.add_sample_words(&[limit.stand_in], values, words);
+                // Into the stand-in's sample: its own stack is never over the cap.
+                return self.add_interned_sample(&[limit.stand_in], values, labels);
             }
         }
-        let label = words
-            .chunks_exact(4)
-            .map(|words| proto::Label {
-                key: words[0] as i64,
-                str: words[1] as i64,
-                num: words[2] as i64,
-                num_unit: words[3] as i64,
+        let label = labels
+            .iter()
+            .map(|&[key, text, number, unit]| proto::Label {
+                key: key as i64,
+                str: text as i64,
+                num: number as i64,
+                num_unit: unit as i64,
             })
             .collect();
         let index = self.samples.len();

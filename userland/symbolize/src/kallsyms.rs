@@ -46,10 +46,9 @@ impl KernelSymbols {
         self.symbols.function(address)
     }
 
-    /// The start and linkage name of the function containing `address` (no
-    /// demangling, no copy).
+    /// The function containing `address`, its name neither demangled nor copied.
     pub fn function_entry(&self, address: u64) -> Option<FunctionEntry<'_>> {
-        self.symbols.function_entry(address)
+        self.symbols.lookup(address)
     }
 
     /// The module whose text contains `address`; `None` for the kernel itself.

@@ -369,10 +369,9 @@ impl ObjectSymbolizer {
         self.symbols.function(vaddr)
     }
 
-    /// The start and linkage name of the function containing `vaddr` (no
-    /// demangling, no copy).
+    /// The function containing `vaddr`, its name neither demangled nor copied.
     pub fn function_entry(&self, vaddr: u64) -> Option<FunctionEntry<'_>> {
-        self.symbols.function_entry(vaddr)
+        self.symbols.lookup(vaddr)
     }
 
     /// Every function of the symbol table, each name demangled once: for naming

@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 
 use crate::address_space::{AddressSpace, Mapping};
 use crate::locate::{binary_candidates, debug_candidates, supplementary_candidates};
-use crate::{Frame, KallsymsParser, KernelSymbols, ObjectSymbolizer, Problem};
+use crate::{Frame, FunctionEntry, KallsymsParser, KernelSymbols, ObjectSymbolizer, Problem};
 
 /// Where the [`Symbolizer`] looks for files and what it produces.
 #[derive(Debug, Clone)]
@@ -546,16 +546,8 @@ impl Symbolizer {
             Some(vaddr) => match self.cache.get(&(index, vaddr)) {
                 Some(frames) => Rc::clone(frames),
                 None if !self.options.inlines => {
-                    let frames = match function {
-                        None => Rc::clone(&self.no_frames),
-                        Some(function) => Rc::clone(
-                            self.function_frames
-                                .entry((index, function.address))
-                                .or_insert_with(|| {
-                                    Rc::from([Frame::from_linkage_name(function.linkage_name)])
-                                }),
-                        ),
-                    };
+                    let frames =
+                        function_frame(&mut self.function_frames, &self.no_frames, index, function);
                     self.cache.insert((index, vaddr), Rc::clone(&frames));
                     frames
                 }
@@ -658,16 +650,12 @@ impl Symbolizer {
             None => {
                 // One frame per function, shared by its addresses (kallsyms has
                 // names only), its name demangled once.
-                let frames = match function {
-                    None => Rc::clone(&self.no_frames),
-                    Some(function) => Rc::clone(
-                        self.function_frames
-                            .entry((KALLSYMS_KEY, function.address))
-                            .or_insert_with(|| {
-                                Rc::from([Frame::from_linkage_name(function.linkage_name)])
-                            }),
-                    ),
-                };
+                let frames = function_frame(
+                    &mut self.function_frames,
+                    &self.no_frames,
+                    KALLSYMS_KEY,
+                    function,
+                );
                 self.cache
                     .insert((KALLSYMS_KEY, address), Rc::clone(&frames));
                 frames
@@ -776,6 +764,24 @@ impl Symbolizer {
                     .push(Unusable::Unreadable { path, reason }),
             }
         }
+    }
+}
+
+/// The one frame of `function` (none without one) in `file` (a file's index or
+/// `KALLSYMS_KEY`), shared by all its addresses: its name is demangled on its first.
+fn function_frame(
+    function_frames: &mut FxHashMap<(usize, u64), Rc<[Frame]>>,
+    no_frames: &Rc<[Frame]>,
+    file: usize,
+    function: Option<FunctionEntry<'_>>,
+) -> Rc<[Frame]> {
+    match function {
+        None => Rc::clone(no_frames),
+        Some(function) => Rc::clone(
+            function_frames
+                .entry((file, function.address))
+                .or_insert_with(|| Rc::from([Frame::from_linkage_name(function.linkage_name)])),
+        ),
     }
 }
 

@@ -42,16 +42,17 @@ struct Entry {
     name_len: u32,
 }
 
-/// A function of the table: its linkage name and extent.
+/// A function of a symbol table: its linkage name (borrowed, not demangled: what
+/// per-address lookups need) and extent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TableEntry<'a> {
+pub struct FunctionEntry<'a> {
     pub linkage_name: &'a str,
     pub address: u64,
     /// Bytes from `address` to the end: at least 1.
     pub size: u64,
 }
 
-impl TableEntry<'_> {
+impl FunctionEntry<'_> {
     /// The entry with its name demangled.
     pub fn function(self) -> FunctionSymbol {
         FunctionSymbol {
@@ -61,13 +62,6 @@ impl TableEntry<'_> {
             size: self.size,
         }
     }
-}
-
-/// A function's start and linkage name, borrowed from its symbol table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FunctionEntry<'a> {
-    pub address: u64,
-    pub linkage_name: &'a str,
 }
 
 /// A symbol whose address is asked for by name ([`ANCHOR_NAMES`]).
@@ -245,7 +239,7 @@ impl SymbolTable {
     }
 
     /// The function containing `address`.
-    pub fn lookup(&self, address: u64) -> Option<TableEntry<'_>> {
+    pub fn lookup(&self, address: u64) -> Option<FunctionEntry<'_>> {
         self.lookup_index(address)
             .and_then(|index| self.entry(index))
     }
@@ -264,9 +258,9 @@ impl SymbolTable {
     }
 
     /// The function at `index` (in address order).
-    pub fn entry(&self, index: usize) -> Option<TableEntry<'_>> {
+    pub fn entry(&self, index: usize) -> Option<FunctionEntry<'_>> {
         // `end > address` for every entry (see `new` and `from_listed`).
-        self.entries.get(index).map(|entry| TableEntry {
+        self.entries.get(index).map(|entry| FunctionEntry {
             linkage_name: self.name(entry),
             address: entry.address,
             size: entry.end - entry.address,
@@ -274,16 +268,7 @@ impl SymbolTable {
     }
 
     pub fn function(&self, address: u64) -> Option<FunctionSymbol> {
-        self.lookup(address).map(TableEntry::function)
-    }
-
-    /// The start and linkage name of the function containing `address`, without
-    /// demangling or copying the name: what per-address lookups need.
-    pub fn function_entry(&self, address: u64) -> Option<FunctionEntry<'_>> {
-        self.lookup(address).map(|entry| FunctionEntry {
-            address: entry.address,
-            linkage_name: entry.linkage_name,
-        })
+        self.lookup(address).map(FunctionEntry::function)
     }
 
     fn name(&self, entry: &Entry) -> &str {
@@ -344,8 +329,8 @@ pub(crate) fn is_function_name(name: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn entry(linkage_name: &str, address: u64, size: u64) -> TableEntry<'_> {
-        TableEntry {
+    fn entry(linkage_name: &str, address: u64, size: u64) -> FunctionEntry<'_> {
+        FunctionEntry {
             linkage_name,
             address,
             size,
