@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use perf_abi::sys::bindings as abi;
 use pprof::{
     FunctionSpec, LabelSpec, LabelValue, LineSpec, LocationId, MappingId, MappingSpec,
-    MappingSymbols, Profile, ProfileBuilder, ProfileMetadata, SampleType,
+    MappingSymbols, Profile, ProfileBuilder, ProfileMetadata, SampleType, Samples,
 };
 use rustc_hash::FxHashMap;
 
@@ -222,10 +222,21 @@ pub struct StackProfile {
     /// Build ids for files whose MMAP2 records carry none (a perf.data header's list,
     /// or read from the files).
     file_build_ids: HashMap<String, Vec<u8>>,
-    /// Leaf samples per user mapping: the most sampled is the profile's program.
+    /// Leaf samples per user mapping since the last interval ([`take_interval`]
+    /// (Self::take_interval)): the most sampled is the profile's program.
     leaf_samples: HashMap<MappingId, u64>,
+    /// Leaf samples per user mapping of the intervals taken: the run's program.
+    run_leaf_samples: HashMap<MappingId, u64>,
     stack: Vec<LocationId>,
     addresses: LocationAddresses,
+}
+
+/// An interval of a long run ([`StackProfile::take_interval`]): its profile, and its
+/// samples for the run's total.
+#[derive(Debug)]
+pub struct IntervalProfile {
+    pub profile: Profile,
+    pub samples: Samples,
 }
 
 /// An address of a stack, leaf first, and whether it is the sampled instruction or a
@@ -272,6 +283,7 @@ impl StackProfile {
             mappings: HashMap::new(),
             file_build_ids,
             leaf_samples: HashMap::new(),
+            run_leaf_samples: HashMap::new(),
             stack: Vec::new(),
             addresses: LocationAddresses::Runtime,
         }
@@ -297,13 +309,7 @@ impl StackProfile {
         for frame in frames {
             let lookup = frame.lookup();
             let location = if let StackFrame::Placeholder(name) = frame {
-                let function = self.builder.function(&FunctionSpec {
-                    name,
-                    system_name: name,
-                    filename: None,
-                    start_line: None,
-                });
-                self.builder.function_location(function)?
+                self.placeholder_location(name)?
             } else if is_kernel_address(lookup) {
                 match self
                     .builder
@@ -413,18 +419,71 @@ impl StackProfile {
         self.builder.sample_count()
     }
 
+    /// The location of a name alone (`[stack lost]`), for stacks of
+    /// [`StackFrame::Placeholder`] or a stand-in of [`Samples::set_limit`].
+    pub fn placeholder_location(&mut self, name: &str) -> Result<LocationId, pprof::PprofError> {
+        let function = self.builder.function(&FunctionSpec {
+            name,
+            system_name: name,
+            filename: None,
+            start_line: None,
+        });
+        self.builder.function_location(function)
+    }
+
     /// The profile, its most sampled user mapping first (pprof's program).
     pub fn finish(mut self, metadata: ProfileMetadata) -> Profile {
-        if let Some((&main, _)) = self
-            .leaf_samples
-            .iter()
-            .max_by_key(|&(&mapping, &samples)| (samples, std::cmp::Reverse(mapping)))
-        {
+        if let Some(main) = most_sampled(&self.leaf_samples) {
             self.builder.set_main_mapping(main);
         }
         self.builder.set_metadata(metadata);
         self.builder.build()
     }
+
+    /// Ends an interval of a long run: the profile of the stacks added since the last
+    /// (with only the mappings, functions and locations they use, its most sampled
+    /// user mapping first) and its samples, for the run's total ([`Samples::absorb`]
+    /// into [`new_samples`](Self::new_samples)). The mappings, functions and locations
+    /// stay, so the next interval symbolizes only addresses not seen before.
+    pub fn take_interval(
+        &mut self,
+        metadata: &ProfileMetadata,
+    ) -> Result<IntervalProfile, pprof::PprofError> {
+        let samples = self.builder.take_samples();
+        let profile =
+            self.builder
+                .profile_of(&samples, metadata, most_sampled(&self.leaf_samples))?;
+        for (mapping, count) in self.leaf_samples.drain() {
+            let total = self.run_leaf_samples.entry(mapping).or_default();
+            *total = total.saturating_add(count);
+        }
+        Ok(IntervalProfile { profile, samples })
+    }
+
+    /// An empty sample set for a run's total of [`take_interval`](Self::take_interval)'s
+    /// samples.
+    pub fn new_samples(&self) -> Samples {
+        self.builder.new_samples()
+    }
+
+    /// The profile of `samples` (a run's total), the run's most sampled user mapping
+    /// first.
+    pub fn profile_of(
+        &self,
+        samples: &Samples,
+        metadata: &ProfileMetadata,
+    ) -> Result<Profile, pprof::PprofError> {
+        self.builder
+            .profile_of(samples, metadata, most_sampled(&self.run_leaf_samples))
+    }
+}
+
+/// The mapping with the most leaf samples (the lowest id of equals).
+fn most_sampled(leaf_samples: &HashMap<MappingId, u64>) -> Option<MappingId> {
+    leaf_samples
+        .iter()
+        .max_by_key(|&(&mapping, &samples)| (samples, std::cmp::Reverse(mapping)))
+        .map(|(&mapping, _)| mapping)
 }
 
 /// The `pid`, `comm` (and `tid`) labels `labels` asks for.

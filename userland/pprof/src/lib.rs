@@ -31,15 +31,9 @@ pub enum PprofError {
     /// A location, mapping or function id the builder did not hand out.
     #[error("{what} id {id} was not made by this builder")]
     UnknownId { what: &'static str, id: u64 },
-    /// A profile merged into a builder of other sample types.
-    #[error("cannot merge a profile of sample types {given:?} into one of {expected:?}")]
-    SampleTypes {
-        expected: Vec<String>,
-        given: Vec<String>,
-    },
-    /// A merged profile refers to a string, mapping, function or location it lacks.
-    #[error("the merged profile's {what} {index} does not exist")]
-    Dangling { what: &'static str, index: u64 },
+    /// Samples used with a builder other than the one whose ids they hold.
+    #[error("the samples are of another profile builder")]
+    ForeignSamples,
     /// Bytes that are not gzip data (or whose gzip stream breaks off).
     #[error("not a gzip-compressed profile: {message}")]
     Gzip { message: String },
@@ -159,8 +153,16 @@ pub struct ProfileMetadata {
 
 /// Builds a [`Profile`]: interns every string, mapping, function and location once and
 /// sums the values of equal stacks with equal labels.
-#[derive(Debug, Default, Clone)]
+///
+/// A long run keeps one builder: each interval's stacks are taken out as [`Samples`]
+/// ([`take_samples`](Self::take_samples)), written as a profile of their own
+/// ([`profile_of`](Self::profile_of)) and added to the run's total
+/// ([`Samples::absorb`]), while the mappings, functions and locations stay, so each
+/// address is symbolized and interned once per run rather than once per interval.
+#[derive(Debug, Clone)]
 pub struct ProfileBuilder {
+    /// Tells this builder's [`Samples`] from another's (whose ids mean other things).
+    identity: u64,
     strings: Strings,
     sample_types: Vec<proto::ValueType>,
     mappings: Vec<proto::Mapping>,
@@ -170,17 +172,27 @@ pub struct ProfileBuilder {
     locations: Vec<proto::Location>,
     address_locations: FxHashMap<(u64, u64), LocationId>,
     function_locations: FxHashMap<FunctionId, LocationId>,
-    samples: Vec<proto::Sample>,
-    /// The index in `samples` of each distinct (locations, labels), hashed by
-    /// [`sample_hash`] and compared with the sample itself: the stacks are kept once,
-    /// in the samples, not a second time as keys (half a long run's memory).
-    sample_index: HashTable<usize>,
+    samples: Samples,
     /// The labels ([`LabelWords`]) of the sample being added, reused.
     scratch: Vec<LabelWords>,
     metadata: ProfileMetadata,
     main_mapping: Option<MappingId>,
-    /// A cap on distinct samples ([`set_sample_limit`](Self::set_sample_limit)).
-    sample_limit: Option<SampleLimit>,
+}
+
+/// Distinct (stack, labels) samples of one [`ProfileBuilder`] and their summed values:
+/// the stacks are the builder's location ids and the labels its interned strings, so
+/// they are only meaningful with it ([`ProfileBuilder::profile_of`]).
+#[derive(Debug, Clone)]
+pub struct Samples {
+    /// The [`ProfileBuilder`] whose ids these are.
+    builder: u64,
+    samples: Vec<proto::Sample>,
+    /// The index in `samples` of each distinct (locations, labels), hashed by
+    /// [`sample_hash`] and compared with the sample itself: the stacks are kept once,
+    /// in the samples, not a second time as keys (half a long run's memory).
+    index: HashTable<usize>,
+    /// A cap on distinct samples ([`Samples::set_limit`]).
+    limit: Option<SampleLimit>,
     /// Values of the samples the cap folded into its stand-in, summed.
     over_limit: Vec<i64>,
 }
@@ -285,13 +297,12 @@ fn stored_sample_hash(sample: &proto::Sample) -> u64 {
 }
 
 /// Whether `sample` is the sample of `locations` with `labels`.
-fn sample_matches(sample: &proto::Sample, locations: &[LocationId], labels: &[LabelWords]) -> bool {
-    sample.location_id.len() == locations.len()
-        && sample
-            .location_id
-            .iter()
-            .zip(locations)
-            .all(|(&id, location)| id == location.0)
+fn sample_matches(
+    sample: &proto::Sample,
+    locations: impl Iterator<Item = u64>,
+    labels: &[LabelWords],
+) -> bool {
+    sample.location_id.iter().copied().eq(locations)
         && sample.label.len() == labels.len()
         && sample
             .label
@@ -303,7 +314,25 @@ fn sample_matches(sample: &proto::Sample, locations: &[LocationId], labels: &[La
 impl ProfileBuilder {
     /// A profile whose samples carry one value of each of `sample_types`.
     pub fn new(sample_types: &[SampleType<'_>]) -> Self {
-        let mut builder = ProfileBuilder::default();
+        // Only told apart, never counted: any distinct number will do.
+        static IDENTITIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let identity = IDENTITIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut builder = ProfileBuilder {
+            identity,
+            strings: Strings::default(),
+            sample_types: Vec::new(),
+            mappings: Vec::new(),
+            mapping_ids: FxHashMap::default(),
+            functions: Vec::new(),
+            function_ids: FxHashMap::default(),
+            locations: Vec::new(),
+            address_locations: FxHashMap::default(),
+            function_locations: FxHashMap::default(),
+            samples: Samples::new(identity),
+            scratch: Vec::new(),
+            metadata: ProfileMetadata::default(),
+            main_mapping: None,
+        };
         for sample_type in sample_types {
             let value_type = proto::ValueType {
                 r#type: builder.strings.intern(sample_type.kind),
@@ -556,77 +585,21 @@ impl ProfileBuilder {
                 }
             }
         }
-        let result = self.add_interned_sample(stack, values, &interned);
+        self.samples
+            .add(stack.iter().map(|location| location.0), values, &interned);
         self.scratch = interned;
-        result
-    }
-
-    /// [`add_sample`](Self::add_sample) with the labels interned.
-    fn add_interned_sample(
-        &mut self,
-        stack: &[LocationId],
-        values: &[i64],
-        labels: &[LabelWords],
-    ) -> Result<(), PprofError> {
-        let hash = sample_hash(
-            stack.iter().map(|location| location.0),
-            labels.iter().copied(),
-        );
-        let samples = &self.samples;
-        if let Some(&index) = self.sample_index.find(hash, |&index| {
-            sample_matches(&samples[index], stack, labels)
-        }) {
-            for (total, value) in self.samples[index].value.iter_mut().zip(values) {
-                *total = total.saturating_add(*value);
-            }
-            return Ok(());
-        }
-        if let Some(limit) = self.sample_limit {
-            if self.samples.len() >= limit.samples && stack != [limit.stand_in] {
-                if self.over_limit.is_empty() {
-                    self.over_limit = vec![0; values.len()];
-                }
-                for (total, value) in self.over_limit.iter_mut().zip(values) {
-                    *total = total.saturating_add(*value);
-                }
-                // Into the stand-in's sample: its own stack is never over the cap.
-                return self.add_interned_sample(&[limit.stand_in], values, labels);
-            }
-        }
-        let label = labels
-            .iter()
-            .map(|&[key, text, number, unit]| proto::Label {
-                key: key as i64,
-                str: text as i64,
-                num: number as i64,
-                num_unit: unit as i64,
-            })
-            .collect();
-        let index = self.samples.len();
-        self.samples.push(proto::Sample {
-            location_id: stack.iter().map(|location| location.0).collect(),
-            value: values.to_vec(),
-            label,
-        });
-        let samples = &self.samples;
-        self.sample_index
-            .insert_unique(hash, index, |&index| stored_sample_hash(&samples[index]));
         Ok(())
     }
 
-    /// Caps the distinct samples at `samples`: a new (stack, labels) beyond them is
-    /// counted under a stack of `stand_in` alone with its labels, so memory stays bounded
-    /// however many distinct stacks a long run brings; [`over_limit`](Self::over_limit)
-    /// says how much was folded. (Stand-ins of labels not seen before may still be added:
-    /// the bound is the cap plus the distinct label sets.)
+    /// Caps the distinct samples at `samples` ([`Samples::set_limit`]).
     pub fn set_sample_limit(&mut self, samples: usize, stand_in: LocationId) {
-        self.sample_limit = Some(SampleLimit { samples, stand_in });
+        self.samples.set_limit(samples, stand_in);
     }
 
     /// The values folded into the stand-in of [`set_sample_limit`](Self::set_sample_limit),
     /// summed per sample type (empty when nothing was).
     pub fn over_limit(&self) -> &[i64] {
-        &self.over_limit
+        self.samples.over_limit()
     }
 
     /// The number of distinct (stack, labels) samples so far.
@@ -637,7 +610,7 @@ impl ProfileBuilder {
     /// The sum of each sample type's values so far.
     pub fn totals(&self) -> Vec<i64> {
         let mut totals = vec![0i64; self.sample_types.len()];
-        for sample in &self.samples {
+        for sample in &self.samples.samples {
             for (total, value) in totals.iter_mut().zip(&sample.value) {
                 *total = total.saturating_add(*value);
             }
@@ -645,43 +618,243 @@ impl ProfileBuilder {
         totals
     }
 
-    /// The profile.
+    /// An empty sample set of this builder (a run's total, for
+    /// [`Samples::absorb`]).
+    pub fn new_samples(&self) -> Samples {
+        Samples::new(self.identity)
+    }
+
+    /// The samples added so far, leaving none (and the cap, if one was set): the
+    /// mappings, functions and locations stay for the samples added next.
+    pub fn take_samples(&mut self) -> Samples {
+        let mut empty = Samples::new(self.identity);
+        empty.limit = self.samples.limit;
+        std::mem::replace(&mut self.samples, empty)
+    }
+
+    /// The profile, every mapping, function and location the builder has.
     pub fn build(mut self) -> Profile {
         if let Some(main) = self.main_mapping {
             self.move_mapping_first(main);
         }
         let metadata = std::mem::take(&mut self.metadata);
+        let mut strings = self.strings;
+        let header = ProfileHeader::new(&metadata, |text| strings.intern(text));
+        Profile {
+            sample_type: self.sample_types,
+            sample: self.samples.samples,
+            mapping: self.mappings,
+            location: self.locations,
+            function: self.functions,
+            string_table: strings.table,
+            ..header.profile(&metadata)
+        }
+    }
+
+    /// The profile of `samples` (of this builder) with only the mappings, functions,
+    /// locations and strings they use, numbered from 1 in their order here, with
+    /// `main_mapping` first: an interval's profile, or a run's total, from a builder
+    /// that keeps a long run's locations.
+    pub fn profile_of(
+        &self,
+        samples: &Samples,
+        metadata: &ProfileMetadata,
+        main_mapping: Option<MappingId>,
+    ) -> Result<Profile, PprofError> {
+        if samples.builder != self.identity {
+            return Err(PprofError::ForeignSamples);
+        }
+        // New numbers (0: unused) of the locations, functions and mappings used.
+        let mut location_numbers = vec![0u64; self.locations.len()];
+        let mut function_numbers = vec![0u64; self.functions.len()];
+        let mut mapping_numbers = vec![0u64; self.mappings.len()];
+        let mut string_numbers = vec![-1i64; self.strings.table.len()];
+        let mut table: Vec<String> = Vec::new();
+        let mut string = |index: i64| -> i64 {
+            let Some(slot) = usize::try_from(index)
+                .ok()
+                .and_then(|index| string_numbers.get_mut(index))
+            else {
+                return 0;
+            };
+            if *slot < 0 {
+                *slot = table.len() as i64;
+                table.push(self.strings.table[index as usize].clone());
+            }
+            *slot
+        };
+        // Index 0 is "" in both tables.
+        string(0);
+        let sample_type = self
+            .sample_types
+            .iter()
+            .map(|value_type| proto::ValueType {
+                r#type: string(value_type.r#type),
+                unit: string(value_type.unit),
+            })
+            .collect();
+        let mut mapping: Vec<proto::Mapping> = Vec::new();
+        // pprof presents the first mapping as the profile's program.
+        if let Some(index) = main_mapping
+            .and_then(|main| (main.0 as usize).checked_sub(1))
+            .filter(|&index| index < self.mappings.len())
+        {
+            let source = &self.mappings[index];
+            mapping_numbers[index] = 1;
+            mapping.push(proto::Mapping {
+                id: 1,
+                filename: string(source.filename),
+                build_id: string(source.build_id),
+                ..source.clone()
+            });
+        }
+        let mut location: Vec<proto::Location> = Vec::new();
+        let mut function: Vec<proto::Function> = Vec::new();
+        let mut sample: Vec<proto::Sample> = Vec::with_capacity(samples.samples.len());
+        for source in &samples.samples {
+            let mut location_id = Vec::with_capacity(source.location_id.len());
+            for &id in &source.location_id {
+                let index = (id as usize)
+                    .checked_sub(1)
+                    .filter(|&index| index < self.locations.len())
+                    .ok_or(PprofError::UnknownId {
+                        what: "location",
+                        id,
+                    })?;
+                if location_numbers[index] == 0 {
+                    let old = &self.locations[index];
+                    let mapping_id = match (old.mapping_id as usize).checked_sub(1) {
+                        None => 0,
+                        Some(mapping_index) => {
+                            if mapping_numbers[mapping_index] == 0 {
+                                let old = &self.mappings[mapping_index];
+                                mapping_numbers[mapping_index] = mapping.len() as u64 + 1;
+                                mapping.push(proto::Mapping {
+                                    id: mapping.len() as u64 + 1,
+                                    filename: string(old.filename),
+                                    build_id: string(old.build_id),
+                                    ..old.clone()
+                                });
+                            }
+                            mapping_numbers[mapping_index]
+                        }
+                    };
+                    let line = old
+                        .line
+                        .iter()
+                        .map(|line| {
+                            let function_index = (line.function_id - 1) as usize;
+                            if function_numbers[function_index] == 0 {
+                                let old = &self.functions[function_index];
+                                function_numbers[function_index] = function.len() as u64 + 1;
+                                function.push(proto::Function {
+                                    id: function.len() as u64 + 1,
+                                    name: string(old.name),
+                                    system_name: string(old.system_name),
+                                    filename: string(old.filename),
+                                    start_line: old.start_line,
+                                });
+                            }
+                            proto::Line {
+                                function_id: function_numbers[function_index],
+                                ..line.clone()
+                            }
+                        })
+                        .collect();
+                    location_numbers[index] = location.len() as u64 + 1;
+                    location.push(proto::Location {
+                        id: location.len() as u64 + 1,
+                        mapping_id,
+                        address: old.address,
+                        line,
+                        is_folded: old.is_folded,
+                    });
+                }
+                location_id.push(location_numbers[index]);
+            }
+            let label = source
+                .label
+                .iter()
+                .map(|label| proto::Label {
+                    key: string(label.key),
+                    str: string(label.str),
+                    num: label.num,
+                    num_unit: string(label.num_unit),
+                })
+                .collect();
+            sample.push(proto::Sample {
+                location_id,
+                value: source.value.clone(),
+                label,
+            });
+        }
+        let header = ProfileHeader::new(metadata, |text| {
+            // Metadata strings are few: a linear search keeps them out of the index.
+            match table.iter().position(|known| known == text) {
+                Some(index) => index as i64,
+                None => {
+                    table.push(text.to_owned());
+                    table.len() as i64 - 1
+                }
+            }
+        });
+        Ok(Profile {
+            sample_type,
+            sample,
+            mapping,
+            location,
+            function,
+            string_table: table,
+            ..header.profile(metadata)
+        })
+    }
+}
+
+/// A profile's fields beside its tables and samples, their strings interned.
+struct ProfileHeader {
+    period_type: Option<proto::ValueType>,
+    comment: Vec<i64>,
+    default_sample_type: i64,
+}
+
+impl ProfileHeader {
+    fn new(metadata: &ProfileMetadata, mut intern: impl FnMut(&str) -> i64) -> Self {
         let period_type = metadata
             .period
             .as_ref()
             .map(|(kind, unit, _)| proto::ValueType {
-                r#type: self.strings.intern(kind),
-                unit: self.strings.intern(unit),
+                r#type: intern(kind),
+                unit: intern(unit),
             });
-        let comment = metadata
-            .comments
-            .iter()
-            .map(|text| self.strings.intern(text))
-            .collect();
+        let comment = metadata.comments.iter().map(|text| intern(text)).collect();
         let default_sample_type = metadata
             .default_sample_type
             .as_deref()
-            .map_or(0, |kind| self.strings.intern(kind));
+            .map_or(0, &mut intern);
+        ProfileHeader {
+            period_type,
+            comment,
+            default_sample_type,
+        }
+    }
+
+    /// A profile of no samples with these fields and `metadata`'s numbers.
+    fn profile(self, metadata: &ProfileMetadata) -> Profile {
         Profile {
-            sample_type: self.sample_types,
-            sample: self.samples,
-            mapping: self.mappings,
-            location: self.locations,
-            function: self.functions,
-            string_table: self.strings.table,
+            sample_type: Vec::new(),
+            sample: Vec::new(),
+            mapping: Vec::new(),
+            location: Vec::new(),
+            function: Vec::new(),
+            string_table: Vec::new(),
             drop_frames: 0,
             keep_frames: 0,
             time_nanos: metadata.time_nanos,
             duration_nanos: metadata.duration_nanos,
-            period_type,
-            period: metadata.period.map_or(0, |(_, _, period)| period),
-            comment,
-            default_sample_type,
+            period_type: self.period_type,
+            period: metadata.period.as_ref().map_or(0, |(_, _, period)| *period),
+            comment: self.comment,
+            default_sample_type: self.default_sample_type,
         }
     }
 }
@@ -706,165 +879,106 @@ impl ProfileBuilder {
     }
 }
 
-impl ProfileBuilder {
-    /// The profile as built so far, leaving the builder as it is (a running profile's
-    /// snapshot).
-    pub fn snapshot(&self) -> Profile {
-        // The profile's parts only: the indices (most of all the sample index, one
-        // entry per distinct stack) are not in the profile, and a long run's are large.
-        ProfileBuilder {
-            strings: self.strings.clone(),
-            sample_types: self.sample_types.clone(),
-            mappings: self.mappings.clone(),
-            functions: self.functions.clone(),
-            locations: self.locations.clone(),
-            samples: self.samples.clone(),
-            metadata: self.metadata.clone(),
-            main_mapping: self.main_mapping,
-            ..ProfileBuilder::default()
+impl Samples {
+    fn new(builder: u64) -> Self {
+        Samples {
+            builder,
+            samples: Vec::new(),
+            index: HashTable::new(),
+            limit: None,
+            over_limit: Vec::new(),
         }
-        .build()
     }
 
-    /// Adds every sample of `profile` (which must have the same sample types) with
-    /// its mappings, functions, locations and labels: profiles of consecutive
-    /// intervals merge into one of the whole run.
-    pub fn merge(&mut self, profile: &Profile) -> Result<(), PprofError> {
-        let text = |index: i64| -> Result<&str, PprofError> {
-            usize::try_from(index)
-                .ok()
-                .and_then(|index| profile.string_table.get(index))
-                .map(String::as_str)
-                .ok_or(PprofError::Dangling {
-                    what: "string",
-                    index: index as u64,
-                })
-        };
-        let names = |types: &[proto::ValueType], table: &dyn Fn(i64) -> Option<String>| {
-            types
-                .iter()
-                .map(|kind| {
-                    format!(
-                        "{}/{}",
-                        table(kind.r#type).unwrap_or_default(),
-                        table(kind.unit).unwrap_or_default()
-                    )
-                })
-                .collect::<Vec<String>>()
-        };
-        let given = names(&profile.sample_type, &|index| {
-            text(index).ok().map(str::to_owned)
-        });
-        let expected = names(&self.sample_types, &|index| {
-            self.strings.table.get(index as usize).cloned()
-        });
-        if given != expected {
-            return Err(PprofError::SampleTypes { expected, given });
+    /// Caps the distinct samples at `samples`: a new (stack, labels) beyond them is
+    /// counted under a stack of `stand_in` alone with its labels, so memory stays
+    /// bounded however many distinct stacks a long run brings;
+    /// [`over_limit`](Self::over_limit) says how much was folded. (Stand-ins of labels
+    /// not seen before may still be added: the bound is the cap plus the distinct label
+    /// sets.)
+    pub fn set_limit(&mut self, samples: usize, stand_in: LocationId) {
+        self.limit = Some(SampleLimit { samples, stand_in });
+    }
+
+    /// The values folded into the stand-in of [`set_limit`](Self::set_limit), summed
+    /// per sample type (empty when nothing was).
+    pub fn over_limit(&self) -> &[i64] {
+        &self.over_limit
+    }
+
+    /// The number of distinct (stack, labels) samples.
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// Adds every sample of `other` (of the same builder), as
+    /// [`ProfileBuilder::add_sample`] would: consecutive intervals' samples into the
+    /// run's total, with no string, function or location interned again.
+    pub fn absorb(&mut self, other: &Samples) -> Result<(), PprofError> {
+        if other.builder != self.builder {
+            return Err(PprofError::ForeignSamples);
         }
-        let mut mappings: FxHashMap<u64, MappingId> = FxHashMap::default();
-        for mapping in &profile.mapping {
-            let build_id = text(mapping.build_id)?;
-            let id = self.mapping_with_text_build_id(
-                &MappingSpec {
-                    start: mapping.memory_start,
-                    limit: mapping.memory_limit,
-                    file_offset: mapping.file_offset,
-                    filename: text(mapping.filename)?,
-                    build_id: None,
-                    symbols: if mapping.has_inline_frames {
-                        MappingSymbols::InlineFrames
-                    } else if mapping.has_line_numbers {
-                        MappingSymbols::Lines
-                    } else if mapping.has_functions {
-                        MappingSymbols::Functions
-                    } else {
-                        MappingSymbols::None
-                    },
-                },
-                build_id,
-            );
-            mappings.insert(mapping.id, id);
-        }
-        let mut functions: FxHashMap<u64, FunctionId> = FxHashMap::default();
-        for function in &profile.function {
-            let filename = text(function.filename)?;
-            let id = self.function(&FunctionSpec {
-                name: text(function.name)?,
-                system_name: text(function.system_name)?,
-                filename: (!filename.is_empty()).then_some(filename),
-                start_line: u32::try_from(function.start_line)
-                    .ok()
-                    .filter(|&line| line > 0),
-            });
-            functions.insert(function.id, id);
-        }
-        let mut locations: FxHashMap<u64, LocationId> = FxHashMap::default();
-        for location in &profile.location {
-            let lines = location
-                .line
-                .iter()
-                .map(|line| {
-                    Ok(LineSpec {
-                        function: *functions.get(&line.function_id).ok_or(
-                            PprofError::Dangling {
-                                what: "function",
-                                index: line.function_id,
-                            },
-                        )?,
-                        line: u32::try_from(line.line).ok().filter(|&line| line > 0),
-                        column: u32::try_from(line.column).ok().filter(|&column| column > 0),
-                    })
-                })
-                .collect::<Result<Vec<LineSpec>, PprofError>>()?;
-            let mapping = match location.mapping_id {
-                0 => None,
-                id => Some(*mappings.get(&id).ok_or(PprofError::Dangling {
-                    what: "mapping",
-                    index: id,
-                })?),
-            };
-            let id = match (mapping, location.address, lines.as_slice()) {
-                (None, 0, [line]) => self.function_location(line.function)?,
-                _ => self.add_address_location(mapping, location.address, &lines)?,
-            };
-            locations.insert(location.id, id);
-        }
-        let mut stack = Vec::new();
-        for sample in &profile.sample {
-            stack.clear();
-            for id in &sample.location_id {
-                stack.push(*locations.get(id).ok_or(PprofError::Dangling {
-                    what: "location",
-                    index: *id,
-                })?);
-            }
-            let labels = sample
-                .label
-                .iter()
-                .map(|label| {
-                    Ok(LabelSpec {
-                        key: text(label.key)?,
-                        value: if label.str != 0 {
-                            LabelValue::Text(text(label.str)?)
-                        } else {
-                            let unit = text(label.num_unit)?;
-                            LabelValue::Number {
-                                value: label.num,
-                                unit: (!unit.is_empty()).then_some(unit),
-                            }
-                        },
-                    })
-                })
-                .collect::<Result<Vec<LabelSpec<'_>>, PprofError>>()?;
-            self.add_sample(&stack, &sample.value, &labels)?;
+        let mut labels: Vec<LabelWords> = Vec::new();
+        for sample in &other.samples {
+            labels.clear();
+            labels.extend(sample.label.iter().map(label_words));
+            self.add(sample.location_id.iter().copied(), &sample.value, &labels);
         }
         Ok(())
     }
 
-    /// [`mapping`](Self::mapping) with the build id already as text.
-    fn mapping_with_text_build_id(&mut self, spec: &MappingSpec<'_>, build_id: &str) -> MappingId {
-        let build_id = self.strings.intern(build_id);
-        self.mapping_with_build_id_index(spec, build_id)
+    /// Adds `values` to the sample of `stack` (ids checked by the caller) with `labels`.
+    fn add(
+        &mut self,
+        stack: impl Iterator<Item = u64> + Clone,
+        values: &[i64],
+        labels: &[LabelWords],
+    ) {
+        let hash = sample_hash(stack.clone(), labels.iter().copied());
+        let samples = &self.samples;
+        if let Some(&index) = self.index.find(hash, |&index| {
+            sample_matches(&samples[index], stack.clone(), labels)
+        }) {
+            for (total, value) in self.samples[index].value.iter_mut().zip(values) {
+                *total = total.saturating_add(*value);
+            }
+            return;
+        }
+        if let Some(limit) = self.limit {
+            let is_stand_in = stack.clone().eq(std::iter::once(limit.stand_in.0));
+            if self.samples.len() >= limit.samples && !is_stand_in {
+                if self.over_limit.is_empty() {
+                    self.over_limit = vec![0; values.len()];
+                }
+                for (total, value) in self.over_limit.iter_mut().zip(values) {
+                    *total = total.saturating_add(*value);
+                }
+                // Into the stand-in's sample: its own stack is never over the cap.
+                return self.add(std::iter::once(limit.stand_in.0), values, labels);
+            }
+        }
+        let label = labels
+            .iter()
+            .map(|&[key, text, number, unit]| proto::Label {
+                key: key as i64,
+                str: text as i64,
+                num: number as i64,
+                num_unit: unit as i64,
+            })
+            .collect();
+        let index = self.samples.len();
+        self.samples.push(proto::Sample {
+            location_id: stack.collect(),
+            value: values.to_vec(),
+            label,
+        });
+        let samples = &self.samples;
+        self.index
+            .insert_unique(hash, index, |&index| stored_sample_hash(&samples[index]));
     }
 }
 

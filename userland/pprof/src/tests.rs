@@ -218,47 +218,249 @@ fn gzip_round_trips_and_bad_bytes_are_errors() {
     ));
 }
 
+/// A profile's samples as names: each stack's function names (leaf first, a location
+/// without lines as its mapping's file), values and labels, sorted, for comparing
+/// profiles numbered differently.
+fn resolved(profile: &Profile) -> Vec<(Vec<String>, Vec<i64>, Vec<String>)> {
+    let text = |index: i64| profile.string_table[index as usize].clone();
+    let mut samples: Vec<(Vec<String>, Vec<i64>, Vec<String>)> = profile
+        .sample
+        .iter()
+        .map(|sample| {
+            let names = sample
+                .location_id
+                .iter()
+                .flat_map(|&id| {
+                    let location = profile.location.iter().find(|l| l.id == id).unwrap();
+                    let mapping = profile.mapping.iter().find(|m| m.id == location.mapping_id);
+                    let mut names: Vec<String> = location
+                        .line
+                        .iter()
+                        .map(|line| {
+                            let function = profile
+                                .function
+                                .iter()
+                                .find(|f| f.id == line.function_id)
+                                .unwrap();
+                            text(function.name)
+                        })
+                        .collect();
+                    names.push(format!(
+                        "{}+{:#x}@{}",
+                        mapping.map_or(String::new(), |m| text(m.filename)),
+                        location.address,
+                        mapping.map_or(String::new(), |m| text(m.build_id)),
+                    ));
+                    names
+                })
+                .collect();
+            let labels = sample
+                .label
+                .iter()
+                .map(|label| format!("{}={}{}", text(label.key), text(label.str), label.num))
+                .collect();
+            (names, sample.value.clone(), labels)
+        })
+        .collect();
+    samples.sort();
+    samples
+}
+
+/// Every string index of `profile` is in its table, and its ids are 1, 2, 3...
+fn assert_well_formed(profile: &Profile) {
+    let strings = profile.string_table.len() as i64;
+    assert_eq!(profile.string_table[0], "");
+    let mut indices = vec![profile.default_sample_type];
+    indices.extend(profile.comment.iter().copied());
+    for value_type in profile.sample_type.iter().chain(&profile.period_type) {
+        indices.extend([value_type.r#type, value_type.unit]);
+    }
+    for mapping in &profile.mapping {
+        indices.extend([mapping.filename, mapping.build_id]);
+    }
+    for function in &profile.function {
+        indices.extend([function.name, function.system_name, function.filename]);
+    }
+    for label in profile.sample.iter().flat_map(|sample| &sample.label) {
+        indices.extend([label.key, label.str, label.num_unit]);
+    }
+    assert!(indices.iter().all(|&index| (0..strings).contains(&index)));
+    let dense = |ids: Vec<u64>| ids.iter().enumerate().all(|(n, &id)| id == n as u64 + 1);
+    assert!(dense(profile.mapping.iter().map(|m| m.id).collect()));
+    assert!(dense(profile.function.iter().map(|f| f.id).collect()));
+    assert!(dense(profile.location.iter().map(|l| l.id).collect()));
+}
+
 #[test]
-fn merging_two_profiles_sums_their_equal_stacks() {
-    let interval = |weight: i64, extra: bool| {
-        let mut builder = ProfileBuilder::new(&TYPES);
-        let mapping = libc(&mut builder);
-        let hot = function(&mut builder, "hot");
-        let location = builder
-            .add_address_location(Some(mapping), 0x1234, &[line(hot)])
-            .unwrap();
-        let comm = [LabelSpec {
-            key: "comm",
-            value: LabelValue::Text("hot"),
-        }];
-        builder
-            .add_sample(&[location], &[weight, weight * 10], &comm)
-            .unwrap();
-        if extra {
-            let cold = function(&mut builder, "cold");
-            let location = builder.function_location(cold).unwrap();
-            builder.add_sample(&[location], &[1, 1], &[]).unwrap();
-        }
-        builder.build()
+fn intervals_taken_from_one_builder_are_whole_profiles_and_add_up_to_the_run() {
+    let mut builder = ProfileBuilder::new(&TYPES);
+    let comm = [LabelSpec {
+        key: "comm",
+        value: LabelValue::Text("hot"),
+    }];
+    let metadata = ProfileMetadata {
+        period: Some(("cpu".into(), "nanoseconds".into(), 1_000_000)),
+        comments: vec!["interval".into()],
+        default_sample_type: Some("cpu".into()),
+        ..ProfileMetadata::default()
     };
-    let mut merged = ProfileBuilder::new(&TYPES);
-    merged.merge(&interval(2, false)).unwrap();
-    merged.merge(&interval(3, true)).unwrap();
-    let profile = merged.snapshot();
-    assert_eq!(profile.sample.len(), 2);
-    assert_eq!(profile.sample[0].value, vec![5, 50]);
-    assert_eq!(profile.mapping.len(), 1);
+    // Interval 1: hot in libc.
+    let libc_mapping = libc(&mut builder);
+    let hot = function(&mut builder, "hot");
+    let hot_location = builder
+        .add_address_location(Some(libc_mapping), 0x1234, &[line(hot)])
+        .unwrap();
+    builder
+        .add_sample(&[hot_location], &[2, 20], &comm)
+        .unwrap();
+    let first = builder.take_samples();
+    assert_eq!(builder.sample_count(), 0, "taking leaves no samples");
+    // Interval 2: hot again (its location found, not added again), and cold, in a
+    // program that is this interval's main mapping.
     assert_eq!(
-        profile.string_table[profile.mapping[0].build_id as usize],
-        "dead0bee"
+        builder.address_location(Some(libc_mapping), 0x1234),
+        Some(hot_location)
     );
-    assert_eq!(profile.location.len(), 2);
-    assert_eq!(merged.snapshot(), profile, "a snapshot leaves the builder");
-    let mut other = ProfileBuilder::new(&TYPES[..1]);
+    let program = builder.mapping(&MappingSpec {
+        start: 0,
+        limit: 0x1000,
+        file_offset: 0,
+        filename: "/opt/program",
+        build_id: Some(&[0x12]),
+        symbols: MappingSymbols::Functions,
+    });
+    let cold = function(&mut builder, "cold");
+    let cold_location = builder
+        .add_address_location(Some(program), 0x40, &[line(cold)])
+        .unwrap();
+    builder
+        .add_sample(&[hot_location], &[3, 30], &comm)
+        .unwrap();
+    builder
+        .add_sample(&[cold_location, hot_location], &[1, 10], &[])
+        .unwrap();
+    // A location of neither interval's samples.
+    let unused = function(&mut builder, "unused");
+    builder.function_location(unused).unwrap();
+    let second = builder.take_samples();
+
+    let first_profile = builder.profile_of(&first, &metadata, None).unwrap();
+    assert_well_formed(&first_profile);
+    assert_eq!(
+        resolved(&first_profile),
+        [(
+            vec![
+                "hot".to_owned(),
+                "/lib/libc.so.6+0x1234@dead0bee".to_owned()
+            ],
+            vec![2, 20],
+            vec!["comm=hot0".to_owned()]
+        )]
+    );
+    for absent in ["cold", "unused", "/opt/program"] {
+        assert!(
+            !first_profile.string_table.iter().any(|text| text == absent),
+            "{absent} is not in the first interval's profile"
+        );
+    }
+    assert_eq!(first_profile.period, 1_000_000);
+    assert_eq!(
+        first_profile.string_table[first_profile.default_sample_type as usize],
+        "cpu"
+    );
+
+    let second_profile = builder
+        .profile_of(&second, &metadata, Some(program))
+        .unwrap();
+    assert_well_formed(&second_profile);
+    assert_eq!(
+        second_profile.string_table[second_profile.mapping[0].filename as usize], "/opt/program",
+        "the main mapping first"
+    );
+    assert_eq!(second_profile.location.len(), 2);
+    assert_eq!(second_profile.function.len(), 2);
+
+    let mut total = builder.new_samples();
+    total.absorb(&first).unwrap();
+    total.absorb(&second).unwrap();
+    assert_eq!(total.len(), 2);
+    let run = builder.profile_of(&total, &metadata, None).unwrap();
+    assert_well_formed(&run);
+    assert_eq!(
+        resolved(&run),
+        [
+            (
+                vec![
+                    "cold".to_owned(),
+                    "/opt/program+0x40@12".to_owned(),
+                    "hot".to_owned(),
+                    "/lib/libc.so.6+0x1234@dead0bee".to_owned()
+                ],
+                vec![1, 10],
+                vec![]
+            ),
+            (
+                vec![
+                    "hot".to_owned(),
+                    "/lib/libc.so.6+0x1234@dead0bee".to_owned()
+                ],
+                vec![5, 50],
+                vec!["comm=hot0".to_owned()]
+            ),
+        ]
+    );
+    // The same samples built the one-shot way name the same stacks.
+    builder
+        .add_sample(&[hot_location], &[5, 50], &comm)
+        .unwrap();
+    builder
+        .add_sample(&[cold_location, hot_location], &[1, 10], &[])
+        .unwrap();
+    assert_eq!(resolved(&builder.build()), resolved(&run));
+    let mut bytes = Vec::new();
+    write_gzip(&run, &mut bytes).unwrap();
+    assert_eq!(read(&bytes).unwrap(), run);
+}
+
+#[test]
+fn samples_of_another_builder_are_refused() {
+    let mut builder = ProfileBuilder::new(&TYPES);
+    let mut other = ProfileBuilder::new(&TYPES);
+    let hot = function(&mut other, "hot");
+    let location = other.function_location(hot).unwrap();
+    other.add_sample(&[location], &[1, 1], &[]).unwrap();
+    let foreign = other.take_samples();
     assert!(matches!(
-        other.merge(&profile),
-        Err(PprofError::SampleTypes { .. })
+        builder.profile_of(&foreign, &ProfileMetadata::default(), None),
+        Err(PprofError::ForeignSamples)
     ));
+    assert!(matches!(
+        builder.new_samples().absorb(&foreign),
+        Err(PprofError::ForeignSamples)
+    ));
+    assert!(builder.take_samples().is_empty());
+}
+
+#[test]
+fn a_run_total_beyond_its_limit_folds_new_stacks_into_the_stand_in() {
+    let mut builder = ProfileBuilder::new(&TYPES);
+    let full = function(&mut builder, "[full]");
+    let stand_in = builder.function_location(full).unwrap();
+    let mut total = builder.new_samples();
+    total.set_limit(2, stand_in);
+    for number in 0..4 {
+        let function = function(&mut builder, &format!("f{number}"));
+        let location = builder.function_location(function).unwrap();
+        builder.add_sample(&[location], &[1, 10], &[]).unwrap();
+        total.absorb(&builder.take_samples()).unwrap();
+    }
+    assert_eq!(total.len(), 3, "two stacks and the stand-in");
+    assert_eq!(total.over_limit(), &[2, 20]);
+    let run = builder
+        .profile_of(&total, &ProfileMetadata::default(), None)
+        .unwrap();
+    let names: Vec<Vec<String>> = resolved(&run).into_iter().map(|sample| sample.0).collect();
+    assert!(names.contains(&vec!["[full]".to_owned(), "+0x0@".to_owned()]));
 }
 
 proptest::proptest! {

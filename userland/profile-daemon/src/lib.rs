@@ -48,10 +48,10 @@ use perf_abi::sys::bindings as abi;
 use perf_abi::sys::bindings::perf_event_attr;
 use perf_ring::{Event, RingBuffer};
 use perf_session::{
-    profile_folded, sample_labels, LocationAddresses, Processes, SampleLabels, StackFrame,
-    StackProfile, SymbolOptions,
+    profile_folded, sample_labels, IntervalProfile, LocationAddresses, Processes, SampleLabels,
+    StackFrame, StackProfile, SymbolOptions,
 };
-use pprof::{FunctionSpec, MappingSymbols, Profile, ProfileBuilder, ProfileMetadata, SampleType};
+use pprof::{MappingSymbols, Profile, ProfileMetadata, SampleType, Samples};
 use profiles::FoldedStacks;
 use rustc_hash::FxHashMap;
 
@@ -259,8 +259,13 @@ pub struct Daemon {
     fallback_reason: Option<String>,
     side_band: Vec<(Event, RingBuffer)>,
     processes: Processes,
-    merged: ProfileBuilder,
+    /// The run's mappings, functions and locations, and the interval's stacks: an
+    /// address is symbolized once per run, not once per interval.
+    profile: StackProfile,
+    /// The run's samples so far (capped at [`DaemonOptions::merged_stacks`]).
+    merged: Samples,
     started: Instant,
+    run_started: SystemTime,
     interval_started: SystemTime,
     interval: u64,
     /// Processes that exited during the interval: forgotten after it.
@@ -709,24 +714,30 @@ impl Daemon {
                 }
                 Err(error) => return Err(error),
             };
-        let mut merged = ProfileBuilder::new(&SAMPLE_TYPES);
-        let full = merged.function(&FunctionSpec {
-            name: MERGED_PROFILE_FULL,
-            system_name: MERGED_PROFILE_FULL,
-            filename: None,
-            start_line: None,
-        });
-        let full = merged.function_location(full)?;
-        merged.set_sample_limit(options.merged_stacks, full);
+        let mut profile = StackProfile::new(
+            &SAMPLE_TYPES,
+            None,
+            StdHashMap::new(),
+            MappingSymbols::Functions,
+        )
+        // A long run's processes come and go (and load their code at random
+        // addresses): by file offset, the run's profile grows with its code only.
+        .with_addresses(LocationAddresses::FileOffsets);
+        let full = profile.placeholder_location(MERGED_PROFILE_FULL)?;
+        let mut merged = profile.new_samples();
+        merged.set_limit(options.merged_stacks, full);
+        let now = SystemTime::now();
         Ok(Daemon {
             options,
             probes,
             fallback_reason,
             side_band,
             processes,
+            profile,
             merged,
             started: Instant::now(),
-            interval_started: SystemTime::now(),
+            run_started: now,
+            interval_started: now,
             interval: 0,
             exited: Vec::new(),
             pending: IntervalStatistics::default(),
@@ -881,17 +892,7 @@ impl Daemon {
         if let Some(probes) = &mut self.probes {
             probes.read_counters(&mut statistics)?;
         }
-        let nanoseconds_per_sample =
-            i64::try_from(NANOSECONDS_PER_SECOND / self.options.frequency).unwrap_or(i64::MAX);
-        let mut profile = StackProfile::new(
-            &SAMPLE_TYPES,
-            None,
-            StdHashMap::new(),
-            MappingSymbols::Functions,
-        )
-        // A long run's processes come and go (and load their code at random
-        // addresses): by file offset, the run's profile grows with its code only.
-        .with_addresses(LocationAddresses::FileOffsets);
+        let nanoseconds_per_sample = self.nanoseconds_per_sample();
         let mut comm = String::new();
         let drained = std::mem::take(&mut self.drained);
         for (stack, count) in &drained {
@@ -912,34 +913,25 @@ impl Daemon {
                 self.processes.comm(pid, pid)
             });
             let labels = sample_labels(self.options.labels, pid, pid, &comm);
-            profile.add_stack(&mut self.processes, stack.pid, frames, &values, &labels)?;
+            self.profile
+                .add_stack(&mut self.processes, stack.pid, frames, &values, &labels)?;
             statistics.samples_counted = statistics.samples_counted.saturating_add(*count);
         }
-        statistics.stacks = profile.sample_count() as u64;
-        let since = |time: SystemTime| {
-            time.duration_since(UNIX_EPOCH).map_or(0, |since| {
-                i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)
-            })
-        };
         let duration = now
             .duration_since(self.interval_started)
             .unwrap_or(Duration::ZERO);
-        let profile = profile.finish(ProfileMetadata {
-            time_nanos: since(self.interval_started),
-            duration_nanos: i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX),
-            period: Some((
-                "cpu".to_owned(),
-                "nanoseconds".to_owned(),
-                nanoseconds_per_sample,
-            )),
-            comments: vec![format!(
+        let metadata = self.metadata(
+            self.interval_started,
+            duration,
+            format!(
                 "rvperf daemon: {} at {} Hz on every CPU, interval {}",
                 self.options.event.name, self.options.frequency, self.interval
-            )],
-            default_sample_type: Some("cpu".to_owned()),
-        });
+            ),
+        );
+        let IntervalProfile { profile, samples } = self.profile.take_interval(&metadata)?;
+        statistics.stacks = samples.len() as u64;
         let over_cap_before = self.merged.over_limit().first().copied().unwrap_or(0);
-        self.merged.merge(&profile)?;
+        self.merged.absorb(&samples)?;
         let over_cap = self.merged.over_limit().first().copied().unwrap_or(0);
         statistics.merged_over_cap =
             u64::try_from(over_cap.saturating_sub(over_cap_before)).unwrap_or(0);
@@ -957,11 +949,38 @@ impl Daemon {
     }
 
     /// The profile of the whole run so far.
-    pub fn merged(&self) -> Profile {
-        let mut profile = self.merged.snapshot();
-        profile.duration_nanos =
-            i64::try_from(self.started.elapsed().as_nanos()).unwrap_or(i64::MAX);
-        profile
+    pub fn merged(&self) -> Result<Profile, DaemonError> {
+        let metadata = self.metadata(
+            self.run_started,
+            self.started.elapsed(),
+            format!(
+                "rvperf daemon: {} at {} Hz on every CPU, intervals 1 to {}",
+                self.options.event.name, self.options.frequency, self.interval
+            ),
+        );
+        Ok(self.profile.profile_of(&self.merged, &metadata)?)
+    }
+
+    /// A profile's metadata: from `start` for `duration`, one sample a period of the
+    /// frequency, and `comment`.
+    fn metadata(&self, start: SystemTime, duration: Duration, comment: String) -> ProfileMetadata {
+        let nanoseconds =
+            |duration: Duration| i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX);
+        ProfileMetadata {
+            time_nanos: start.duration_since(UNIX_EPOCH).map_or(0, nanoseconds),
+            duration_nanos: nanoseconds(duration),
+            period: Some((
+                "cpu".to_owned(),
+                "nanoseconds".to_owned(),
+                self.nanoseconds_per_sample(),
+            )),
+            comments: vec![comment],
+            default_sample_type: Some("cpu".to_owned()),
+        }
+    }
+
+    fn nanoseconds_per_sample(&self) -> i64 {
+        i64::try_from(NANOSECONDS_PER_SECOND / self.options.frequency).unwrap_or(i64::MAX)
     }
 
     /// Symbols the symbolizer could not find (files, kernel), one line each.
@@ -1285,7 +1304,10 @@ pub fn run<E>(
         let last = stop.is_some() || intervals.is_some_and(|count| interval.number >= count);
         // The merged profile is the whole run's: taking and writing it costs in
         // proportion to the run, so not at every interval.
-        let merged = (last || interval.number % merged_every.max(1) == 0).then(|| daemon.merged());
+        let merged = (last || interval.number % merged_every.max(1) == 0)
+            .then(|| daemon.merged())
+            .transpose()
+            .map_err(RunError::Daemon)?;
         sink(RunEvent::Interval {
             interval: &interval,
             merged: merged.as_ref(),
