@@ -699,14 +699,8 @@ impl ProfileBuilder {
             .and_then(|main| (main.0 as usize).checked_sub(1))
             .filter(|&index| index < self.mappings.len())
         {
-            let source = &self.mappings[index];
             mapping_numbers[index] = 1;
-            mapping.push(proto::Mapping {
-                id: 1,
-                filename: string(source.filename),
-                build_id: string(source.build_id),
-                ..source.clone()
-            });
+            mapping.push(renumbered_mapping(&self.mappings[index], 1, &mut string));
         }
         let mut location: Vec<proto::Location> = Vec::new();
         let mut function: Vec<proto::Function> = Vec::new();
@@ -727,14 +721,13 @@ impl ProfileBuilder {
                         None => 0,
                         Some(mapping_index) => {
                             if mapping_numbers[mapping_index] == 0 {
-                                let old = &self.mappings[mapping_index];
-                                mapping_numbers[mapping_index] = mapping.len() as u64 + 1;
-                                mapping.push(proto::Mapping {
-                                    id: mapping.len() as u64 + 1,
-                                    filename: string(old.filename),
-                                    build_id: string(old.build_id),
-                                    ..old.clone()
-                                });
+                                let id = mapping.len() as u64 + 1;
+                                mapping_numbers[mapping_index] = id;
+                                mapping.push(renumbered_mapping(
+                                    &self.mappings[mapping_index],
+                                    id,
+                                    &mut string,
+                                ));
                             }
                             mapping_numbers[mapping_index]
                         }
@@ -807,6 +800,20 @@ impl ProfileBuilder {
             string_table: table,
             ..header.profile(metadata)
         })
+    }
+}
+
+/// `source` as mapping `id` of a profile whose strings `string` renumbers.
+fn renumbered_mapping(
+    source: &proto::Mapping,
+    id: u64,
+    string: &mut impl FnMut(i64) -> i64,
+) -> proto::Mapping {
+    proto::Mapping {
+        id,
+        filename: string(source.filename),
+        build_id: string(source.build_id),
+        ..source.clone()
     }
 }
 
