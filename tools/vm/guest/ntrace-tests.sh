@@ -11,7 +11,13 @@
 OUT=/out/ntrace
 TAP=/out/guest-ntrace-tests.tap
 BIN=/opt/rvperf/bin
-mkdir -p "$OUT"
+# Where `rvperf trace record` writes, in the guest's memory: its writes share the
+# thread that drains the sink, and a write to /out (9p, served by QEMU's main loop on
+# the busy host) can stall long enough for a two-hart trace of the kernel to wrap the
+# 16 MiB sink (seen: 2.6 MB lost in one of eight recordings to /out, none in fourteen
+# to /tmp). Each recording is moved to $OUT when it is over.
+RECORDINGS=/tmp/ntrace
+mkdir -p "$OUT" "$RECORDINGS"
 : >"$TAP"
 count=0
 failed=0
@@ -56,6 +62,18 @@ quiet_pipe_run() {
     return "$run_status"
 }
 
+# keep NAME: moves `rvperf trace record`'s output for NAME ($RECORDINGS/NAME.nt and
+# its .info, or the NAME.perf.data file or directory) to $OUT.
+keep() {
+    mv "$RECORDINGS/$1".* "$OUT/"
+}
+
+# warnings_of STDERR-FILE: the recorder's warnings (a sink that overtook it), for the
+# ok lines.
+warnings_of() {
+    grep -o 'warning: .*' "$1" | tr '\n' ' '
+}
+
 # rvperf_capture NAME FORMAT RVPERF-OPTIONS -- PROGRAM ARGS...: one trace through the
 # rvtrace driver by `rvperf trace record`: FORMAT raw (NAME.nt and NAME.nt.info, listed
 # in the manifest like rvtrace-ctl's) or perf-data (NAME.perf.data, listed in
@@ -68,13 +86,14 @@ rvperf_capture() {
     while [ "$1" != "--" ]; do options="$options $1"; shift; done
     shift
     case "$format" in
-    raw) output=$OUT/$name.nt manifest=$OUT/manifest ;;
-    *) output=$OUT/$name.perf.data manifest=$OUT/perf-data-manifest ;;
+    raw) output=$RECORDINGS/$name.nt manifest=$OUT/manifest ;;
+    *) output=$RECORDINGS/$name.perf.data manifest=$OUT/perf-data-manifest ;;
     esac
     # shellcheck disable=SC2086 # options are words
-    if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record --format "$format" $options -o "$output" -- "$@" 2>"$OUT/$name.stderr"; then
+    if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record --format "$format" $options -o "$output" -- "$@" 2>"$OUT/$name.stderr" &&
+        keep "$name"; then
         echo "$name $*" >>"$manifest"
-        ok "$name: rvperf trace record --format $format$options -- $*: $(tail -n 1 "$OUT/$name.stderr")"
+        ok "$name: rvperf trace record --format $format$options -- $*: $(grep -v warning "$OUT/$name.stderr" | tail -n 1) $(warnings_of "$OUT/$name.stderr")"
     else
         not_ok "$name: rvperf trace record --format $format$options -- $* failed: $(tail -n 3 "$OUT/$name.stderr")"
     fi
@@ -118,9 +137,10 @@ if [ "${1:-}" = smp ]; then
         taskset -c 0 "$BIN/hot" 100000 >/dev/null &
         spinner=$!
         name=rvperf-alternating
-        if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record -a --user -o "$OUT/$name.perf.data" -- \
-            sh -c "taskset -c 1 $BIN/qsort 2 & taskset -c 1 $BIN/autofdo 200 & wait" 2>"$OUT/$name.stderr"; then
-            ok "$name: rvperf trace record -a of qsort and autofdo on one CPU, hot on the other: $(tail -n 1 "$OUT/$name.stderr")"
+        if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record -a --user -o "$RECORDINGS/$name.perf.data" -- \
+            sh -c "taskset -c 1 $BIN/qsort 2 & taskset -c 1 $BIN/autofdo 200 & wait" 2>"$OUT/$name.stderr" &&
+            keep "$name"; then
+            ok "$name: rvperf trace record -a of qsort and autofdo on one CPU, hot on the other: $(grep -o '\[ rvperf trace record.*' "$OUT/$name.stderr") $(warnings_of "$OUT/$name.stderr")"
         else
             not_ok "$name: rvperf trace record -a failed: $(tail -n 3 "$OUT/$name.stderr")"
         fi
@@ -131,9 +151,10 @@ if [ "${1:-}" = smp ]; then
         # of the kernel's code for decoding.
         name=rvperf-contexts
         if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record -a --user --kernel --context --sync-max 8 --kcore \
-            -o "$OUT/$name.perf.data" -- \
-            sh -c "taskset -c 1 $BIN/qsort 1 & taskset -c 1 $BIN/autofdo 100 & wait" 2>"$OUT/$name.stderr"; then
-            ok "$name: rvperf trace record -a --context of qsort and autofdo on one CPU, the kernel too: $(grep -o '\[ rvperf trace record.*' "$OUT/$name.stderr")"
+            -o "$RECORDINGS/$name.perf.data" -- \
+            sh -c "taskset -c 1 $BIN/qsort 1 & taskset -c 1 $BIN/autofdo 100 & wait" 2>"$OUT/$name.stderr" &&
+            keep "$name"; then
+            ok "$name: rvperf trace record -a --context of qsort and autofdo on one CPU, the kernel too: $(grep -o '\[ rvperf trace record.*' "$OUT/$name.stderr") $(warnings_of "$OUT/$name.stderr")"
         else
             not_ok "$name: rvperf trace record -a --context failed: $(tail -n 3 "$OUT/$name.stderr")"
         fi
@@ -212,8 +233,8 @@ else
         # The kernel (supervisor mode) with a copy of its code as it ran (--kcore): a
         # perf.data directory, decoded on the host against that copy alone.
         name=rvperf-syscalls-kernel
-        if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record --kernel --kcore -o "$OUT/$name.perf.data" -- \
-            "$BIN/syscalls" 2>"$OUT/$name.stderr" && [ -s "$OUT/$name.perf.data/kcore_dir/kcore" ]; then
+        if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record --kernel --kcore -o "$RECORDINGS/$name.perf.data" -- \
+            "$BIN/syscalls" 2>"$OUT/$name.stderr" && keep "$name" && [ -s "$OUT/$name.perf.data/kcore_dir/kcore" ]; then
             ok "$name: rvperf trace record --kernel --kcore: $(grep -o '\[ rvperf trace record.*' "$OUT/$name.stderr"), $(wc -c <"$OUT/$name.perf.data/kcore_dir/kcore") bytes of kernel code, $(grep -o "copied before tracing started.*" "$OUT/$name.stderr")"
         else
             not_ok "$name: rvperf trace record --kernel --kcore failed: $(tail -n 3 "$OUT/$name.stderr")"
@@ -221,8 +242,8 @@ else
         # Through the vDSO (no file): the recorder keeps its image in perf's build-id
         # cache (~/.debug), which goes to the host with the recording.
         name=rvperf-clock-vdso
-        if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record --user -o "$OUT/$name.perf.data" -- \
-            "$BIN/clock" 2>"$OUT/$name.stderr" && [ -d "$HOME/.debug/[vdso]" ]; then
+        if quiet_pipe_run "$OUT/$name.stdout" rvperf trace record --user -o "$RECORDINGS/$name.perf.data" -- \
+            "$BIN/clock" 2>"$OUT/$name.stderr" && keep "$name" && [ -d "$HOME/.debug/[vdso]" ]; then
             mkdir -p "$OUT/debug-home"
             cp -a "$HOME/.debug" "$OUT/debug-home/"
             ok "$name: rvperf trace record of clock_gettime calls keeps the vDSO: $(ls "$HOME/.debug/[vdso]")"
