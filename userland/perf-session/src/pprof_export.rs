@@ -20,6 +20,7 @@ use pprof::{
 use rustc_hash::FxHashMap;
 
 use crate::processes::Processes;
+use profiles::folded::push_frame;
 use profiles::FoldedStacks;
 use symbolize::{is_kernel_address, Symbolized, KERNEL_DSO, KERNEL_START};
 
@@ -476,6 +477,55 @@ impl StackProfile {
         self.builder
             .profile_of(samples, metadata, most_sampled(&self.run_leaf_samples))
     }
+
+    /// The folded stacks of `samples` (a run's total, or an interval's), weighted by
+    /// value `column`: the text [`profile_folded`] gives for their profile, read from
+    /// the builder's own tables rather than through the profile's renumbered copy.
+    pub fn folded_of(
+        &self,
+        samples: &Samples,
+        column: usize,
+    ) -> Result<FoldedStacks, pprof::PprofError> {
+        let comm_key = self.builder.label_key("comm");
+        // Each location's frames folded once: a run's stacks share most of their
+        // locations, and a stack's line is then its locations' pieces joined.
+        let mut pieces: FxHashMap<pprof::LocationId, Box<str>> = FxHashMap::default();
+        let mut folded = FoldedStacks::new();
+        let mut line = String::new();
+        for sample in self.builder.named_samples(samples)? {
+            line.clear();
+            let comm = comm_key.and_then(|key| sample.text_label(key));
+            if let Some(comm) = comm {
+                push_frame(&mut line, comm);
+            }
+            for (index, location) in sample.locations_root_first().enumerate() {
+                let piece = pieces.entry(location.id()).or_insert_with(|| {
+                    let mut piece = String::new();
+                    for (index, frame) in location.frames_root_first().enumerate() {
+                        if index > 0 {
+                            piece.push(';');
+                        }
+                        match frame {
+                            pprof::FrameName::Function(name) => push_frame(&mut piece, name),
+                            pprof::FrameName::Unsymbolized { filename } => push_frame(
+                                &mut piece,
+                                &filename
+                                    .map_or_else(|| "[unknown]".to_owned(), unsymbolized_frame),
+                            ),
+                        }
+                    }
+                    piece.into_boxed_str()
+                });
+                if index > 0 || comm.is_some() {
+                    line.push(';');
+                }
+                line.push_str(piece);
+            }
+            let weight = sample.values().get(column).copied().unwrap_or(0);
+            folded.add_line(&line, u64::try_from(weight).unwrap_or(0));
+        }
+        Ok(folded)
+    }
 }
 
 /// The mapping with the most leaf samples (the lowest id of equals).
@@ -656,12 +706,7 @@ pub fn profile_folded(profile: &Profile, column: usize) -> FoldedStacks {
     let mappings: FxHashMap<u64, String> = profile
         .mapping
         .iter()
-        .map(|mapping| {
-            let name = text(mapping.filename);
-            let short = name.rsplit('/').next().unwrap_or(name);
-            let short = short.trim_start_matches('[').trim_end_matches(']');
-            (mapping.id, format!("[{short}]"))
-        })
+        .map(|mapping| (mapping.id, unsymbolized_frame(text(mapping.filename))))
         .collect();
     let locations: FxHashMap<u64, &pprof::proto::Location> = profile
         .location
@@ -710,6 +755,14 @@ pub fn profile_folded(profile: &Profile, column: usize) -> FoldedStacks {
     folded
 }
 
+/// How folded stacks name an address of `filename` with no symbol: the file's last
+/// path component, in brackets (`[libc.so.6]`, `[kernel.kallsyms]`).
+fn unsymbolized_frame(filename: &str) -> String {
+    let short = filename.rsplit('/').next().unwrap_or(filename);
+    let short = short.trim_start_matches('[').trim_end_matches(']');
+    format!("[{short}]")
+}
+
 /// Folded stacks (root first, `;`-separated names, as a trace's call stacks give them)
 /// as a profile of function-only locations with one sample type.
 pub fn folded_pprof(
@@ -742,7 +795,94 @@ pub fn folded_pprof(
 
 #[cfg(test)]
 mod tests {
-    use super::sample_type_name;
+    use super::*;
+    use crate::SymbolOptions;
+
+    /// A run's builder read directly ([`StackProfile::folded_of`]) gives the folded
+    /// stacks of the profile it writes, for an interval and for the run's total: kernel
+    /// functions from kallsyms, a process's unknown addresses, a stand-in frame, and the
+    /// command as the root.
+    #[test]
+    fn folded_stacks_read_from_the_builder_are_those_of_its_profile() {
+        let kallsyms =
+            std::env::temp_dir().join(format!("rvperf-folded-of-{}.kallsyms", std::process::id()));
+        std::fs::write(
+            &kallsyms,
+            "ffffffff80001000 T handle_exception\nffffffff80002000 T do_page_fault\nffffffff80003000 T schedule\n",
+        )
+        .unwrap();
+        let mut processes = Processes::new(SymbolOptions {
+            kallsyms: Some(kallsyms.clone()),
+            ..SymbolOptions::default()
+        });
+        processes.name_thread(42, 42, "worker");
+        processes.name_thread(7, 7, "shell");
+        let types = [SampleType {
+            kind: "samples",
+            unit: "count",
+        }];
+        let mut profile =
+            StackProfile::new(&types, None, HashMap::new(), MappingSymbols::Functions);
+        let mut add = |profile: &mut StackProfile, pid: u32, frames: &[StackFrame], count: i64| {
+            let comm = processes.comm(pid as i32, pid as i32).to_owned();
+            let labels = sample_labels(SampleLabels::Process, pid as i32, pid as i32, &comm);
+            profile
+                .add_stack(
+                    &mut processes,
+                    pid,
+                    frames.iter().copied(),
+                    &[count],
+                    &labels,
+                )
+                .unwrap();
+        };
+        let kernel = [
+            StackFrame::Instruction(0xffff_ffff_8000_2010),
+            StackFrame::ReturnAddress(0xffff_ffff_8000_1020),
+        ];
+        add(&mut profile, 42, &kernel, 3);
+        add(
+            &mut profile,
+            42,
+            &[
+                StackFrame::Instruction(0x10_000),
+                StackFrame::ReturnAddress(0x10_100),
+            ],
+            2,
+        );
+        let first = profile.take_interval(&ProfileMetadata::default()).unwrap();
+        add(&mut profile, 7, &kernel, 1);
+        add(
+            &mut profile,
+            7,
+            &[StackFrame::Placeholder("[stack lost]")],
+            4,
+        );
+        add(&mut profile, 42, &kernel, 5);
+        let second = profile.take_interval(&ProfileMetadata::default()).unwrap();
+        let mut total = profile.new_samples();
+        total.absorb(&first.samples).unwrap();
+        total.absorb(&second.samples).unwrap();
+        for (what, samples) in [("an interval", &first.samples), ("the run", &total)] {
+            let through_profile = profile_folded(
+                &profile
+                    .profile_of(samples, &ProfileMetadata::default())
+                    .unwrap(),
+                0,
+            )
+            .to_text();
+            assert_eq!(
+                profile.folded_of(samples, 0).unwrap().to_text(),
+                through_profile,
+                "{what}"
+            );
+        }
+        assert_eq!(
+            profile.folded_of(&total, 0).unwrap().to_text(),
+            "shell;[stack lost] 4\nshell;handle_exception;do_page_fault 1\nworker;[unknown];[unknown] 2\nworker;handle_exception;do_page_fault 8\n"
+        );
+        std::fs::remove_file(kallsyms).unwrap();
+    }
 
     #[test]
     fn sample_types_are_named_without_modifiers_and_period_terms() {

@@ -801,6 +801,130 @@ impl ProfileBuilder {
             ..header.profile(metadata)
         })
     }
+
+    /// The samples of `samples` (of this builder) read with its names, in their order:
+    /// what printing them needs (folded stacks), without [`Self::profile_of`]'s
+    /// renumbered copy or a lookup table per id.
+    pub fn named_samples<'a>(
+        &'a self,
+        samples: &'a Samples,
+    ) -> Result<impl Iterator<Item = NamedSample<'a>> + 'a, PprofError> {
+        if samples.builder != self.identity {
+            return Err(PprofError::ForeignSamples);
+        }
+        Ok(samples.samples.iter().map(move |sample| NamedSample {
+            builder: self,
+            sample,
+        }))
+    }
+
+    /// `key` as a label key of this builder's samples, if any sample can have it.
+    pub fn label_key(&self, key: &str) -> Option<LabelKey> {
+        self.strings.indices.get(key).copied().map(LabelKey)
+    }
+
+    fn string(&self, index: i64) -> &str {
+        usize::try_from(index)
+            .ok()
+            .and_then(|index| self.strings.table.get(index))
+            .map_or("", String::as_str)
+    }
+}
+
+/// A label key interned by a [`ProfileBuilder`] ([`ProfileBuilder::label_key`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LabelKey(i64);
+
+/// One sample of a builder's [`Samples`] with the builder's names
+/// ([`ProfileBuilder::named_samples`]).
+#[derive(Debug, Clone, Copy)]
+pub struct NamedSample<'a> {
+    builder: &'a ProfileBuilder,
+    sample: &'a proto::Sample,
+}
+
+/// What a frame of a [`NamedSample`] is called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameName<'a> {
+    /// A function (an inlined one before the function it was inlined into).
+    Function(&'a str),
+    /// An address with no symbol for it: the name of its mapping's file, if it has a
+    /// mapping.
+    Unsymbolized { filename: Option<&'a str> },
+}
+
+impl<'a> NamedSample<'a> {
+    /// The sample's values, one per sample type.
+    pub fn values(&self) -> &'a [i64] {
+        &self.sample.value
+    }
+
+    /// The text of the sample's first label `key` with a text.
+    pub fn text_label(&self, key: LabelKey) -> Option<&'a str> {
+        let builder: &'a ProfileBuilder = self.builder;
+        self.sample
+            .label
+            .iter()
+            .find(|label| label.key == key.0 && label.str != 0)
+            .map(|label| builder.string(label.str))
+    }
+
+    /// The stack's locations from the root to the leaf.
+    pub fn locations_root_first(&self) -> impl Iterator<Item = NamedLocation<'a>> + 'a {
+        let builder: &'a ProfileBuilder = self.builder;
+        let sample: &'a proto::Sample = self.sample;
+        sample.location_id.iter().rev().filter_map(move |&id| {
+            let location = builder
+                .locations
+                .get(usize::try_from(id).ok()?.checked_sub(1)?)?;
+            Some(NamedLocation { builder, location })
+        })
+    }
+
+    /// The stack's frames from the root to the leaf; a location's inlined functions
+    /// outermost first.
+    pub fn frames_root_first(&self) -> impl Iterator<Item = FrameName<'a>> + 'a {
+        self.locations_root_first()
+            .flat_map(|location| location.frames_root_first())
+    }
+}
+
+/// A location of a [`NamedSample`]'s stack.
+#[derive(Debug, Clone, Copy)]
+pub struct NamedLocation<'a> {
+    builder: &'a ProfileBuilder,
+    location: &'a proto::Location,
+}
+
+impl<'a> NamedLocation<'a> {
+    /// The location's id in its builder: the same for every sample that has it.
+    pub fn id(&self) -> LocationId {
+        LocationId(self.location.id)
+    }
+
+    /// The location's frames, its inlined functions outermost first; an address with
+    /// no symbol is one frame, its file's.
+    pub fn frames_root_first(&self) -> impl Iterator<Item = FrameName<'a>> + 'a {
+        let builder: &'a ProfileBuilder = self.builder;
+        let location: &'a proto::Location = self.location;
+        let unsymbolized = location.line.is_empty().then(|| {
+            let filename = usize::try_from(location.mapping_id)
+                .ok()
+                .and_then(|id| id.checked_sub(1))
+                .and_then(|index| builder.mappings.get(index))
+                .map(|mapping| builder.string(mapping.filename));
+            FrameName::Unsymbolized { filename }
+        });
+        let functions = location.line.iter().rev().map(move |line| {
+            let name = usize::try_from(line.function_id)
+                .ok()
+                .and_then(|id| id.checked_sub(1))
+                .and_then(|index| builder.functions.get(index))
+                .map_or("", |function| builder.string(function.name));
+            FrameName::Function(name)
+        });
+        unsymbolized.into_iter().chain(functions)
+    }
 }
 
 /// `source` as mapping `id` of a profile whose strings `string` renumbers.

@@ -609,3 +609,92 @@ fn samples_are_found_again_after_the_index_grows() {
         .iter()
         .all(|sample| sample.value == vec![2, 1]));
 }
+
+#[test]
+fn named_samples_read_the_builders_names_as_the_profile_has_them() {
+    let mut builder = ProfileBuilder::new(&TYPES);
+    let libc_mapping = libc(&mut builder);
+    let (outer, inlined, leaf) = (
+        function(&mut builder, "outer"),
+        function(&mut builder, "inlined"),
+        function(&mut builder, "leaf"),
+    );
+    // A location whose code was inlined (leaf-most line first, as pprof lists them), a
+    // plain one, one of the file with no symbol, and one with no mapping.
+    let inlining = builder
+        .add_address_location(Some(libc_mapping), 0x1100, &[line(inlined), line(outer)])
+        .unwrap();
+    let plain = builder
+        .add_address_location(Some(libc_mapping), 0x1200, &[line(leaf)])
+        .unwrap();
+    let unsymbolized = builder
+        .add_address_location(Some(libc_mapping), 0x1300, &[])
+        .unwrap();
+    let nowhere = builder.add_address_location(None, 0x9999, &[]).unwrap();
+    let comm = |text| {
+        [LabelSpec {
+            key: "comm",
+            value: LabelValue::Text(text),
+        }]
+    };
+    builder
+        .add_sample(&[plain, inlining], &[2, 20], &comm("worker"))
+        .unwrap();
+    builder
+        .add_sample(&[unsymbolized, nowhere], &[1, 10], &[])
+        .unwrap();
+    let samples = builder.take_samples();
+    let key = builder.label_key("comm").expect("an interned key");
+    assert_eq!(builder.label_key("no such key"), None);
+    let named: Vec<(Option<&str>, Vec<FrameName<'_>>, Vec<i64>)> = builder
+        .named_samples(&samples)
+        .unwrap()
+        .map(|sample| {
+            (
+                sample.text_label(key),
+                sample.frames_root_first().collect(),
+                sample.values().to_vec(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            (
+                Some("worker"),
+                vec![
+                    FrameName::Function("outer"),
+                    FrameName::Function("inlined"),
+                    FrameName::Function("leaf"),
+                ],
+                vec![2, 20],
+            ),
+            (
+                None,
+                vec![
+                    FrameName::Unsymbolized { filename: None },
+                    FrameName::Unsymbolized {
+                        filename: Some("/lib/libc.so.6")
+                    },
+                ],
+                vec![1, 10],
+            ),
+        ]
+    );
+    // The profile of the same samples names the same frames (its stacks leaf first).
+    let profile = builder
+        .profile_of(&samples, &ProfileMetadata::default(), None)
+        .unwrap();
+    let first = &resolved(&profile)
+        .into_iter()
+        .find(|(_, values, _)| values == &[2, 20])
+        .unwrap()
+        .0;
+    assert_eq!(first[..2], ["leaf", "/lib/libc.so.6+0x1200@dead0bee"]);
+    assert_eq!(first[2..4], ["inlined", "outer"]);
+    let other = ProfileBuilder::new(&TYPES);
+    assert!(matches!(
+        other.named_samples(&samples).map(|_| ()),
+        Err(PprofError::ForeignSamples)
+    ));
+}

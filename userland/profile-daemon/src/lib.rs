@@ -48,8 +48,8 @@ use perf_abi::sys::bindings as abi;
 use perf_abi::sys::bindings::perf_event_attr;
 use perf_ring::{Event, RingBuffer};
 use perf_session::{
-    profile_folded, sample_labels, IntervalProfile, LocationAddresses, Processes, SampleLabels,
-    StackFrame, StackProfile, SymbolOptions,
+    sample_labels, IntervalProfile, LocationAddresses, Processes, SampleLabels, StackFrame,
+    StackProfile, SymbolOptions,
 };
 use pprof::{MappingSymbols, Profile, ProfileMetadata, SampleType, Samples};
 use profiles::FoldedStacks;
@@ -228,6 +228,13 @@ pub struct Interval {
     pub profile: Profile,
     pub folded: FoldedStacks,
     pub statistics: IntervalStatistics,
+}
+
+/// The whole run's profile so far ([`Daemon::merged`]).
+#[derive(Debug)]
+pub struct Merged {
+    pub profile: Profile,
+    pub folded: FoldedStacks,
 }
 
 /// The sample types of the daemon's profiles.
@@ -939,7 +946,7 @@ impl Daemon {
             self.processes.forget_process(pid);
         }
         self.interval_started = now;
-        let folded = profile_folded(&profile, 0);
+        let folded = self.profile.folded_of(&samples, 0)?;
         Ok(Interval {
             number: self.interval,
             profile,
@@ -948,8 +955,8 @@ impl Daemon {
         })
     }
 
-    /// The profile of the whole run so far.
-    pub fn merged(&self) -> Result<Profile, DaemonError> {
+    /// The profile of the whole run so far, and its folded stacks.
+    pub fn merged(&self) -> Result<Merged, DaemonError> {
         let metadata = self.metadata(
             self.run_started,
             self.started.elapsed(),
@@ -958,7 +965,10 @@ impl Daemon {
                 self.options.event.name, self.options.frequency, self.interval
             ),
         );
-        Ok(self.profile.profile_of(&self.merged, &metadata)?)
+        Ok(Merged {
+            profile: self.profile.profile_of(&self.merged, &metadata)?,
+            folded: self.profile.folded_of(&self.merged, 0)?,
+        })
     }
 
     /// A profile's metadata: from `start` for `duration`, one sample a period of the
@@ -1261,7 +1271,7 @@ pub enum RunEvent<'a> {
     /// run's last, the run's merged profile.
     Interval {
         interval: &'a Interval,
-        merged: Option<&'a Profile>,
+        merged: Option<&'a Merged>,
     },
     /// SIGHUP: the caller reopens (recreates) its outputs.
     Reopen,

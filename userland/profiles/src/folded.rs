@@ -6,6 +6,22 @@ use std::fmt::Write as _;
 
 use rustc_hash::FxHashMap;
 
+/// Appends `frame` to a folded line, its semicolons and line breaks (which would split
+/// it) replaced by `:`, as inferno's collapsers do.
+pub fn push_frame(line: &mut String, frame: &str) {
+    if frame.contains([';', '\n', '\r']) {
+        line.extend(frame.chars().map(|c| {
+            if matches!(c, ';' | '\n' | '\r') {
+                ':'
+            } else {
+                c
+            }
+        }));
+    } else {
+        line.push_str(frame);
+    }
+}
+
 /// Stacks (root first) with their summed weights.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FoldedStacks {
@@ -22,28 +38,27 @@ impl FoldedStacks {
     /// Adds `weight` to the stack `frames` (root first). Semicolons and line breaks in
     /// names would split the frame, so they are replaced, as inferno's collapsers do.
     pub fn add<'f>(&mut self, frames: impl IntoIterator<Item = &'f str>, weight: u64) {
-        self.scratch.clear();
+        let mut line = std::mem::take(&mut self.scratch);
+        line.clear();
         for (index, frame) in frames.into_iter().enumerate() {
             if index > 0 {
-                self.scratch.push(';');
+                line.push(';');
             }
-            if frame.contains([';', '\n', '\r']) {
-                self.scratch.extend(frame.chars().map(|c| {
-                    if matches!(c, ';' | '\n' | '\r') {
-                        ':'
-                    } else {
-                        c
-                    }
-                }));
-            } else {
-                self.scratch.push_str(frame);
-            }
+            push_frame(&mut line, frame);
         }
+        self.add_line(&line, weight);
+        self.scratch = line;
+    }
+
+    /// Adds `weight` to a stack already folded: its frames each appended by
+    /// [`push_frame`] and separated by `;`. For a caller that folds parts of stacks
+    /// once (a location's frames) and joins them for many stacks.
+    pub fn add_line(&mut self, line: &str, weight: u64) {
         // Weights are periods read from files: they saturate rather than wrap.
-        if let Some(total) = self.stacks.get_mut(self.scratch.as_str()) {
+        if let Some(total) = self.stacks.get_mut(line) {
             *total = total.saturating_add(weight);
         } else {
-            self.stacks.insert(self.scratch.clone(), weight);
+            self.stacks.insert(line.to_owned(), weight);
         }
     }
 

@@ -221,7 +221,7 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
 fn write_interval(
     directory: &Path,
     interval: &profile_daemon::Interval,
-    merged: Option<&pprof::Profile>,
+    merged: Option<&profile_daemon::Merged>,
     keep: u64,
 ) -> Result<()> {
     let stem = format!("interval-{:06}", interval.number);
@@ -238,11 +238,8 @@ fn write_interval(
     write_profile(&format!("{stem}.pb.gz"), &interval.profile)?;
     write_text(&format!("{stem}.folded"), &interval.folded.to_text())?;
     if let Some(merged) = merged {
-        write_profile("merged.pb.gz", merged)?;
-        write_text(
-            "merged.folded",
-            &perf_session::profile_folded(merged, 0).to_text(),
-        )?;
+        write_profile("merged.pb.gz", &merged.profile)?;
+        write_text("merged.folded", &merged.folded.to_text())?;
     }
     if let Some(old) = interval.number.checked_sub(keep) {
         if old > 0 {
