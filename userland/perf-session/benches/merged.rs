@@ -3,14 +3,13 @@
 //! stacks of 30 frames over 5,000 functions and 8,000 call sites, as a machine whose
 //! processes come and go gathers (the README's figures):
 //! * the profile of the run's samples, and its gzip file;
-//! * their folded stacks read from the builder ([`StackProfile::folded_of`]), against
-//!   the same read back from the written profile ([`profile_folded`]).
+//! * their folded stacks, read from the builder ([`StackProfile::folded_of`]).
 
 use std::collections::HashMap;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use perf_session::{
-    profile_folded, sample_labels, Processes, SampleLabels, StackFrame, StackProfile, SymbolOptions,
+    sample_labels, Processes, SampleLabels, StackFrame, StackProfile, SymbolOptions,
 };
 use pprof::{MappingSymbols, ProfileMetadata, SampleType, Samples};
 
@@ -111,12 +110,6 @@ fn merged(c: &mut Criterion) {
                 .expect("the builder's own samples")
                 .to_text()
         })
-    });
-    let written = profile
-        .profile_of(&total, &ProfileMetadata::default())
-        .expect("the builder's own samples");
-    group.bench_function("25k stacks: folded text from the written profile", |b| {
-        b.iter(|| profile_folded(&written, 0).to_text())
     });
     group.finish();
 }

@@ -479,8 +479,11 @@ impl StackProfile {
     }
 
     /// The folded stacks of `samples` (a run's total, or an interval's), weighted by
-    /// value `column`: the text [`profile_folded`] gives for their profile, read from
-    /// the builder's own tables rather than through the profile's renumbered copy.
+    /// value `column`: root first, a location's inline functions outermost first, a
+    /// location without a function as its mapping's file (`[libc.so.6]`) or
+    /// `[unknown]`, under the sample's `comm` label when it has one (the flame graph's
+    /// tower per command). Read from the builder's own tables, not from a written
+    /// profile's renumbered copy.
     pub fn folded_of(
         &self,
         samples: &Samples,
@@ -687,74 +690,6 @@ fn function_lines(builder: &mut ProfileBuilder, symbolized: &Symbolized) -> Vec<
         .collect()
 }
 
-/// A pprof profile's stacks as folded stacks of one of its values (`column`): root first,
-/// a location's inline functions outermost first, a location without a function as its
-/// mapping's file (`[libc.so.6]`) or `[unknown]`, under the sample's `comm` label when it
-/// has one (the flame graph's tower per command).
-pub fn profile_folded(profile: &Profile, column: usize) -> FoldedStacks {
-    let text = |index: i64| {
-        usize::try_from(index)
-            .ok()
-            .and_then(|index| profile.string_table.get(index))
-            .map_or("", String::as_str)
-    };
-    let functions: FxHashMap<u64, &str> = profile
-        .function
-        .iter()
-        .map(|function| (function.id, text(function.name)))
-        .collect();
-    let mappings: FxHashMap<u64, String> = profile
-        .mapping
-        .iter()
-        .map(|mapping| (mapping.id, unsymbolized_frame(text(mapping.filename))))
-        .collect();
-    let locations: FxHashMap<u64, &pprof::proto::Location> = profile
-        .location
-        .iter()
-        .map(|location| (location.id, location))
-        .collect();
-    let comm_key = profile
-        .string_table
-        .iter()
-        .position(|text| text == "comm")
-        .map(|index| index as i64);
-    let mut folded = FoldedStacks::new();
-    let mut frames: Vec<&str> = Vec::new();
-    for sample in &profile.sample {
-        frames.clear();
-        if let Some(label) = sample
-            .label
-            .iter()
-            .find(|label| Some(label.key) == comm_key && label.str != 0)
-        {
-            frames.push(text(label.str));
-        }
-        for id in sample.location_id.iter().rev() {
-            let Some(location) = locations.get(id) else {
-                continue;
-            };
-            if location.line.is_empty() {
-                frames.push(
-                    mappings
-                        .get(&location.mapping_id)
-                        .map_or("[unknown]", String::as_str),
-                );
-            }
-            for line in location.line.iter().rev() {
-                frames.push(
-                    functions
-                        .get(&line.function_id)
-                        .copied()
-                        .unwrap_or("[unknown]"),
-                );
-            }
-        }
-        let weight = sample.value.get(column).copied().unwrap_or(0);
-        folded.add(frames.iter().copied(), u64::try_from(weight).unwrap_or(0));
-    }
-    folded
-}
-
 /// How folded stacks name an address of `filename` with no symbol: the file's last
 /// path component, in brackets (`[libc.so.6]`, `[kernel.kallsyms]`).
 fn unsymbolized_frame(filename: &str) -> String {
@@ -797,6 +732,75 @@ pub fn folded_pprof(
 mod tests {
     use super::*;
     use crate::SymbolOptions;
+
+    /// The reference [`StackProfile::folded_of`] is checked against: a written pprof
+    /// profile's stacks as folded stacks of one of its values (`column`): root first,
+    /// a location's inline functions outermost first, a location without a function as its
+    /// mapping's file (`[libc.so.6]`) or `[unknown]`, under the sample's `comm` label when it
+    /// has one (the flame graph's tower per command).
+    fn profile_folded(profile: &Profile, column: usize) -> FoldedStacks {
+        let text = |index: i64| {
+            usize::try_from(index)
+                .ok()
+                .and_then(|index| profile.string_table.get(index))
+                .map_or("", String::as_str)
+        };
+        let functions: FxHashMap<u64, &str> = profile
+            .function
+            .iter()
+            .map(|function| (function.id, text(function.name)))
+            .collect();
+        let mappings: FxHashMap<u64, String> = profile
+            .mapping
+            .iter()
+            .map(|mapping| (mapping.id, unsymbolized_frame(text(mapping.filename))))
+            .collect();
+        let locations: FxHashMap<u64, &pprof::proto::Location> = profile
+            .location
+            .iter()
+            .map(|location| (location.id, location))
+            .collect();
+        let comm_key = profile
+            .string_table
+            .iter()
+            .position(|text| text == "comm")
+            .map(|index| index as i64);
+        let mut folded = FoldedStacks::new();
+        let mut frames: Vec<&str> = Vec::new();
+        for sample in &profile.sample {
+            frames.clear();
+            if let Some(label) = sample
+                .label
+                .iter()
+                .find(|label| Some(label.key) == comm_key && label.str != 0)
+            {
+                frames.push(text(label.str));
+            }
+            for id in sample.location_id.iter().rev() {
+                let Some(location) = locations.get(id) else {
+                    continue;
+                };
+                if location.line.is_empty() {
+                    frames.push(
+                        mappings
+                            .get(&location.mapping_id)
+                            .map_or("[unknown]", String::as_str),
+                    );
+                }
+                for line in location.line.iter().rev() {
+                    frames.push(
+                        functions
+                            .get(&line.function_id)
+                            .copied()
+                            .unwrap_or("[unknown]"),
+                    );
+                }
+            }
+            let weight = sample.value.get(column).copied().unwrap_or(0);
+            folded.add(frames.iter().copied(), u64::try_from(weight).unwrap_or(0));
+        }
+        folded
+    }
 
     /// A run's builder read directly ([`StackProfile::folded_of`]) gives the folded
     /// stacks of the profile it writes, for an interval and for the run's total: kernel
