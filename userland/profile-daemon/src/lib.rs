@@ -29,6 +29,7 @@
 
 mod batch;
 pub mod drain;
+pub mod rewrites;
 
 use std::collections::HashMap as StdHashMap;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -40,6 +41,8 @@ use aya::maps::{Array, HashMap, Map, MapData, PerCpuArray, RingBuf, StackTraceMa
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy};
 use aya::programs::{PerfEvent, TracePoint};
 use aya::{Ebpf, EbpfLoader};
+
+use crate::rewrites::MergedRewrites;
 use aya_probes_common::{
     map_name, process_event_kind, program_name, Config, Counter, ProcessEvent, StackKey,
     CONFIG_INDEX, STACK_TRACES_DEFAULT_MAX_ENTRIES,
@@ -955,6 +958,11 @@ impl Daemon {
         })
     }
 
+    /// The distinct stacks of the run's profile so far ([`Self::merged`]'s).
+    pub fn merged_stacks(&self) -> usize {
+        self.merged.len()
+    }
+
     /// The profile of the whole run so far, and its folded stacks.
     pub fn merged(&self) -> Result<Merged, DaemonError> {
         let metadata = self.metadata(
@@ -1267,8 +1275,8 @@ pub fn stop_requested() -> Option<nix::sys::signal::Signal> {
 /// What the run loop hands its caller.
 #[derive(Debug)]
 pub enum RunEvent<'a> {
-    /// An interval ended: its profile and, every `merged_every` intervals and at the
-    /// run's last, the run's merged profile.
+    /// An interval ended: its profile and, at most every `merged_every` intervals
+    /// ([`MergedRewrites`]) and at the run's last, the run's merged profile.
     Interval {
         interval: &'a Interval,
         merged: Option<&'a Merged>,
@@ -1296,6 +1304,7 @@ pub fn run<E>(
     merged_every: u64,
     mut sink: impl FnMut(RunEvent<'_>) -> Result<(), E>,
 ) -> Result<RunEnd, RunError<E>> {
+    let mut rewrites = MergedRewrites::new(merged_every);
     loop {
         let started = Instant::now();
         let mut stop = None;
@@ -1313,8 +1322,9 @@ pub fn run<E>(
         let interval = daemon.collect().map_err(RunError::Daemon)?;
         let last = stop.is_some() || intervals.is_some_and(|count| interval.number >= count);
         // The merged profile is the whole run's: taking and writing it costs in
-        // proportion to the run, so not at every interval.
-        let merged = (last || interval.number % merged_every.max(1) == 0)
+        // proportion to the run, so not at every interval (rewrites.rs).
+        let merged = rewrites
+            .after_interval(interval.profile.sample.len(), daemon.merged_stacks(), last)
             .then(|| daemon.merged())
             .transpose()
             .map_err(RunError::Daemon)?;

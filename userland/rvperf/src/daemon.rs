@@ -1,7 +1,7 @@
 //! `rvperf daemon`: always-on profiling of the whole machine through rvperf's eBPF
 //! probes (aya-probes/, loaded by the profile-daemon library). Every interval writes
 //! `interval-NNNNNN.pb.gz` (pprof) and `interval-NNNNNN.folded` into the output
-//! directory, and every `--merged-every` intervals and after the last rewrites
+//! directory, and at most every `--merged-every` intervals and after the last rewrites
 //! `merged.pb.gz` and `merged.folded`, the whole run's; the
 //! oldest intervals are removed beyond `--keep`. SIGTERM or SIGINT end the run after a
 //! last, complete interval; SIGHUP recreates the output directory (after a rotation
@@ -56,8 +56,11 @@ pub struct DaemonArgs {
     /// (interval profiles are whole; each line says how many samples were merged so).
     #[arg(long, default_value_t = profile_daemon::MERGED_STACKS_DEFAULT)]
     max_merged_stacks: usize,
-    /// The merged profile (`merged.pb.gz`, `merged.folded`) is rewritten every this many
-    /// intervals, and always after the last (its cost grows with the run).
+    /// The merged profile (`merged.pb.gz`, `merged.folded`) is rewritten at most every
+    /// this many intervals, and always after the last. Its cost grows with the profile,
+    /// so while the profile grows faster than its stacks recur (processes started all
+    /// the time), a rewrite also waits until the intervals since the last one brought
+    /// half as many stacks as it holds.
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u64).range(1..))]
     merged_every: u64,
     /// Where BPF is unavailable (no permission, a kernel without BPF): `perf` samples
