@@ -16,6 +16,7 @@ use crate::block::{Successor, TranslatedBlock};
 use crate::registers::{Register, RegisterReader};
 
 /// Privilege levels (the ingress port's *priv*).
+const USER: u8 = 0;
 const MACHINE: u8 = 3;
 
 /// `xcause` exception codes of the instructions that retire and trap by themselves:
@@ -71,6 +72,12 @@ fn is_vector_entry(vector: u64, address: u64) -> bool {
     }
 }
 
+/// Whether `address` is in the upper half of the virtual address space (bit 63 set),
+/// where Linux keeps the kernel and user code never runs.
+fn is_upper_half(address: u64) -> bool {
+    address >> 63 != 0
+}
+
 /// What happened between two executed blocks.
 #[derive(Clone, Copy, Debug)]
 struct Outcome {
@@ -113,6 +120,8 @@ pub struct Hart {
     empty: bool,
     /// A register could not be read: tracing stopped for good (said once on stderr).
     failed: bool,
+    /// A trap was found that the remembered vectors missed (said once on stderr).
+    warned_vectors: bool,
     /// What this hart's block callback does, as the plugin last set it.
     pub mode: crate::Mode,
 }
@@ -133,6 +142,7 @@ impl Hart {
             vectors: Vectors::default(),
             empty: true,
             failed: false,
+            warned_vectors: false,
             mode: crate::Mode::Idle,
         }
     }
@@ -186,6 +196,16 @@ impl Hart {
                 Err(error) => {
                     eprintln!("qemu-ntrace: hart {}: cannot encode: {error}", self.index);
                 }
+            }
+            // The vectors as they are now, so that even the first trap after an
+            // indirect jump is told from the jump (a trap re-reads the one it went
+            // through; Linux sets stvec once, at boot). Unreadable, they are learnt at
+            // the first trap found otherwise.
+            if self.encoder.is_some() {
+                self.vectors = Vectors {
+                    supervisor: self.registers.read(Register::SupervisorTrapVector).ok(),
+                    machine: self.registers.read(Register::MachineTrapVector).ok(),
+                };
             }
             // The block that is starting was not observed: tracing starts with the next.
             self.previous = None;
@@ -337,7 +357,24 @@ impl Hart {
         let all = previous.block.run.len();
         let suspicious = match previous.block.successor(previous.start) {
             Some(Successor::Known { first, second }) => pc != first && pc != second,
-            Some(Successor::Indirect) => self.vectors.is_handler(pc),
+            Some(Successor::Indirect) => {
+                let handler = self.vectors.is_handler(pc);
+                // User code jumps only within the user half of the address space: a
+                // block in the upper (kernel) half after a user block is a trap's,
+                // whatever the vectors remembered say (a two-hart trace once took a
+                // trap's handler for the target of a user `jr`; said once if it
+                // happens again).
+                let into_kernel = self.privilege == USER && is_upper_half(pc);
+                if into_kernel && !handler && !self.warned_vectors {
+                    self.warned_vectors = true;
+                    eprintln!(
+                        "qemu-ntrace: hart {}: a user block's indirect jump reached {pc:#x}, \
+                         not a trap vector it knew ({:x?}); taken as a trap",
+                        self.index, self.vectors
+                    );
+                }
+                handler || into_kernel
+            }
             Some(Successor::TrapReturn) => {
                 // The privilege changes; an interrupt may also be taken right after.
                 let privilege = self.read_privilege()?;
