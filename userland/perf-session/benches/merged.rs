@@ -3,11 +3,12 @@
 //! stacks of 30 frames over 5,000 functions and 8,000 call sites, as a machine whose
 //! processes come and go gathers (the README's figures):
 //! * the profile of the run's samples, and its gzip file;
-//! * their folded stacks, read from the builder ([`StackProfile::folded_of`]).
+//! * their folded stacks, read from the builder ([`StackProfile::folded_of`]): the
+//!   run's first folding, and a later one that finds each location's frames folded.
 
 use std::collections::HashMap;
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use perf_session::{
     sample_labels, Processes, SampleLabels, StackFrame, StackProfile, SymbolOptions,
 };
@@ -89,7 +90,7 @@ fn run() -> (StackProfile, Samples) {
 }
 
 fn merged(c: &mut Criterion) {
-    let (profile, total) = run();
+    let (mut profile, total) = run();
     let mut group = c.benchmark_group("merged profile");
     group.sample_size(10);
     group.throughput(Throughput::Elements(STACKS));
@@ -103,7 +104,21 @@ fn merged(c: &mut Criterion) {
             out
         })
     });
-    group.bench_function("25k stacks: folded text from the builder", |b| {
+    // The run's first folding folds every location; later ones (the next rewrite, an
+    // interval's stacks) find the pieces kept.
+    group.bench_function("25k stacks: folded text, the run's first", |b| {
+        b.iter_batched(
+            run,
+            |(mut profile, total)| {
+                profile
+                    .folded_of(&total, 0)
+                    .expect("the builder's own samples")
+                    .to_text()
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    group.bench_function("25k stacks: folded text, a later rewrite", |b| {
         b.iter(|| {
             profile
                 .folded_of(&total, 0)

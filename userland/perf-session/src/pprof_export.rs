@@ -230,6 +230,10 @@ pub struct StackProfile {
     run_leaf_samples: HashMap<MappingId, u64>,
     stack: Vec<LocationId>,
     addresses: LocationAddresses,
+    /// Each location's frames folded ([`Self::folded_of`]), kept for the builder's
+    /// life: a location never changes once made, and a long run's intervals and its
+    /// merged profile fold the same locations again and again.
+    folded_pieces: FxHashMap<LocationId, Box<str>>,
 }
 
 /// An interval of a long run ([`StackProfile::take_interval`]): its profile, and its
@@ -287,6 +291,7 @@ impl StackProfile {
             run_leaf_samples: HashMap::new(),
             stack: Vec::new(),
             addresses: LocationAddresses::Runtime,
+            folded_pieces: FxHashMap::default(),
         }
     }
 
@@ -485,14 +490,14 @@ impl StackProfile {
     /// tower per command). Read from the builder's own tables, not from a written
     /// profile's renumbered copy.
     pub fn folded_of(
-        &self,
+        &mut self,
         samples: &Samples,
         column: usize,
     ) -> Result<FoldedStacks, pprof::PprofError> {
         let comm_key = self.builder.label_key("comm");
-        // Each location's frames folded once: a run's stacks share most of their
-        // locations, and a stack's line is then its locations' pieces joined.
-        let mut pieces: FxHashMap<pprof::LocationId, Box<str>> = FxHashMap::default();
+        // Each location's frames folded once for the run: a run's stacks share most of
+        // their locations, and a stack's line is then its locations' pieces joined.
+        let pieces = &mut self.folded_pieces;
         let mut folded = FoldedStacks::new();
         let mut line = String::new();
         for sample in self.builder.named_samples(samples)? {
@@ -884,6 +889,35 @@ mod tests {
         assert_eq!(
             profile.folded_of(&total, 0).unwrap().to_text(),
             "shell;[stack lost] 4\nshell;handle_exception;do_page_fault 1\nworker;[unknown];[unknown] 2\nworker;handle_exception;do_page_fault 8\n"
+        );
+        // Locations made after a folding (each location's frames are folded once for
+        // the run and kept), at places of the stack where others were folded before.
+        add(
+            &mut profile,
+            7,
+            &[
+                StackFrame::Instruction(0xffff_ffff_8000_3010),
+                StackFrame::ReturnAddress(0xffff_ffff_8000_2020),
+                StackFrame::ReturnAddress(0xffff_ffff_8000_1020),
+            ],
+            6,
+        );
+        add(&mut profile, 42, &kernel, 1);
+        let third = profile.take_interval(&ProfileMetadata::default()).unwrap();
+        let through_profile = profile_folded(
+            &profile
+                .profile_of(&third.samples, &ProfileMetadata::default())
+                .unwrap(),
+            0,
+        )
+        .to_text();
+        assert_eq!(
+            profile.folded_of(&third.samples, 0).unwrap().to_text(),
+            through_profile
+        );
+        assert_eq!(
+            through_profile,
+            "shell;handle_exception;do_page_fault;schedule 6\nworker;handle_exception;do_page_fault 1\n"
         );
         std::fs::remove_file(kallsyms).unwrap();
     }

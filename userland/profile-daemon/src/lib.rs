@@ -964,7 +964,7 @@ impl Daemon {
     }
 
     /// The profile of the whole run so far, and its folded stacks.
-    pub fn merged(&self) -> Result<Merged, DaemonError> {
+    pub fn merged(&mut self) -> Result<Merged, DaemonError> {
         let metadata = self.metadata(
             self.run_started,
             self.started.elapsed(),
