@@ -41,8 +41,6 @@ use aya::maps::{Array, HashMap, Map, MapData, PerCpuArray, RingBuf, StackTraceMa
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy};
 use aya::programs::{PerfEvent, TracePoint};
 use aya::{Ebpf, EbpfLoader};
-
-use crate::rewrites::MergedRewrites;
 use aya_probes_common::{
     map_name, process_event_kind, program_name, Config, Counter, ProcessEvent, StackKey,
     CONFIG_INDEX, STACK_TRACES_DEFAULT_MAX_ENTRIES,
@@ -60,6 +58,7 @@ use rustc_hash::FxHashMap;
 
 use drain::{DrainLoad, DrainSchedule, MapCapacity};
 pub use drain::{DRAIN_PERIOD_MAX, DRAIN_PERIOD_MIN};
+use rewrites::MergedRewrites;
 
 /// The sampled event: any perf event rvperf can open (a PMU type and config).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -88,7 +88,8 @@ mod tests {
     fn a_growing_profile_is_rewritten_less_and_less_often() {
         // Every interval 3,000 stacks, 2,000 of them new to the run (the guest
         // benchmark's churn): the rewrites are spaced by half as many intervals again
-        // as the run has had, not every 6 (11 rewrites in 100 intervals, each larger).
+        // as the run has had, not every 6 (8 rewrites in 100 intervals where a fixed
+        // period makes 17, each larger than the last).
         let churn = |number: u64| (3_000, 2_000 * number as usize);
         assert_eq!(rewrites(6, 100, churn), [6, 12, 18, 27, 41, 62, 93, 100]);
         // What the rewrites hold in all: a geometric series (each rewrite about 1.5
