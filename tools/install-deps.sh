@@ -20,6 +20,11 @@
 #     pprof the collectors use): `go tool pprof` reads the profiles `rvperf export
 #     --pprof` writes (tests/tests/pprof_export.rs). It lives in /usr/lib/go-1.23/bin,
 #     off PATH; the tests look there.
+#   - glibc's detached debug symbols (libc6-dbg, in /usr/lib/debug/.build-id): ld.so
+#     and libc keep only their exported symbols, so without them a profile names a
+#     short-lived process's start-up (the dynamic loader's relocation, libc's early
+#     initialisation) only by its file; tests/tests/daemon.rs checks those are named,
+#     as a user with debug symbols installed would see them.
 #
 # Idempotent and fast when everything is present: each package is checked with
 # dpkg-query first; `apt-get update` runs only when something is missing.
@@ -29,8 +34,8 @@ set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
 
-GROUP_NAMES=("host compiler and binutils" "riscv64 cross toolchain" "qemu user-mode emulator" "linux perf" "gnu time" "llvm 19 (AutoFDO consumers: clang, llvm-profdata, llvm-profgen)" "strace (the attrs rvperf record opens, for tests/tests/perf_record.rs)" "go 1.23 (go tool pprof reads exported profiles)")
-GROUP_PKGS=("build-essential" "gcc-riscv64-linux-gnu libc6-dev-riscv64-cross binutils-riscv64-linux-gnu" "qemu-user" "linux-perf" "time" "clang-19 llvm-19 lld-19" "strace" "golang-1.23-go")
+GROUP_NAMES=("host compiler and binutils" "riscv64 cross toolchain" "qemu user-mode emulator" "linux perf" "gnu time" "llvm 19 (AutoFDO consumers: clang, llvm-profdata, llvm-profgen)" "strace (the attrs rvperf record opens, for tests/tests/perf_record.rs)" "go 1.23 (go tool pprof reads exported profiles)" "glibc debug symbols (ld.so and libc functions named in host profiles)")
+GROUP_PKGS=("build-essential" "gcc-riscv64-linux-gnu libc6-dev-riscv64-cross binutils-riscv64-linux-gnu" "qemu-user" "linux-perf" "time" "clang-19 llvm-19 lld-19" "strace" "golang-1.23-go" "libc6-dbg")
 
 SUDO=()
 if [ "$(id -u)" -ne 0 ]; then

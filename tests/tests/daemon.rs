@@ -258,7 +258,9 @@ fn short_lived_processes_are_named_by_their_functions() {
     );
     assert!(
         unnamed * 20 <= named,
-        "{unnamed} samples of {comm} unnamed against {named} named:\n{folded}"
+        "{unnamed} samples of {comm} unnamed against {named} named (frames named only by \
+         ld.so's or libc's file need glibc's debug symbols, libc6-dbg, which \
+         tools/install-deps.sh installs):\n{folded}"
     );
 }
 
