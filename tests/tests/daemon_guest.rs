@@ -14,6 +14,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -206,10 +207,17 @@ fn the_hot_function_leads_with_the_guest_perf_reports_share() {
 fn short_lived_processes_are_named_by_their_function() {
     let profile = profile(&results().join("burst/interval-000001.pb.gz"));
     let (mut named, mut unnamed, mut in_program) = (0i64, 0i64, 0i64);
+    // What a failure prints: the samples of each command, and burst's leaves.
+    let mut per_command: BTreeMap<&str, i64> = BTreeMap::new();
+    let mut burst_leaves: BTreeMap<String, i64> = BTreeMap::new();
     for (frames, count, comm) in samples(&profile) {
+        *per_command.entry(comm).or_default() += count;
         if comm != "burst" {
             continue;
         }
+        *burst_leaves
+            .entry(format!("{:?}", frames.first()))
+            .or_default() += count;
         // The leaf: a function, or an address in libc or ld.so (whose start-up code is
         // much of a process this short, and which carry no symbols in the guest), is
         // the process's own; `[unknown]` (an address in no mapping the daemon knew) or
@@ -226,11 +234,15 @@ fn short_lived_processes_are_named_by_their_function() {
             _ => unnamed += count,
         }
     }
-    assert!(in_program > 100, "{in_program} samples in burn_loop");
-    assert!(
-        unnamed * 20 <= named,
-        "{unnamed} samples of burst unnamed against {named} named"
+    let mut leaves: Vec<(String, i64)> = burst_leaves.into_iter().collect();
+    leaves.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
+    leaves.truncate(8);
+    let counts = format!(
+        "{in_program} samples of burst in burn_loop, {named} named, {unnamed} unnamed; \
+         samples by command {per_command:?}; burst's leaves {leaves:?}"
     );
+    assert!(in_program > 100, "few samples in burn_loop: {counts}");
+    assert!(unnamed * 20 <= named, "too many unnamed: {counts}");
     let execs: u64 = log("burst.log")
         .lines()
         .find_map(|line| {
