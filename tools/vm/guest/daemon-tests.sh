@@ -88,9 +88,9 @@ fi
 start_daemon burst -F 999 --interval 600
 i=0
 while [ "$i" -lt 200 ]; do
-    # Ten times burst's default work: about 1,500 samples in burn_loop, where the
-    # default gave 154 in one run (the rest exec, page faults and exit) and under
-    # 100 in another, on a quieter host (QEMU without -icount runs a fixed loop in
+    # Ten times burst's default work: 745 samples in burn_loop on a quiet host, where
+    # the default gave 154 in one run (the rest exec, page faults and exit) and 100 or
+    # fewer in another, on a quieter host (QEMU without -icount runs a fixed loop in
     # less guest time when the host is faster), against the host's bound of 100.
     "$BIN/burst" 1000000
     i=$((i + 1))
