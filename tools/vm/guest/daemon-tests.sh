@@ -88,10 +88,10 @@ fi
 start_daemon burst -F 999 --interval 600
 i=0
 while [ "$i" -lt 200 ]; do
-    # Ten times burst's default work: 745 samples in burn_loop on a quiet host, where
-    # the default gave 154 in one run (the rest exec, page faults and exit) and 100 or
-    # fewer in another, on a quieter host (QEMU without -icount runs a fixed loop in
-    # less guest time when the host is faster), against the host's bound of 100.
+    # Ten times burst's default work (745 samples in burn_loop in one run). The default
+    # gave 154 in one run and 100 or fewer in another, against the host's bound of
+    # 100: the rest is exec, page faults and exit, and QEMU without -icount runs a
+    # fixed loop in less guest time on a faster (quieter) host.
     "$BIN/burst" 1000000
     i=$((i + 1))
 done
