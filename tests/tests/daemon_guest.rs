@@ -253,6 +253,21 @@ fn short_lived_processes_are_named_by_their_function() {
     assert!(execs >= 200, "{execs} execs seen");
 }
 
+/// The guest kernel runs the sampling program JIT-compiled, as distributions' kernels do
+/// (`CONFIG_BPF_JIT_ALWAYS_ON`): interpreted, each sample cost the interrupted task
+/// 45 to 52 µs in this guest, against 24 to 32 µs JIT-compiled. The daemon names an
+/// interpreted sampler on its first line.
+#[test]
+fn the_sampling_program_runs_jit_compiled() {
+    let log = log("hot.log");
+    let first = log
+        .lines()
+        .find(|line| line.contains("profiling every CPU"))
+        .unwrap_or_else(|| panic!("no start line: {log}"));
+    assert!(first.contains("eBPF"), "{first}");
+    assert!(!first.contains("interpreted"), "{first}");
+}
+
 #[test]
 fn a_two_entry_stack_map_overflows_into_counted_drops() {
     let log = log("overflow.log");

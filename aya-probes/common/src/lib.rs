@@ -13,10 +13,11 @@
 
 #![no_std]
 
+#[cfg(test)]
+extern crate std;
+
 /// Deepest stack the kernel records: `PERF_MAX_STACK_DEPTH` in
-/// `include/uapi/linux/perf_event.h`. A `STACK_TRACES` value is this many
-/// `u64` instruction addresses, unused slots zero (aya-ebpf's `StackTrace`
-/// map fixes its value size to this).
+/// `include/uapi/linux/perf_event.h`, the room of a [`StackFrames`].
 pub const STACK_DEPTH: usize = 127;
 
 /// Length of a task's `comm` (`TASK_COMM_LEN` in `include/linux/sched.h`),
@@ -35,9 +36,12 @@ pub mod map_name {
     /// `HashMap<StackKey, u64>`: how many samples hit each (process, user
     /// stack, kernel stack).
     pub const STACK_COUNTS: &str = "STACK_COUNTS";
-    /// `StackTrace`: stack id → [`STACK_DEPTH`](crate::STACK_DEPTH) addresses,
-    /// user and kernel stacks alike.
+    /// `HashMap<u64, StackFrames>`: a stack's hash ([`stack_hash`](crate::stack_hash))
+    /// → its addresses, user and kernel stacks alike.
     pub const STACK_TRACES: &str = "STACK_TRACES";
+    /// `PerCpuArray<StackFrames>` of one entry: where `sample_stacks` takes a
+    /// stack before hashing it (a stack is twice the BPF stack's 512 bytes).
+    pub const STACK_SCRATCH: &str = "STACK_SCRATCH";
     /// `RingBuf` of [`ProcessEvent`](crate::ProcessEvent)s.
     pub const PROCESS_EVENTS: &str = "PROCESS_EVENTS";
     /// `PerCpuArray<u64>` indexed by [`Counter`](crate::Counter).
@@ -64,11 +68,12 @@ pub mod program_name {
 /// full, new keys are counted in [`Counter::SamplesDropped`].
 pub const STACK_COUNTS_DEFAULT_MAX_ENTRIES: u32 = 16_384;
 
-/// Default number of distinct stacks kept. The kernel preallocates every
-/// entry (about 1 KiB each: [`STACK_DEPTH`] × 8 bytes), so 8192 is about
-/// 8 MiB; it also rounds the count up to a power of two. When it is full,
-/// `bpf_get_stackid` fails with `-EEXIST` and the sample keeps that code in
-/// its [`StackKey`].
+/// Default number of distinct stacks kept between two drains. The kernel
+/// preallocates every entry (about 1 KiB each: a [`StackFrames`]), so 8192 is
+/// about 9 MiB. When it is full, a new stack cannot be inserted: the sample
+/// keeps the insert's error code (`-E2BIG`) as its stack's [`StackKey`] status
+/// and is counted in [`Counter::UserStackErrors`] or
+/// [`Counter::KernelStackErrors`].
 pub const STACK_TRACES_DEFAULT_MAX_ENTRIES: u32 = 8_192;
 
 /// Default size of the `PROCESS_EVENTS` ring buffer in bytes: a power of two
@@ -82,29 +87,118 @@ pub const CONFIG_INDEX: u32 = 0;
 /// Entries in the `CONFIG` array.
 pub const CONFIG_MAX_ENTRIES: u32 = 1;
 
-/// Stack id stored in a [`StackKey`] when [`Config`] asked not to collect
-/// that stack. Distinct from every `-errno` `bpf_get_stackid` returns.
-pub const STACK_ID_NOT_COLLECTED: i32 = i32::MIN;
+/// A [`StackKey`] status: the stack was recorded, its hash is a key of
+/// `STACK_TRACES`.
+pub const STACK_RECORDED: i32 = 0;
+
+/// A [`StackKey`] status: [`Config`] asked not to collect that stack.
+/// Distinct from every `-errno` the kernel returns.
+pub const STACK_NOT_COLLECTED: i32 = i32::MIN;
 
 /// Key of the `STACK_COUNTS` map: one per distinct (process, user stack,
 /// kernel stack).
 ///
-/// A stack id `>= 0` is a key of `STACK_TRACES`. A negative id means there is
-/// no stack: either [`STACK_ID_NOT_COLLECTED`] or the `-errno` that
-/// `bpf_get_stackid` returned, kept so userland can tell why: `-EFAULT` (14)
-/// when there is no stack to walk (a kernel thread or the idle task have no
-/// user stack), `-EEXIST` (17) when `STACK_TRACES` already holds a different
-/// stack in that bucket (a hash collision, or the map is full).
+/// A stack is named by its contents' hash ([`stack_hash`]), not by a slot of
+/// the kernel's stack map, so a stack keeps its name for the whole run:
+/// userland reads a stack once and knows it from then on whenever a sample
+/// names it, and the kernel never refuses a stack because another one took its
+/// bucket (as `bpf_get_stackid`'s `STACK_TRACE` map does).
+///
+/// A status [`STACK_RECORDED`] means the hash is a key of `STACK_TRACES`
+/// (unless userland removed it since: it keeps what it read). A negative
+/// status means there is no stack and says why: [`STACK_NOT_COLLECTED`], or
+/// the `-errno` of `bpf_get_stack` or of the insert into `STACK_TRACES`:
+/// `-EFAULT` (14) when there is no stack to walk (a kernel thread or the idle
+/// task have no user stack; a sample of user code has no kernel stack),
+/// `-E2BIG` (7) when `STACK_TRACES` is full. The hash is then 0.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct StackKey {
     /// Process id (the kernel's tgid) of the sampled task; 0 for the idle
     /// task, whose samples are real CPU time and are counted like any other.
     pub pid: u32,
-    /// `STACK_TRACES` key of the user-space stack, or a negative reason.
-    pub user_stack_id: i32,
-    /// `STACK_TRACES` key of the kernel stack, or a negative reason.
-    pub kernel_stack_id: i32,
+    /// [`STACK_RECORDED`] or a negative reason, for the user-space stack.
+    pub user_stack_status: i32,
+    /// [`STACK_RECORDED`] or a negative reason, for the kernel stack.
+    pub kernel_stack_status: i32,
+    /// Always 0; makes the padding before the hashes explicit (a hash key's
+    /// every byte is compared).
+    pub reserved: u32,
+    /// The user-space stack's [`stack_hash`], or 0.
+    pub user_stack: u64,
+    /// The kernel stack's [`stack_hash`], or 0.
+    pub kernel_stack: u64,
+}
+
+/// A `STACK_TRACES` value: a stack's addresses, leaf first.
+///
+/// Only the first `depth` addresses are the stack's; the rest of the array is
+/// whatever the per-CPU scratch entry held before (zeroing 1 KiB on every
+/// sample would cost more than it protects).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StackFrames {
+    /// Addresses used, at most [`STACK_DEPTH`].
+    pub depth: u64,
+    pub addresses: [u64; STACK_DEPTH],
+}
+
+impl StackFrames {
+    /// The stack's addresses: the first `depth`, at most all of them.
+    pub fn used(&self) -> &[u64] {
+        let depth = usize::try_from(self.depth)
+            .unwrap_or(STACK_DEPTH)
+            .min(STACK_DEPTH);
+        &self.addresses[..depth]
+    }
+}
+
+/// The start of a [`stack_hash`]: any constant would do; this one is
+/// 2^64 / φ, whose bits are well mixed.
+pub const STACK_HASH_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Mixes one address into a [`stack_hash`] under way.
+///
+/// Each step is a bijection of the running hash for a given address (an xor,
+/// a multiplication by an odd constant, an xor-shift), so two stacks that
+/// differ in their last address only never collide; the final mix
+/// ([`stack_hash_finish`]) spreads every difference over all 64 bits. Two
+/// distinct stacks share a hash with a chance of about 2^-64 each: a run of a
+/// million distinct stacks has about one chance in 10^7 of any one
+/// collision, whose samples would be counted under the other stack.
+#[inline(always)]
+pub const fn stack_hash_step(hash: u64, address: u64) -> u64 {
+    let mixed = (hash ^ address).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    mixed ^ (mixed >> 29)
+}
+
+/// Ends a [`stack_hash`] of `depth` addresses: mixes in the depth (a stack
+/// and its prefix differ) and avalanches the result (MurmurHash3's 64-bit
+/// finaliser). Never 0, the hash of "no stack" in a [`StackKey`].
+#[inline(always)]
+pub const fn stack_hash_finish(hash: u64, depth: u64) -> u64 {
+    let mut mixed = hash ^ depth;
+    mixed ^= mixed >> 33;
+    mixed = mixed.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    mixed ^= mixed >> 33;
+    mixed = mixed.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    mixed ^= mixed >> 33;
+    if mixed == 0 {
+        1
+    } else {
+        mixed
+    }
+}
+
+/// The hash by which `sample_stacks` names a stack (`addresses`, leaf first):
+/// [`stack_hash_step`] over every address from [`STACK_HASH_SEED`], then
+/// [`stack_hash_finish`]. The eBPF program runs the same steps in a loop the
+/// verifier can bound; userland uses this to check them.
+pub fn stack_hash(addresses: &[u64]) -> u64 {
+    let hash = addresses.iter().fold(STACK_HASH_SEED, |hash, &address| {
+        stack_hash_step(hash, address)
+    });
+    stack_hash_finish(hash, addresses.len() as u64)
 }
 
 /// Why a [`ProcessEvent`] was sent.
@@ -162,8 +256,8 @@ pub enum Counter {
     SamplesDropped = 1,
     /// Samples whose user stack could not be recorded for a reason other
     /// than `-EFAULT`, which means there was none (a kernel thread or the
-    /// idle task) and stays visible in [`StackKey::user_stack_id`] only. In
-    /// practice `-EEXIST`: `STACK_TRACES` is full or two stacks collided.
+    /// idle task) and stays visible in [`StackKey::user_stack_status`] only.
+    /// In practice `-E2BIG`: `STACK_TRACES` is full.
     UserStackErrors = 2,
     /// As [`Counter::UserStackErrors`] for kernel stacks. `-EFAULT`, not
     /// counted, is every sample that interrupted user code.
@@ -206,9 +300,9 @@ impl Counter {
 /// Bits of [`Config::flags`]. All zero, the state of a `CONFIG` entry that
 /// userland never wrote, means: profile everything, both stacks.
 pub mod config_flag {
-    /// Do not walk user stacks (their id is `STACK_ID_NOT_COLLECTED`).
+    /// Do not walk user stacks (their status is `STACK_NOT_COLLECTED`).
     pub const SKIP_USER_STACKS: u32 = 1 << 0;
-    /// Do not walk kernel stacks (their id is `STACK_ID_NOT_COLLECTED`).
+    /// Do not walk kernel stacks (their status is `STACK_NOT_COLLECTED`).
     pub const SKIP_KERNEL_STACKS: u32 = 1 << 1;
     /// Count only the samples of process [`Config::target_pid`](crate::Config::target_pid).
     pub const TARGET_PID_ONLY: u32 = 1 << 2;
@@ -226,7 +320,8 @@ pub struct Config {
 }
 
 // The layouts both sides depend on: a change breaks the eBPF/userland ABI.
-const _: () = assert!(core::mem::size_of::<StackKey>() == 12);
+const _: () = assert!(core::mem::size_of::<StackKey>() == 32);
+const _: () = assert!(core::mem::size_of::<StackFrames>() == 1024);
 const _: () = assert!(core::mem::size_of::<ProcessEvent>() == 304);
 const _: () = assert!(core::mem::size_of::<ProcessEvent>() % 8 == 0);
 const _: () = assert!(core::mem::size_of::<Config>() == 8);
@@ -235,7 +330,7 @@ const _: () = assert!(PROCESS_EVENTS_DEFAULT_BYTES.is_power_of_two());
 
 #[cfg(feature = "user")]
 mod user {
-    use super::{Config, ProcessEvent, StackKey};
+    use super::{Config, ProcessEvent, StackFrames, StackKey};
 
     // SAFETY: `#[repr(C)]`, `Copy`, only integer fields with no implicit
     // padding (sizes asserted above), so every bit pattern is a valid value
@@ -248,4 +343,89 @@ mod user {
 
     // SAFETY: as for `StackKey`: two `u32`s.
     unsafe impl aya::Pod for Config {}
+
+    // SAFETY: as for `StackKey`: a `u64` and an array of them.
+    unsafe impl aya::Pod for StackFrames {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The eBPF program's loop: the steps over at most `STACK_DEPTH` addresses,
+    /// stopping at the depth, as `record_stack` runs them.
+    fn hash_as_the_probe_does(frames: &StackFrames) -> u64 {
+        let mut hash = STACK_HASH_SEED;
+        for index in 0..STACK_DEPTH {
+            if index as u64 >= frames.depth {
+                break;
+            }
+            hash = stack_hash_step(hash, frames.addresses[index]);
+        }
+        stack_hash_finish(hash, frames.depth)
+    }
+
+    #[test]
+    fn the_probes_hash_is_the_hash_of_the_used_addresses() {
+        // The unused tail holds an older, deeper stack: it must not count.
+        let mut frames = StackFrames {
+            depth: 3,
+            addresses: [0xdead_beef; STACK_DEPTH],
+        };
+        frames.addresses[..3].copy_from_slice(&[0x1000, 0x2000, 0x3000]);
+        assert_eq!(frames.used(), &[0x1000, 0x2000, 0x3000]);
+        assert_eq!(
+            hash_as_the_probe_does(&frames),
+            stack_hash(&[0x1000, 0x2000, 0x3000])
+        );
+        // A depth past the array (a corrupt value) reads no further than it.
+        frames.depth = u64::MAX;
+        assert_eq!(frames.used().len(), STACK_DEPTH);
+    }
+
+    #[test]
+    fn stacks_that_differ_anywhere_hash_apart() {
+        let stack: [u64; 6] = [
+            0xffff_ffff_8000_1234,
+            0xffff_ffff_8000_5678,
+            0xffff_ffff_8010_0000,
+            0x10_0a2c,
+            0x10_0b00,
+            0x10_0400,
+        ];
+        let mut hashes = std::vec![stack_hash(&stack)];
+        // Every prefix (a stack and its caller's differ only by their depth).
+        for depth in 0..stack.len() {
+            hashes.push(stack_hash(&stack[..depth]));
+        }
+        // Every single address changed, by one bit or by a swap with its neighbour.
+        for index in 0..stack.len() {
+            let mut changed = stack;
+            changed[index] ^= 1;
+            hashes.push(stack_hash(&changed));
+            if index + 1 < stack.len() {
+                let mut swapped = stack;
+                swapped.swap(index, index + 1);
+                hashes.push(stack_hash(&swapped));
+            }
+        }
+        let distinct: std::collections::BTreeSet<u64> = hashes.iter().copied().collect();
+        assert_eq!(distinct.len(), hashes.len(), "{hashes:x?}");
+        // 0 means "no stack" in a StackKey.
+        assert!(!hashes.contains(&0));
+    }
+
+    #[test]
+    fn a_hundred_thousand_nearby_stacks_share_no_hash() {
+        // Kernel stacks under churn: the same callers, leaves a few bytes apart.
+        let mut seen = std::collections::HashSet::new();
+        for leaf in 0..100_000_u64 {
+            let stack = [
+                0xffff_ffff_8000_0000 + leaf * 2,
+                0xffff_ffff_8001_0000,
+                0xffff_ffff_8002_0000,
+            ];
+            assert!(seen.insert(stack_hash(&stack)), "collision at leaf {leaf}");
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! rvperf's eBPF programs for an always-on profiler (see aya-probes/README.md):
 //!
 //! - `sample_stacks` (`perf_event`): on every sample of a sampling perf event,
-//!   records the user and kernel stacks in `STACK_TRACES` and counts the
+//!   takes the user and kernel stacks, names each by the hash of its addresses,
+//!   records the ones `STACK_TRACES` does not hold yet, and counts the
 //!   (process, user stack, kernel stack) in `STACK_COUNTS`;
 //! - `sched_process_exec` and `sched_process_exit` (tracepoints): tell
 //!   userland through the `PROCESS_EVENTS` ring buffer when a process starts
@@ -22,21 +23,22 @@
 use aya_ebpf::{
     bindings::{BPF_F_USER_STACK, BPF_NOEXIST},
     helpers::{
-        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_stack, bpf_ktime_get_ns,
         bpf_probe_read_kernel_str_bytes,
     },
     macros::{map, perf_event, tracepoint},
-    maps::{Array, HashMap, PerCpuArray, RingBuf, StackTrace},
-    programs::{tracing::StackIdContext, PerfEventContext, TracePointContext},
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
+    programs::{PerfEventContext, TracePointContext},
     EbpfContext,
 };
 use aya_probes_common::{
-    config_flag, process_event_kind, Config, Counter, ProcessEvent, StackKey, CONFIG_INDEX,
-    CONFIG_MAX_ENTRIES, PROCESS_EVENTS_DEFAULT_BYTES, STACK_COUNTS_DEFAULT_MAX_ENTRIES,
-    STACK_ID_NOT_COLLECTED, STACK_TRACES_DEFAULT_MAX_ENTRIES, TASK_COMM_LENGTH,
+    config_flag, process_event_kind, stack_hash_finish, stack_hash_step, Config, Counter,
+    ProcessEvent, StackFrames, StackKey, CONFIG_INDEX, CONFIG_MAX_ENTRIES,
+    PROCESS_EVENTS_DEFAULT_BYTES, STACK_COUNTS_DEFAULT_MAX_ENTRIES, STACK_DEPTH, STACK_HASH_SEED,
+    STACK_NOT_COLLECTED, STACK_RECORDED, STACK_TRACES_DEFAULT_MAX_ENTRIES, TASK_COMM_LENGTH,
 };
 
-/// The kernel requires a GPL-compatible license for `bpf_get_stackid` and
+/// The kernel requires a GPL-compatible license for `bpf_get_stack` and
 /// `bpf_probe_read_kernel_str`; our code is MIT (or Apache-2.0), and MIT is
 /// GPL-compatible. The kernel reads it NUL-terminated.
 #[unsafe(no_mangle)]
@@ -52,7 +54,11 @@ static STACK_COUNTS: HashMap<StackKey, u64> =
     HashMap::with_max_entries(STACK_COUNTS_DEFAULT_MAX_ENTRIES, 0);
 
 #[map]
-static STACK_TRACES: StackTrace = StackTrace::with_max_entries(STACK_TRACES_DEFAULT_MAX_ENTRIES, 0);
+static STACK_TRACES: HashMap<u64, StackFrames> =
+    HashMap::with_max_entries(STACK_TRACES_DEFAULT_MAX_ENTRIES, 0);
+
+#[map]
+static STACK_SCRATCH: PerCpuArray<StackFrames> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 static PROCESS_EVENTS: RingBuf = RingBuf::with_byte_size(PROCESS_EVENTS_DEFAULT_BYTES, 0);
@@ -63,15 +69,18 @@ static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT
 #[map]
 static CONFIG: Array<Config> = Array::with_max_entries(CONFIG_MAX_ENTRIES, 0);
 
-/// `EFAULT` from `include/uapi/asm-generic/errno-base.h`: `bpf_get_stackid`
+/// `EFAULT` from `include/uapi/asm-generic/errno-base.h`: `bpf_get_stack`
 /// found no stack to walk.
 const EFAULT: i32 = 14;
+
+/// Bytes of a stack's addresses, `bpf_get_stack`'s room.
+const STACK_BYTES: u32 = (STACK_DEPTH * core::mem::size_of::<u64>()) as u32;
 
 /// `EEXIST` from `include/uapi/asm-generic/errno-base.h`: a `BPF_NOEXIST`
 /// insert found the key already there.
 const EEXIST: i32 = 17;
 
-/// Flags of `bpf_get_stackid` for the kernel stack: none (the default is the
+/// Flags of `bpf_get_stack` for the kernel stack: none (the default is the
 /// kernel stack of the interrupted context).
 const KERNEL_STACK_FLAGS: u64 = 0;
 
@@ -127,48 +136,110 @@ pub fn sample_stacks(context: PerfEventContext) -> u32 {
     }
     increment_counter(Counter::SamplesSeen);
 
-    let user_stack_id = if config.flags & config_flag::SKIP_USER_STACKS != 0 {
-        STACK_ID_NOT_COLLECTED
+    let user = if config.flags & config_flag::SKIP_USER_STACKS != 0 {
+        RecordedStack::absent(STACK_NOT_COLLECTED)
     } else {
-        stack_id(
+        record_stack(
             &context,
             u64::from(BPF_F_USER_STACK),
             Counter::UserStackErrors,
         )
     };
-    let kernel_stack_id = if config.flags & config_flag::SKIP_KERNEL_STACKS != 0 {
-        STACK_ID_NOT_COLLECTED
+    let kernel = if config.flags & config_flag::SKIP_KERNEL_STACKS != 0 {
+        RecordedStack::absent(STACK_NOT_COLLECTED)
     } else {
-        stack_id(&context, KERNEL_STACK_FLAGS, Counter::KernelStackErrors)
+        record_stack(&context, KERNEL_STACK_FLAGS, Counter::KernelStackErrors)
     };
 
     count_sample(&StackKey {
         pid,
-        user_stack_id,
-        kernel_stack_id,
+        user_stack_status: user.status,
+        kernel_stack_status: kernel.status,
+        reserved: 0,
+        user_stack: user.hash,
+        kernel_stack: kernel.hash,
     });
     0
 }
 
-/// Records one of the current stacks in `STACK_TRACES`; returns its id, or
-/// the negative error code so the sample is still counted, under "no stack"
-/// and with the reason.
+/// What [`record_stack`] found: a [`StackKey`] status and hash.
+struct RecordedStack {
+    status: i32,
+    hash: u64,
+}
+
+impl RecordedStack {
+    #[inline(always)]
+    fn absent(status: i32) -> Self {
+        RecordedStack { status, hash: 0 }
+    }
+}
+
+/// Takes one of the current stacks, names it by its hash and makes sure
+/// `STACK_TRACES` holds it (inserted before the sample is counted, so a
+/// count userland reads always names a stack that was in the map). On
+/// failure, the status is the negative error code, so the sample is still
+/// counted, under "no stack" and with the reason.
 ///
 /// `-EFAULT` is not counted in `error_counter`: it means there was no stack
 /// in that mode to walk, the normal case for the kernel stack of a sample
 /// that interrupted user code and for the user stack of a kernel thread.
 #[inline(always)]
-fn stack_id(context: &PerfEventContext, flags: u64, error_counter: Counter) -> i32 {
-    match context.get_stackid(&STACK_TRACES, flags) {
-        // A stack id is a bucket index below the map's u32 max_entries, far
-        // below i32::MAX for any map the kernel can allocate.
-        Ok(id) => id as i32,
-        Err(code) => {
-            if code != -EFAULT {
-                increment_counter(error_counter);
-            }
-            code
+fn record_stack(context: &PerfEventContext, flags: u64, error_counter: Counter) -> RecordedStack {
+    let failed = |code: i32| {
+        if code != -EFAULT {
+            increment_counter(error_counter);
         }
+        RecordedStack::absent(code)
+    };
+    // The scratch entry is this CPU's: a sample does not interrupt another
+    // sample's program on the same CPU (perf_event programs do not nest).
+    let Some(frames) = STACK_SCRATCH.get_ptr_mut(0) else {
+        return failed(-EFAULT);
+    };
+    // SAFETY: a live per-CPU map value of type StackFrames, this CPU's own.
+    let frames = unsafe { &mut *frames };
+    // SAFETY: the buffer is the entry's `addresses`, STACK_BYTES writable
+    // bytes; the helper writes at most that many and returns how many.
+    let written = unsafe {
+        bpf_get_stack(
+            context.as_ptr(),
+            frames.addresses.as_mut_ptr().cast(),
+            STACK_BYTES,
+            flags,
+        )
+    };
+    if written < 0 {
+        return failed(written as i32);
+    }
+    let depth = (written as u64) / core::mem::size_of::<u64>() as u64;
+    if depth == 0 {
+        return failed(-EFAULT);
+    }
+    frames.depth = depth;
+    let mut hash = STACK_HASH_SEED;
+    // A loop over a constant bound, which the verifier can follow; the stack
+    // ends at `depth`.
+    for index in 0..STACK_DEPTH {
+        if index as u64 >= depth {
+            break;
+        }
+        hash = stack_hash_step(hash, frames.addresses[index]);
+    }
+    let hash = stack_hash_finish(hash, depth);
+    if STACK_TRACES.get_ptr(hash).is_none() {
+        // BPF_NOEXIST: another CPU may have inserted the same stack since the
+        // lookup; theirs is the same addresses (barring a hash collision).
+        match STACK_TRACES.insert(hash, &*frames, u64::from(BPF_NOEXIST)) {
+            Ok(()) => {}
+            Err(code) if code == -EEXIST => {}
+            // Full (-E2BIG) or out of memory.
+            Err(code) => return failed(code),
+        }
+    }
+    RecordedStack {
+        status: STACK_RECORDED,
+        hash,
     }
 }
 

@@ -15,7 +15,9 @@
 #           kernel (exec, page faults, exit), at stacks seen once, so the kernel's maps
 #           aggregate little and every stack is read from them.
 # Printed: each recorder's CPU time and peak RSS over SECONDS_EACH, then the daemon's
-# CPU time and RSS after each of INTERVALS intervals. Outputs go to /tmp (the guest's
+# CPU time and RSS after each of INTERVALS intervals, with its sampling program's runs
+# so far and their mean time (the kernel's `bpf_stats_enabled` account), and whether
+# the kernel JIT-compiled it. Outputs go to /tmp (the guest's
 # memory), not the 9p share, whose writes would be charged to the profiler; for the
 # same reason rvperf, its eBPF object and the workloads' programs are run from copies
 # in /tmp, as perf runs from the initramfs: read from the 9p share, the first touch of
@@ -29,6 +31,9 @@
 # guest's rvperf has no frame pointers, so only kernel callers are known; for user
 # callers, give RVPERF_BINARY, an rvperf built with `-C force-frame-pointers=yes`
 # (DWARF unwinding, `--call-graph dwarf`, does not finish in the guest).
+#
+# RVPERF_BINARY and RVPERF_PROBES (the eBPF object) replace the guest's own, to compare
+# two builds in one boot, the same host load for both.
 SECONDS_EACH=${SECONDS_EACH:-30}
 # The daemon's own default interval (`rvperf daemon --interval`): the running figure is
 # what a user's daemon costs.
@@ -38,7 +43,9 @@ BIN=/tmp/bench-bin
 rm -rf "$BIN"
 mkdir -p "$BIN"
 cp "${RVPERF_BINARY:-/opt/rvperf/bin/rvperf}" "$BIN/rvperf" || exit 1
-for file in rvperf-probes.bpf.o hot ticker burst; do
+cp "${RVPERF_PROBES:-/opt/rvperf/bin/rvperf-probes.bpf.o}" "$BIN/rvperf-probes.bpf.o" || exit 1
+export RVPERF_PROBES="$BIN/rvperf-probes.bpf.o"
+for file in hot ticker burst; do
     cp "/opt/rvperf/bin/$file" "$BIN/" || exit 1
 done
 PATH=$BIN:$PATH
@@ -104,6 +111,19 @@ if [ "${SELF_PROFILE:-0}" = 1 ]; then
     exit 0
 fi
 
+# The kernel's own account of the sampling program (bpf_stats_enabled): its runs and
+# their time, from the daemon's program descriptors (prog_type 7 is BPF_PROG_TYPE_PERF_EVENT).
+# This is what each sample costs the task it interrupts, charged to that task.
+echo 1 >/proc/sys/kernel/bpf_stats_enabled
+sampler_cost() {
+    cat /proc/"$1"/fdinfo/* 2>/dev/null | awk '
+        /^prog_type:/ { sampler = ($2 == 7) }
+        sampler && /^prog_jited:/ { jited = $2 ? "JIT-compiled" : "interpreted" }
+        sampler && /^run_time_ns:/ { nanoseconds += $2 }
+        sampler && /^run_cnt:/ { runs += $2 }
+        END { if (runs > 0) printf "  sampling program (%s): %d runs, %.1f us each\n", jited, runs, nanoseconds / runs / 1000 }'
+}
+
 echo "# $(uname -r), $(nproc) harts, ${SECONDS_EACH} s each, cycles at 999 Hz, kernel: $(cat /proc/cmdline)"
 # What every profiler that names kernel functions pays once (the kernel formats each
 # line on reading): the daemon reads it at its first interval.
@@ -131,6 +151,7 @@ for workload in $WORKLOADS; do
         awk -v ticks="$ticks" -v rss="$(awk '/VmRSS/ { print $2 }' "/proc/$daemon_pid/status")" \
             '{ printf "daemon after %s: CPU %.2f s, RSS %.1f MB\n", "'"$(date +%T)"'", ($14 + $15) / ticks, rss / 1024 }' \
             "/proc/$daemon_pid/stat"
+        sampler_cost "$daemon_pid"
     done
     wait "$daemon_pid"
     workload_stop

@@ -1,20 +1,16 @@
 //! How often the kernel's maps are drained: as seldom as they allow.
 //!
-//! Each drain costs a walk of every bucket of the count map (the kernel's batch read
-//! visits them all, full or empty) and a system call per new stack, and it wakes the
-//! daemon. Draining seldom costs stacks instead: the kernel's stack map keeps a stack
-//! in the bucket its hash picks and refuses a different stack there, so the more
-//! stacks it holds, the more new ones it loses. A drain leaves in it the stacks the
-//! last drain's samples used (see `drain_maps`), so the stacks one drain reads are
-//! about what it holds.
+//! Each drain costs a walk of every bucket of both maps (the kernel's batch read
+//! visits them all, full or empty) and it wakes the daemon. Draining seldom costs
+//! room instead: a map that fills up refuses new keys or stacks, whose samples are
+//! then counted as lost. (Stacks are named by their hash in a hash map with chained
+//! buckets, so a stack is never refused for a collision, only for a full map.)
 //!
 //! So the period follows the load: halved (down to [`DRAIN_PERIOD_MIN`]) when a drain
-//! found the stack map holding more than 1/64 of its buckets (a new stack then
-//! collides with a chance of about 1 in 32, counting the stacks new since) or the
-//! count map over a quarter full, doubled (up to [`DRAIN_PERIOD_MAX`]) when both were
-//! four times below that. A machine in steady state, whose few stacks recur, is
-//! drained once a second; one starting processes all the time, every stack new, ten
-//! times a second, as before this schedule.
+//! found either map over a quarter full, doubled (up to [`DRAIN_PERIOD_MAX`]) when
+//! both were four times below that. A machine in steady state, whose few stacks
+//! recur, is drained once a second; one starting processes all the time, more often
+//! as its new stacks need.
 
 use std::time::Duration;
 
@@ -29,7 +25,7 @@ pub const DRAIN_PERIOD_MAX: Duration = Duration::from_secs(1);
 pub struct DrainLoad {
     /// (process, user stack, kernel stack) keys read from the count map.
     pub keys: usize,
-    /// Stacks left in the kernel's stack map (those the drain's keys use).
+    /// Stacks read from the kernel's stack map (which the drain empties).
     pub stacks_held: usize,
 }
 
@@ -41,8 +37,9 @@ pub struct MapCapacity {
 }
 
 /// How full a map may be at a drain before the period is halved: a fraction
-/// `1 / divisor` of its entries.
-const STACKS_BUSY_DIVISOR: usize = 64;
+/// `1 / divisor` of its entries. A quarter leaves room for a burst four times the
+/// last period's before the next drain.
+const STACKS_BUSY_DIVISOR: usize = 4;
 const KEYS_BUSY_DIVISOR: usize = 4;
 /// How far below the busy mark both maps must be before the period is doubled.
 const QUIET_FACTOR: usize = 4;
@@ -107,6 +104,26 @@ pub fn key_capacity_for(cpus: usize, frequency: u64) -> u32 {
     u32::try_from(capacity.checked_next_power_of_two().unwrap_or(u64::MAX)).unwrap_or(1 << 31)
 }
 
+/// The smallest stack map [`stack_capacity_for`] sizes: the object's default.
+pub const STACK_CAPACITY_MIN: u32 = aya_probes_common::STACK_TRACES_DEFAULT_MAX_ENTRIES;
+
+/// The stack map's size for `cpus` CPUs sampled `frequency` times a second: as
+/// [`key_capacity_for`], with two stacks a sample (user and kernel), and at least
+/// [`STACK_CAPACITY_MIN`] (about 9 MiB of kernel memory, which the kernel
+/// preallocates: about 1 KiB a stack).
+pub fn stack_capacity_for(cpus: usize, frequency: u64) -> u32 {
+    let period_millis = u64::try_from(DRAIN_PERIOD_MIN.as_millis()).unwrap_or(u64::MAX);
+    let stacks_per_period = frequency
+        .saturating_mul(u64::try_from(cpus).unwrap_or(u64::MAX))
+        .saturating_mul(2)
+        .saturating_mul(period_millis)
+        / 1_000;
+    let capacity = stacks_per_period
+        .saturating_mul(STACKS_BUSY_DIVISOR as u64)
+        .max(u64::from(STACK_CAPACITY_MIN));
+    u32::try_from(capacity.checked_next_power_of_two().unwrap_or(u64::MAX)).unwrap_or(1 << 31)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,8 +159,8 @@ mod tests {
         assert_eq!(schedule.period(), DRAIN_PERIOD_MAX);
         let mut periods = Vec::new();
         for _ in 0..5 {
-            // 8,192 / 64 = 128 stacks is the mark: 129 is over it.
-            schedule.after_drain(load(200, 129));
+            // 8,192 / 4 = 2,048 stacks is the mark: 2,049 is over it.
+            schedule.after_drain(load(200, 2_049));
             periods.push(schedule.period().as_millis());
         }
         assert_eq!(periods, [500, 250, 125, 100, 100]);
@@ -166,8 +183,9 @@ mod tests {
         schedule.after_drain(load(0, 0));
         schedule.after_drain(load(0, 0));
         assert_eq!(schedule.period().as_millis(), 400);
-        // Over a quarter of the busy mark (128 / 4 = 32 stacks), under the mark itself.
-        for stacks_held in [33, 64, 128] {
+        // Over a quarter of the busy mark (2,048 / 4 = 512 stacks), under the mark
+        // itself.
+        for stacks_held in [513, 1_024, 2_048] {
             schedule.after_drain(load(100, stacks_held));
             assert_eq!(schedule.period().as_millis(), 400, "{stacks_held} stacks");
         }
@@ -175,7 +193,7 @@ mod tests {
 
     #[test]
     fn tiny_maps_are_drained_as_often_as_allowed() {
-        // Two-entry maps (the overflow test's): one stack is already over 1/64.
+        // Two-entry maps (the overflow test's): one stack is already over a quarter.
         let mut schedule = DrainSchedule::new(MapCapacity { keys: 2, stacks: 2 });
         schedule.after_drain(load(1, 1));
         assert_eq!(schedule.period(), DRAIN_PERIOD_MIN);
@@ -191,5 +209,14 @@ mod tests {
         // 64 CPUs: 6,394 keys per period, four times over, rounded up.
         assert_eq!(key_capacity_for(64, 999), 32_768);
         assert_eq!(key_capacity_for(usize::MAX, u64::MAX), 1 << 31);
+    }
+
+    #[test]
+    fn the_stack_map_is_sized_for_the_machine() {
+        // Two CPUs at 999 Hz bring at most 400 stacks in 100 ms: the minimum holds them.
+        assert_eq!(stack_capacity_for(2, 999), 8_192);
+        // 64 CPUs: 12,787 stacks per period, four times over, rounded up.
+        assert_eq!(stack_capacity_for(64, 999), 65_536);
+        assert_eq!(stack_capacity_for(usize::MAX, u64::MAX), 1 << 31);
     }
 }

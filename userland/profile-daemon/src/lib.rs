@@ -37,13 +37,13 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use aya::maps::{Array, HashMap, Map, MapData, PerCpuArray, RingBuf, StackTraceMap};
+use aya::maps::{Array, HashMap, Map, MapData, PerCpuArray, RingBuf};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy};
 use aya::programs::{PerfEvent, TracePoint};
 use aya::{Ebpf, EbpfLoader};
 use aya_probes_common::{
-    map_name, process_event_kind, program_name, Config, Counter, ProcessEvent, StackKey,
-    CONFIG_INDEX, STACK_TRACES_DEFAULT_MAX_ENTRIES,
+    map_name, process_event_kind, program_name, Config, Counter, ProcessEvent, StackFrames,
+    StackKey, CONFIG_INDEX, STACK_NOT_COLLECTED, STACK_RECORDED,
 };
 use perf_abi::sys::bindings as abi;
 use perf_abi::sys::bindings::perf_event_attr;
@@ -91,8 +91,10 @@ pub struct DaemonOptions {
     /// drains; a sample with a new key beyond it is counted as dropped. `None`: sized
     /// for the machine's CPUs and the frequency ([`drain::key_capacity_for`]).
     pub stack_counts: Option<u32>,
-    /// Most distinct stacks kept per interval (the kernel preallocates ~1 KiB each).
-    pub stack_traces: u32,
+    /// Most distinct stacks held between two drains (the kernel preallocates ~1 KiB
+    /// each); a sample with a new stack beyond it keeps its count but not its stack
+    /// (`[stack lost]`). `None`: sized for the machine ([`drain::stack_capacity_for`]).
+    pub stack_traces: Option<u32>,
     pub labels: SampleLabels,
     /// Kernel symbols (default `/proc/kallsyms`).
     pub kallsyms: Option<PathBuf>,
@@ -123,9 +125,22 @@ pub enum Fallback {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recorder<'a> {
     /// The eBPF probes: stacks counted in the kernel.
-    Bpf,
+    Bpf { sampler: ProgramExecution },
     /// The perf ring recorder, in place of the probes ([`Fallback::PerfRing`]).
     PerfRing { bpf_unavailable: &'a str },
+}
+
+/// How the kernel runs the sampling program, which runs on every sample of every CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramExecution {
+    /// Compiled to machine code by the kernel's JIT.
+    JitCompiled,
+    /// Interpreted, each BPF instruction at a time: the kernel's JIT is off
+    /// (`net.core.bpf_jit_enable` 0, the default of a kernel whose architecture does not
+    /// ask for it, riscv64's included, unless `CONFIG_BPF_JIT_ALWAYS_ON`). Every sample
+    /// costs the task it interrupts more: measured in the riscv64 guest, 45 to 52 µs a
+    /// sample against 24 to 32 µs JIT-compiled.
+    Interpreted,
 }
 
 /// What a CPU's perf event of the side band does.
@@ -150,7 +165,7 @@ impl Default for DaemonOptions {
             event: SampledEvent::default(),
             frequency: 99,
             stack_counts: None,
-            stack_traces: STACK_TRACES_DEFAULT_MAX_ENTRIES,
+            stack_traces: None,
             labels: SampleLabels::Command,
             kallsyms: Some(PathBuf::from("/proc/kallsyms")),
             proc: PathBuf::from("/proc"),
@@ -253,7 +268,7 @@ const SAMPLE_TYPES: [SampleType<'static>; 2] = [
 const NANOSECONDS_PER_SECOND: u64 = 1_000_000_000;
 /// The frame of a stack the kernel could not keep (its map full, or a collision).
 pub const STACK_LOST: &str = "[stack lost]";
-/// bpf_get_stackid's "no stack in this mode" (a kernel thread's user stack, a user
+/// bpf_get_stack's "no stack in this mode" (a kernel thread's user stack, a user
 /// sample's kernel stack): not a loss.
 const NO_STACK: i32 = -libc::EFAULT;
 
@@ -300,21 +315,24 @@ struct StartedProbes {
 struct BpfProbes {
     /// Keeps the programs and their links alive.
     _ebpf: Ebpf,
+    /// How the kernel runs the sampling program.
+    sampler_execution: ProgramExecution,
     /// The stack-count hash map (kept as aya's `Map`: its descriptor for the batch
     /// reads, aya's `HashMap` over it for the entry-by-entry fallback).
     counts: Map,
     /// Whether the kernel takes `BPF_MAP_LOOKUP_AND_DELETE_BATCH` (Linux 5.6 and later);
     /// cleared at its first refusal.
     batch_reads: bool,
-    traces: StackTraceMap<MapData>,
+    /// The stacks by hash (a hash map, kept as `counts` is).
+    traces: Map,
     process_events: RingBuf<MapData>,
     counters: PerCpuArray<MapData, u64>,
     /// The counters' totals at the end of the last interval.
     counter_totals: [u64; Counter::COUNT as usize],
-    /// The stacks the last drain read, by id: still in the kernel's map and, since
-    /// the probe never replaces a stack (no BPF_F_REUSE_STACKID), unchanged there, so
-    /// they are not read again.
-    recent_stacks: FxHashMap<u32, Rc<[u64]>>,
+    /// The stacks the last drain read or used, by hash. A drain empties the kernel's
+    /// stack map, and a sample counted after a drain read the counts may name a stack
+    /// that drain then removed: the next drain finds it here.
+    recent_stacks: FxHashMap<u64, Rc<[u64]>>,
     schedule: DrainSchedule,
 }
 
@@ -406,9 +424,12 @@ impl BpfProbes {
         let stack_counts = options
             .stack_counts
             .unwrap_or_else(|| drain::key_capacity_for(cpus.len(), options.frequency));
+        let stack_traces = options
+            .stack_traces
+            .unwrap_or_else(|| drain::stack_capacity_for(cpus.len(), options.frequency));
         let mut ebpf = EbpfLoader::new()
             .map_max_entries(map_name::STACK_COUNTS, stack_counts)
-            .map_max_entries(map_name::STACK_TRACES, options.stack_traces)
+            .map_max_entries(map_name::STACK_TRACES, stack_traces)
             .load(bytes)
             .map_err(|error| {
                 let message = error_chain(&error);
@@ -460,6 +481,11 @@ impl BpfProbes {
         sampler
             .load()
             .map_err(program_error(program_name::SAMPLE_STACKS))?;
+        // A JIT-compiled program has machine code; an interpreted one has none.
+        let sampler_execution = match sampler.info() {
+            Ok(info) if info.size_jitted() == 0 => ProgramExecution::Interpreted,
+            _ => ProgramExecution::JitCompiled,
+        };
         for &cpu in cpus {
             sampler
                 .attach(
@@ -493,11 +519,11 @@ impl BpfProbes {
         // Its type and key and value sizes, checked once.
         HashMap::<_, StackKey, u64>::try_from(&counts)
             .map_err(map_error(map_name::STACK_COUNTS))?;
-        let traces = StackTraceMap::try_from(
-            ebpf.take_map(map_name::STACK_TRACES)
-                .ok_or_else(|| missing_map(map_name::STACK_TRACES))?,
-        )
-        .map_err(map_error(map_name::STACK_TRACES))?;
+        let traces = ebpf
+            .take_map(map_name::STACK_TRACES)
+            .ok_or_else(|| missing_map(map_name::STACK_TRACES))?;
+        HashMap::<_, u64, StackFrames>::try_from(&traces)
+            .map_err(map_error(map_name::STACK_TRACES))?;
         let process_events = RingBuf::try_from(
             ebpf.take_map(map_name::PROCESS_EVENTS)
                 .ok_or_else(|| missing_map(map_name::PROCESS_EVENTS))?,
@@ -511,6 +537,7 @@ impl BpfProbes {
         Ok(StartedProbes {
             probes: BpfProbes {
                 _ebpf: ebpf,
+                sampler_execution,
                 counts,
                 batch_reads: true,
                 traces,
@@ -520,7 +547,7 @@ impl BpfProbes {
                 recent_stacks: FxHashMap::default(),
                 schedule: DrainSchedule::new(MapCapacity {
                     keys: stack_counts as usize,
-                    stacks: options.stack_traces as usize,
+                    stacks: stack_traces as usize,
                 }),
             },
             side_band,
@@ -528,60 +555,54 @@ impl BpfProbes {
         })
     }
     /// Moves the kernel's counts into the interval's own: reads and clears the maps.
-    /// Done often (see `drain.rs`), so that the kernel's stack map holds a fraction of
-    /// a second's stacks rather than an interval's: it drops a stack whose bucket
-    /// another holds, and fewer stacks collide less. Returns what it found, for the
-    /// drain schedule.
+    /// Done often enough (see `drain.rs`) that neither map fills up. Returns what it
+    /// found, for the drain schedule.
+    ///
+    /// The counts are read before the stacks: the probe records a stack before it
+    /// counts a sample of it, so every count read names a stack that is either read
+    /// after it here or was read by an earlier drain (kept in `recent_stacks`).
     fn drain_maps(&mut self, drained: &mut FxHashMap<DrainedStack, u64>) -> DrainLoad {
-        let counted = self.read_and_clear_counts();
-        let mut stacks: FxHashMap<u32, Rc<[u64]>> = FxHashMap::default();
-        for (key, _) in &counted {
-            for id in [key.user_stack_id, key.kernel_stack_id] {
-                if let Ok(id) = u32::try_from(id) {
-                    if let std::collections::hash_map::Entry::Vacant(entry) = stacks.entry(id) {
-                        if let Some(frames) = self.recent_stacks.remove(&id) {
-                            entry.insert(frames);
-                        } else if let Ok(trace) = self.traces.get(&id, 0) {
-                            entry.insert(trace.frames().iter().map(|frame| frame.ip).collect());
-                        }
-                    }
-                }
-            }
+        let counted = read_and_clear::<StackKey, u64>(&mut self.counts, &mut self.batch_reads);
+        let read = read_and_clear::<u64, StackFrames>(&mut self.traces, &mut self.batch_reads);
+        let stacks_read = read.len();
+        let mut stacks: FxHashMap<u64, Rc<[u64]>> = FxHashMap::default();
+        stacks.reserve(stacks_read);
+        for (hash, frames) in &read {
+            // A stack seen before keeps its addresses' allocation.
+            let addresses = self
+                .recent_stacks
+                .remove(hash)
+                .unwrap_or_else(|| Rc::from(frames.used()));
+            stacks.insert(*hash, addresses);
         }
-        // A stack read now stays in the kernel's map until a drain finds it unused: a
-        // sample of it may be counted after this drain's read of its key, and would
-        // find its stack gone. Stacks unused since the last drain (what is left of
-        // `recent_stacks`) are removed, so the map holds about two drains' stacks.
-        for id in self.recent_stacks.keys() {
-            let _ = self.traces.remove(id);
-        }
-        self.recent_stacks.clear();
         let no_frames: Rc<[u64]> = Rc::from(Vec::new());
         let keys = counted.len();
         for (key, count) in counted {
             let mut lost = false;
-            let mut frames_of = |id: i32| -> Rc<[u64]> {
-                match u32::try_from(id) {
-                    Ok(id) => match stacks.get(&id) {
-                        Some(frames) => Rc::clone(frames),
-                        // Removed with an earlier drain's stacks while this key was
-                        // counted: a loss like a full map's.
-                        None => {
-                            lost = true;
-                            Rc::clone(&no_frames)
+            let mut frames_of = |status: i32, hash: u64| -> Rc<[u64]> {
+                match status {
+                    STACK_RECORDED => {
+                        if let Some(frames) = stacks.get(&hash) {
+                            return Rc::clone(frames);
                         }
-                    },
-                    Err(_) if id == NO_STACK || id == aya_probes_common::STACK_ID_NOT_COLLECTED => {
+                        if let Some(frames) = self.recent_stacks.remove(&hash) {
+                            stacks.insert(hash, Rc::clone(&frames));
+                            return frames;
+                        }
+                        // Named by a count but read by no drain: a loss like a full
+                        // map's (not expected: see above).
+                        lost = true;
                         Rc::clone(&no_frames)
                     }
-                    Err(_) => {
+                    NO_STACK | STACK_NOT_COLLECTED => Rc::clone(&no_frames),
+                    _ => {
                         lost = true;
                         Rc::clone(&no_frames)
                     }
                 }
             };
-            let kernel = frames_of(key.kernel_stack_id);
-            let user = frames_of(key.user_stack_id);
+            let kernel = frames_of(key.kernel_stack_status, key.kernel_stack);
+            let user = frames_of(key.user_stack_status, key.user_stack);
             let stack = DrainedStack {
                 pid: key.pid,
                 kernel,
@@ -593,44 +614,11 @@ impl BpfProbes {
         }
         let load = DrainLoad {
             keys,
-            stacks_held: stacks.len(),
+            stacks_held: stacks_read,
         };
         self.recent_stacks = stacks;
         self.schedule.after_drain(load);
         load
-    }
-
-    /// Every (stack key, count) of the kernel's map, which is left empty. In batches
-    /// where the kernel has them (each bucket read and emptied under its lock, so no
-    /// sample is lost between the two); else key by key, where counts added between a
-    /// key's read and its removal are lost (a window of one system call per key).
-    fn read_and_clear_counts(&mut self) -> Vec<(StackKey, u64)> {
-        let mut counted: Vec<(StackKey, u64)> = Vec::new();
-        if self.batch_reads {
-            if let Map::HashMap(data) = &self.counts {
-                match batch::lookup_and_delete_all(data.fd().as_fd(), &mut counted) {
-                    Ok(()) => return counted,
-                    Err(errno) if batch::is_unsupported(errno) && counted.is_empty() => {
-                        self.batch_reads = false;
-                    }
-                    // Another failure: what was read is kept, the rest waits for the
-                    // next drain.
-                    Err(_) => return counted,
-                }
-            }
-        }
-        let Ok(mut counts) = HashMap::<_, StackKey, u64>::try_from(&mut self.counts) else {
-            return counted;
-        };
-        let keys: Vec<StackKey> = counts.keys().filter_map(Result::ok).collect();
-        counted.reserve(keys.len());
-        for key in keys {
-            if let Ok(count) = counts.get(&key, 0) {
-                counted.push((key, count));
-            }
-            let _ = counts.remove(&key);
-        }
-        counted
     }
 
     /// Counts the process watch's execs and exits into `pending`, and the exited
@@ -759,10 +747,16 @@ impl Daemon {
     /// What samples: the eBPF probes, or the perf ring recorder in their place (with
     /// why the probes could not be used).
     pub fn recorder(&self) -> Recorder<'_> {
-        match &self.fallback_reason {
-            None => Recorder::Bpf,
-            Some(reason) => Recorder::PerfRing {
+        match (&self.fallback_reason, &self.probes) {
+            (Some(reason), _) => Recorder::PerfRing {
                 bpf_unavailable: reason,
+            },
+            (None, probes) => Recorder::Bpf {
+                sampler: probes
+                    .as_ref()
+                    .map_or(ProgramExecution::JitCompiled, |probes| {
+                        probes.sampler_execution
+                    }),
             },
         }
     }
@@ -1016,6 +1010,40 @@ struct SideBandRecord {
     record_type: u32,
     misc: u16,
     body: Vec<u8>,
+}
+
+/// Every entry of the kernel's hash map `map`, which is left empty. In batches where
+/// the kernel has them (each bucket read and emptied under its lock, so no sample is
+/// lost between the two); else key by key, where what the probe adds between a key's
+/// read and its removal is lost (a window of one system call per key). `batch_reads`
+/// is cleared at the kernel's first refusal of the batch command.
+fn read_and_clear<K: aya::Pod, V: aya::Pod>(map: &mut Map, batch_reads: &mut bool) -> Vec<(K, V)> {
+    let mut entries: Vec<(K, V)> = Vec::new();
+    if *batch_reads {
+        if let Map::HashMap(data) = &*map {
+            match batch::lookup_and_delete_all(data.fd().as_fd(), &mut entries) {
+                Ok(()) => return entries,
+                Err(errno) if batch::is_unsupported(errno) && entries.is_empty() => {
+                    *batch_reads = false;
+                }
+                // Another failure: what was read is kept, the rest waits for the
+                // next drain.
+                Err(_) => return entries,
+            }
+        }
+    }
+    let Ok(mut map) = HashMap::<_, K, V>::try_from(map) else {
+        return entries;
+    };
+    let keys: Vec<K> = map.keys().filter_map(Result::ok).collect();
+    entries.reserve(keys.len());
+    for key in keys {
+        if let Ok(value) = map.get(&key, 0) {
+            entries.push((key, value));
+        }
+        let _ = map.remove(&key);
+    }
+    entries
 }
 
 fn read_u64(bytes: &[u8], offset: usize) -> Option<u64> {

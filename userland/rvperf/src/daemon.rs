@@ -14,7 +14,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use perf_session::SampleLabels;
 use profile_daemon::{
-    Daemon, DaemonError, DaemonOptions, Fallback, Recorder, RunEnd, RunEvent, SampledEvent,
+    Daemon, DaemonError, DaemonOptions, Fallback, ProgramExecution, Recorder, RunEnd, RunEvent,
+    SampledEvent,
 };
 
 use crate::output::write_atomically;
@@ -45,12 +46,12 @@ pub struct DaemonArgs {
     /// (0.1 s), four times over, and at least 4,096.
     #[arg(long)]
     max_stacks: Option<u32>,
-    /// Most distinct stacks kept per interval (about 1 KiB of kernel memory each). The
-    /// kernel keeps stacks in a hash table that drops a stack whose bucket is taken,
-    /// so it is sized well above the stacks expected: those lost are counted and shown
-    /// under `[stack lost]`.
-    #[arg(long, default_value_t = STACK_TRACES)]
-    max_stack_traces: u32,
+    /// Most distinct stacks the kernel holds between two drains (about 1 KiB of kernel
+    /// memory each, preallocated); a sample's stack beyond them is counted and shown
+    /// under `[stack lost]`. Default: two stacks a sample of every CPU in the shortest
+    /// drain period (0.1 s), four times over, and at least 8,192.
+    #[arg(long)]
+    max_stack_traces: Option<u32>,
     /// Most distinct stacks of the merged profile: beyond them a new stack's samples
     /// are merged under `[merged profile full]`, so memory stays bounded over a long run
     /// (interval profiles are whole; each line says how many samples were merged so).
@@ -77,10 +78,6 @@ pub struct DaemonArgs {
     #[arg(long, default_value = "/proc/kallsyms")]
     kallsyms: PathBuf,
 }
-
-/// The default size of the stack map: 32 MiB of kernel memory, so that a busy
-/// machine's few thousand distinct stacks per interval rarely collide.
-const STACK_TRACES: u32 = 32_768;
 
 /// The file name of the eBPF object beside the binary or in /usr/lib/rvperf.
 /// `--fallback`'s values.
@@ -149,7 +146,14 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
         .with_context(|| format!("cannot create {}", arguments.output.display()))?;
     profile_daemon::install_signal_handlers().context("cannot handle SIGTERM/SIGINT/SIGHUP")?;
     let recorder = match daemon.recorder() {
-        Recorder::Bpf => "eBPF".to_owned(),
+        Recorder::Bpf {
+            sampler: ProgramExecution::JitCompiled,
+        } => "eBPF".to_owned(),
+        Recorder::Bpf {
+            sampler: ProgramExecution::Interpreted,
+        } => "eBPF, interpreted: the kernel's BPF JIT is off (sysctl net.core.bpf_jit_enable=1 \
+              turns it on), so every sample costs the task it interrupts more"
+            .to_owned(),
         Recorder::PerfRing { bpf_unavailable } => {
             format!("perf ring recorder, the --fallback: BPF is unavailable: {bpf_unavailable}")
         }
