@@ -498,6 +498,7 @@ impl<'a> TraceEncoder<'a> {
     pub fn stop(&mut self, resume: Option<u64>) -> Result<(), EncodeError> {
         if self.stopped || self.start != Start::Tracing {
             self.stopped = true;
+            self.constant = None;
             return Ok(());
         }
         if let Some(pending) = self.pending.take() {
@@ -509,6 +510,12 @@ impl<'a> TraceEncoder<'a> {
         self.trap = None;
         self.correlation(CorrelationEvent(4))?;
         self.stopped = true;
+        // A constant load before the stop (the pending instruction processed above
+        // included) feeds no jump after it: the trace starts again with a
+        // synchronisation, from which the decoder cannot infer a target (spec 9.1), so a
+        // jump right after the start is reported (an interrupt whose handler is not
+        // traced, taken between an auipc and its jalr).
+        self.constant = None;
         Ok(())
     }
 
