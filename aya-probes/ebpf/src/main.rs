@@ -73,6 +73,9 @@ static CONFIG: Array<Config> = Array::with_max_entries(CONFIG_MAX_ENTRIES, 0);
 /// found no stack to walk.
 const EFAULT: i32 = 14;
 
+/// `ENOENT` from `include/uapi/asm-generic/errno-base.h`: no scratch entry.
+const ENOENT: i32 = 2;
+
 /// Bytes of a stack's addresses, `bpf_get_stack`'s room.
 const STACK_BYTES: u32 = (STACK_DEPTH * core::mem::size_of::<u64>()) as u32;
 
@@ -195,7 +198,8 @@ fn record_stack(context: &PerfEventContext, flags: u64, error_counter: Counter) 
     // The scratch entry is this CPU's: a sample does not interrupt another
     // sample's program on the same CPU (perf_event programs do not nest).
     let Some(frames) = STACK_SCRATCH.get_ptr_mut(0) else {
-        return failed(-EFAULT);
+        // Not expected (the array's one entry always exists); counted, unlike -EFAULT.
+        return failed(-ENOENT);
     };
     // SAFETY: a live per-CPU map value of type StackFrames, this CPU's own.
     let frames = unsafe { &mut *frames };

@@ -4,8 +4,9 @@
 //! removal in which the kernel's count of it could grow unseen (the kernel reads and
 //! deletes each bucket under its lock).
 
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
+use aya::maps::{HashMap, Map};
 use aya::Pod;
 use nix::errno::Errno;
 
@@ -112,4 +113,41 @@ pub fn lookup_and_delete_all<K: Pod, V: Pod>(
         in_batch = out_batch;
         first = false;
     }
+}
+
+/// Every entry of the kernel's hash map `map`, which is left empty. In batches where
+/// the kernel has them (each bucket read and emptied under its lock, so no sample is
+/// lost between the two); else key by key, where what the probe adds between a key's
+/// read and its removal is lost (a window of one system call per key). `batch_reads`
+/// is cleared at the kernel's first refusal of the batch command.
+pub fn read_and_clear<K: aya::Pod, V: aya::Pod>(
+    map: &mut Map,
+    batch_reads: &mut bool,
+) -> Vec<(K, V)> {
+    let mut entries: Vec<(K, V)> = Vec::new();
+    if *batch_reads {
+        if let Map::HashMap(data) = &*map {
+            match lookup_and_delete_all(data.fd().as_fd(), &mut entries) {
+                Ok(()) => return entries,
+                Err(errno) if is_unsupported(errno) && entries.is_empty() => {
+                    *batch_reads = false;
+                }
+                // Another failure: what was read is kept, the rest waits for the
+                // next drain.
+                Err(_) => return entries,
+            }
+        }
+    }
+    let Ok(mut map) = HashMap::<_, K, V>::try_from(map) else {
+        return entries;
+    };
+    let keys: Vec<K> = map.keys().filter_map(Result::ok).collect();
+    entries.reserve(keys.len());
+    for key in keys {
+        if let Ok(value) = map.get(&key, 0) {
+            entries.push((key, value));
+        }
+        let _ = map.remove(&key);
+    }
+    entries
 }

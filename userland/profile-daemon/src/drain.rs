@@ -36,11 +36,10 @@ pub struct MapCapacity {
     pub stacks: usize,
 }
 
-/// How full a map may be at a drain before the period is halved: a fraction
+/// How full either map may be at a drain before the period is halved: a fraction
 /// `1 / divisor` of its entries. A quarter leaves room for a burst four times the
 /// last period's before the next drain.
-const STACKS_BUSY_DIVISOR: usize = 4;
-const KEYS_BUSY_DIVISOR: usize = 4;
+const BUSY_DIVISOR: usize = 4;
 /// How far below the busy mark both maps must be before the period is doubled.
 const QUIET_FACTOR: usize = 4;
 
@@ -71,10 +70,10 @@ impl DrainSchedule {
         let stacks_over =
             |divisor: usize| load.stacks_held.saturating_mul(divisor) > self.capacity.stacks;
         let keys_over = |divisor: usize| load.keys.saturating_mul(divisor) > self.capacity.keys;
-        if stacks_over(STACKS_BUSY_DIVISOR) || keys_over(KEYS_BUSY_DIVISOR) {
+        if stacks_over(BUSY_DIVISOR) || keys_over(BUSY_DIVISOR) {
             self.period = (self.period / 2).max(DRAIN_PERIOD_MIN);
-        } else if !stacks_over(STACKS_BUSY_DIVISOR * QUIET_FACTOR)
-            && !keys_over(KEYS_BUSY_DIVISOR * QUIET_FACTOR)
+        } else if !stacks_over(BUSY_DIVISOR * QUIET_FACTOR)
+            && !keys_over(BUSY_DIVISOR * QUIET_FACTOR)
         {
             self.period = (self.period * 2).min(DRAIN_PERIOD_MAX);
         }
@@ -92,16 +91,7 @@ pub const KEY_CAPACITY_MIN: u32 = 4_096;
 /// every bucket, so a map sized for the machine rather than for the largest one costs
 /// a fraction of the walk (4,096 buckets instead of 16,384 on two CPUs at 999 Hz).
 pub fn key_capacity_for(cpus: usize, frequency: u64) -> u32 {
-    let period_millis = u64::try_from(DRAIN_PERIOD_MIN.as_millis()).unwrap_or(u64::MAX);
-    let keys_per_period = frequency
-        .saturating_mul(u64::try_from(cpus).unwrap_or(u64::MAX))
-        .saturating_mul(period_millis)
-        / 1_000;
-    let capacity = keys_per_period
-        .saturating_mul(KEYS_BUSY_DIVISOR as u64)
-        .max(u64::from(KEY_CAPACITY_MIN));
-    // At most 2^31 keys: the largest power of two a u32 holds.
-    u32::try_from(capacity.checked_next_power_of_two().unwrap_or(u64::MAX)).unwrap_or(1 << 31)
+    capacity_for(cpus, frequency, 1, KEY_CAPACITY_MIN)
 }
 
 /// The smallest stack map [`stack_capacity_for`] sizes: the object's default.
@@ -112,15 +102,22 @@ pub const STACK_CAPACITY_MIN: u32 = aya_probes_common::STACK_TRACES_DEFAULT_MAX_
 /// [`STACK_CAPACITY_MIN`] (about 9 MiB of kernel memory, which the kernel
 /// preallocates: about 1 KiB a stack).
 pub fn stack_capacity_for(cpus: usize, frequency: u64) -> u32 {
+    capacity_for(cpus, frequency, 2, STACK_CAPACITY_MIN)
+}
+
+/// A map's size: the entries `cpus` CPUs sampled `frequency` times a second bring in
+/// the shortest period, `per_sample` a sample, times the busy divisor; at least
+/// `minimum`, rounded up to a power of two, at most 2^31 (the largest a u32 holds).
+fn capacity_for(cpus: usize, frequency: u64, per_sample: u64, minimum: u32) -> u32 {
     let period_millis = u64::try_from(DRAIN_PERIOD_MIN.as_millis()).unwrap_or(u64::MAX);
-    let stacks_per_period = frequency
+    let entries_per_period = frequency
         .saturating_mul(u64::try_from(cpus).unwrap_or(u64::MAX))
-        .saturating_mul(2)
+        .saturating_mul(per_sample)
         .saturating_mul(period_millis)
         / 1_000;
-    let capacity = stacks_per_period
-        .saturating_mul(STACKS_BUSY_DIVISOR as u64)
-        .max(u64::from(STACK_CAPACITY_MIN));
+    let capacity = entries_per_period
+        .saturating_mul(BUSY_DIVISOR as u64)
+        .max(u64::from(minimum));
     u32::try_from(capacity.checked_next_power_of_two().unwrap_or(u64::MAX)).unwrap_or(1 << 31)
 }
 

@@ -266,7 +266,7 @@ const SAMPLE_TYPES: [SampleType<'static>; 2] = [
     },
 ];
 const NANOSECONDS_PER_SECOND: u64 = 1_000_000_000;
-/// The frame of a stack the kernel could not keep (its map full, or a collision).
+/// The frame of a stack the kernel could not keep (its stack map full).
 pub const STACK_LOST: &str = "[stack lost]";
 /// bpf_get_stack's "no stack in this mode" (a kernel thread's user stack, a user
 /// sample's kernel stack): not a loss.
@@ -481,7 +481,8 @@ impl BpfProbes {
         sampler
             .load()
             .map_err(program_error(program_name::SAMPLE_STACKS))?;
-        // A JIT-compiled program has machine code; an interpreted one has none.
+        // A JIT-compiled program has machine code; an interpreted one has none. A
+        // kernel that does not say (no program info) is not warned about.
         let sampler_execution = match sampler.info() {
             Ok(info) if info.size_jitted() == 0 => ProgramExecution::Interpreted,
             _ => ProgramExecution::JitCompiled,
@@ -562,8 +563,10 @@ impl BpfProbes {
     /// counts a sample of it, so every count read names a stack that is either read
     /// after it here or was read by an earlier drain (kept in `recent_stacks`).
     fn drain_maps(&mut self, drained: &mut FxHashMap<DrainedStack, u64>) -> DrainLoad {
-        let counted = read_and_clear::<StackKey, u64>(&mut self.counts, &mut self.batch_reads);
-        let read = read_and_clear::<u64, StackFrames>(&mut self.traces, &mut self.batch_reads);
+        let counted =
+            batch::read_and_clear::<StackKey, u64>(&mut self.counts, &mut self.batch_reads);
+        let read =
+            batch::read_and_clear::<u64, StackFrames>(&mut self.traces, &mut self.batch_reads);
         let stacks_read = read.len();
         let mut stacks: FxHashMap<u64, Rc<[u64]>> = FxHashMap::default();
         stacks.reserve(stacks_read);
@@ -1010,40 +1013,6 @@ struct SideBandRecord {
     record_type: u32,
     misc: u16,
     body: Vec<u8>,
-}
-
-/// Every entry of the kernel's hash map `map`, which is left empty. In batches where
-/// the kernel has them (each bucket read and emptied under its lock, so no sample is
-/// lost between the two); else key by key, where what the probe adds between a key's
-/// read and its removal is lost (a window of one system call per key). `batch_reads`
-/// is cleared at the kernel's first refusal of the batch command.
-fn read_and_clear<K: aya::Pod, V: aya::Pod>(map: &mut Map, batch_reads: &mut bool) -> Vec<(K, V)> {
-    let mut entries: Vec<(K, V)> = Vec::new();
-    if *batch_reads {
-        if let Map::HashMap(data) = &*map {
-            match batch::lookup_and_delete_all(data.fd().as_fd(), &mut entries) {
-                Ok(()) => return entries,
-                Err(errno) if batch::is_unsupported(errno) && entries.is_empty() => {
-                    *batch_reads = false;
-                }
-                // Another failure: what was read is kept, the rest waits for the
-                // next drain.
-                Err(_) => return entries,
-            }
-        }
-    }
-    let Ok(mut map) = HashMap::<_, K, V>::try_from(map) else {
-        return entries;
-    };
-    let keys: Vec<K> = map.keys().filter_map(Result::ok).collect();
-    entries.reserve(keys.len());
-    for key in keys {
-        if let Ok(value) = map.get(&key, 0) {
-            entries.push((key, value));
-        }
-        let _ = map.remove(&key);
-    }
-    entries
 }
 
 fn read_u64(bytes: &[u8], offset: usize) -> Option<u64> {
