@@ -4,7 +4,8 @@
 //! processes come and go gathers (the README's figures):
 //! * the profile of the run's samples, and its gzip file;
 //! * their folded stacks, read from the builder ([`StackProfile::folded_of`]): the
-//!   run's first folding, and a later one that finds each location's frames folded.
+//!   run's first folding, and a later one that finds each location's frames folded;
+//! * the folded stacks kept for the run printed, as the daemon's rewrite now does.
 
 use std::collections::HashMap;
 
@@ -118,12 +119,24 @@ fn merged(c: &mut Criterion) {
             BatchSize::PerIteration,
         )
     });
-    group.bench_function("25k stacks: folded text, a later rewrite", |b| {
+    group.bench_function("25k stacks: folded text, a later folding", |b| {
         b.iter(|| {
             profile
                 .folded_of(&total, 0)
                 .expect("the builder's own samples")
                 .to_text()
+        })
+    });
+    // What `rvperf daemon` now does at a rewrite of merged.folded: the run's folded
+    // stacks are kept as intervals come, and only printed.
+    let folded = profile
+        .folded_of(&total, 0)
+        .expect("the builder's own samples");
+    group.bench_function("25k stacks: kept folded stacks printed", |b| {
+        b.iter(|| {
+            let mut out = Vec::new();
+            folded.write_text(&mut out).expect("a Vec takes every byte");
+            out
         })
     });
     group.finish();

@@ -494,18 +494,34 @@ impl StackProfile {
         samples: &Samples,
         column: usize,
     ) -> Result<FoldedStacks, pprof::PprofError> {
+        let mut folded = FoldedStacks::new();
+        self.fold_each(samples, column, |_, line, weight| {
+            folded.add_line(line.text(), weight);
+        })?;
+        Ok(folded)
+    }
+
+    /// Each of `samples` folded as [`folded_of`](Self::folded_of) folds it, handed to
+    /// `each` with its index in `samples` and its weight: for a caller that adds one
+    /// interval's lines to more than one set of folded stacks (its own, the run's).
+    pub fn fold_each(
+        &mut self,
+        samples: &Samples,
+        column: usize,
+        mut each: impl FnMut(usize, FoldedLine<'_>, u64),
+    ) -> Result<(), pprof::PprofError> {
         let comm_key = self.builder.label_key("comm");
         // Each location's frames folded once for the run: a run's stacks share most of
         // their locations, and a stack's line is then its locations' pieces joined.
         let pieces = &mut self.folded_pieces;
-        let mut folded = FoldedStacks::new();
         let mut line = String::new();
-        for sample in self.builder.named_samples(samples)? {
+        for (sample_index, sample) in self.builder.named_samples(samples)?.enumerate() {
             line.clear();
             let comm = comm_key.and_then(|key| sample.text_label(key));
             if let Some(comm) = comm {
                 push_frame(&mut line, comm);
             }
+            let command_end = comm.map(|_| line.len());
             for (index, location) in sample.locations_root_first().enumerate() {
                 let piece = pieces.entry(location.id()).or_insert_with(|| {
                     let mut piece = String::new();
@@ -530,9 +546,37 @@ impl StackProfile {
                 line.push_str(piece);
             }
             let weight = sample.values().get(column).copied().unwrap_or(0);
-            folded.add_line(&line, u64::try_from(weight).unwrap_or(0));
+            each(
+                sample_index,
+                FoldedLine {
+                    line: &line,
+                    command_end,
+                },
+                u64::try_from(weight).unwrap_or(0),
+            );
         }
-        Ok(folded)
+        Ok(())
+    }
+}
+
+/// One sample's folded line ([`StackProfile::fold_each`]).
+#[derive(Debug, Clone, Copy)]
+pub struct FoldedLine<'a> {
+    line: &'a str,
+    /// Where the command's frame ends, if the sample has one.
+    command_end: Option<usize>,
+}
+
+impl<'a> FoldedLine<'a> {
+    /// The whole line: the command's frame (if the sample has one), then the stack.
+    pub fn text(&self) -> &'a str {
+        self.line
+    }
+
+    /// The line's first frame, the sample's command, if it has one: what a line for
+    /// the same sample with another stack (a cap's stand-in) starts with.
+    pub fn command_frame(&self) -> Option<&'a str> {
+        self.command_end.and_then(|end| self.line.get(..end))
     }
 }
 

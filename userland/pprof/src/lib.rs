@@ -585,8 +585,10 @@ impl ProfileBuilder {
                 }
             }
         }
-        self.samples
-            .add(stack.iter().map(|location| location.0), values, &interned);
+        // The cap's own account (`over_limit`) says what went to its stand-in.
+        let _placement =
+            self.samples
+                .add(stack.iter().map(|location| location.0), values, &interned);
         self.scratch = interned;
         Ok(())
     }
@@ -625,9 +627,13 @@ impl ProfileBuilder {
     }
 
     /// The samples added so far, leaving none (and the cap, if one was set): the
-    /// mappings, functions and locations stay for the samples added next.
+    /// mappings, functions and locations stay for the samples added next. The next
+    /// samples get room for as many as were taken: a long run's intervals are alike, and
+    /// growing the index from empty every interval rehashed it again and again.
     pub fn take_samples(&mut self) -> Samples {
         let mut empty = Samples::new(self.identity);
+        empty.samples.reserve(self.samples.len());
+        empty.index.reserve(self.samples.len(), |_| 0);
         empty.limit = self.samples.limit;
         std::mem::replace(&mut self.samples, empty)
     }
@@ -1048,27 +1054,36 @@ impl Samples {
 
     /// Adds every sample of `other` (of the same builder), as
     /// [`ProfileBuilder::add_sample`] would: consecutive intervals' samples into the
-    /// run's total, with no string, function or location interned again.
-    pub fn absorb(&mut self, other: &Samples) -> Result<(), PprofError> {
+    /// run's total, with no string, function or location interned again. Returns the
+    /// indices in `other` (ascending) of the samples the cap ([`set_limit`]
+    /// (Self::set_limit)) counted under its stand-in, so that a caller keeping another
+    /// form of the total (folded stacks) can place them alike.
+    pub fn absorb(&mut self, other: &Samples) -> Result<Vec<usize>, PprofError> {
         if other.builder != self.builder {
             return Err(PprofError::ForeignSamples);
         }
         let mut labels: Vec<LabelWords> = Vec::new();
-        for sample in &other.samples {
+        let mut capped = Vec::new();
+        for (index, sample) in other.samples.iter().enumerate() {
             labels.clear();
             labels.extend(sample.label.iter().map(label_words));
-            self.add(sample.location_id.iter().copied(), &sample.value, &labels);
+            if self.add(sample.location_id.iter().copied(), &sample.value, &labels)
+                == Placement::StandIn
+            {
+                capped.push(index);
+            }
         }
-        Ok(())
+        Ok(capped)
     }
 
-    /// Adds `values` to the sample of `stack` (ids checked by the caller) with `labels`.
+    /// Adds `values` to the sample of `stack` (ids checked by the caller) with `labels`,
+    /// and says where they went.
     fn add(
         &mut self,
         stack: impl Iterator<Item = u64> + Clone,
         values: &[i64],
         labels: &[LabelWords],
-    ) {
+    ) -> Placement {
         let hash = sample_hash(stack.clone(), labels.iter().copied());
         let samples = &self.samples;
         if let Some(&index) = self.index.find(hash, |&index| {
@@ -1077,7 +1092,7 @@ impl Samples {
             for (total, value) in self.samples[index].value.iter_mut().zip(values) {
                 *total = total.saturating_add(*value);
             }
-            return;
+            return Placement::Own;
         }
         if let Some(limit) = self.limit {
             let is_stand_in = stack.clone().eq(std::iter::once(limit.stand_in.0));
@@ -1089,7 +1104,8 @@ impl Samples {
                     *total = total.saturating_add(*value);
                 }
                 // Into the stand-in's sample: its own stack is never over the cap.
-                return self.add(std::iter::once(limit.stand_in.0), values, labels);
+                self.add(std::iter::once(limit.stand_in.0), values, labels);
+                return Placement::StandIn;
             }
         }
         let label = labels
@@ -1110,7 +1126,17 @@ impl Samples {
         let samples = &self.samples;
         self.index
             .insert_unique(hash, index, |&index| stored_sample_hash(&samples[index]));
+        Placement::Own
     }
+}
+
+/// Where [`Samples::add`] counted a sample's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// Under its own stack, new or not.
+    Own,
+    /// Under the cap's stand-in.
+    StandIn,
 }
 
 /// Lower-case hex, as pprof and perf write build ids.

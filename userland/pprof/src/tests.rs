@@ -448,14 +448,25 @@ fn a_run_total_beyond_its_limit_folds_new_stacks_into_the_stand_in() {
     let stand_in = builder.function_location(full).unwrap();
     let mut total = builder.new_samples();
     total.set_limit(2, stand_in);
+    let mut locations = Vec::new();
     for number in 0..4 {
         let function = function(&mut builder, &format!("f{number}"));
         let location = builder.function_location(function).unwrap();
+        locations.push(location);
         builder.add_sample(&[location], &[1, 10], &[]).unwrap();
-        total.absorb(&builder.take_samples()).unwrap();
+        let capped = total.absorb(&builder.take_samples()).unwrap();
+        let expected: &[usize] = if number < 2 { &[] } else { &[0] };
+        assert_eq!(capped, expected, "interval {number}");
     }
     assert_eq!(total.len(), 3, "two stacks and the stand-in");
     assert_eq!(total.over_limit(), &[2, 20]);
+    // An interval mixing stacks the total has with new ones: only the new are capped,
+    // and they are named by their place in the interval.
+    for &location in [locations[3], locations[0], locations[2], locations[1]].iter() {
+        builder.add_sample(&[location], &[1, 10], &[]).unwrap();
+    }
+    assert_eq!(total.absorb(&builder.take_samples()).unwrap(), [0, 2]);
+    assert_eq!(total.over_limit(), &[4, 40]);
     let run = builder
         .profile_of(&total, &ProfileMetadata::default(), None)
         .unwrap();

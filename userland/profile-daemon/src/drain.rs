@@ -7,18 +7,33 @@
 //! buckets, so a stack is never refused for a collision, only for a full map.)
 //!
 //! So the period follows the load: halved (down to [`DRAIN_PERIOD_MIN`]) when a drain
-//! found either map over a quarter full, doubled (up to [`DRAIN_PERIOD_MAX`]) when
-//! both were four times below that. A machine in steady state, whose few stacks
-//! recur, is drained once a second; one starting processes all the time, more often
-//! as its new stacks need.
+//! found either map over a quarter full, doubled (up to a longest period) when both
+//! were four times below that. A machine in steady state, whose few stacks recur, is
+//! drained at the longest period; one starting processes all the time, more often as
+//! its new stacks need.
+//!
+//! The longest period is as long as the maps hold the sampling rate at its worst,
+//! every sample a new key and two new stacks ([`DrainSchedule::new`]): then even a
+//! burst that starts right after a drain fits until the next one. It is at least
+//! [`DRAIN_PERIOD_MAX_FLOOR`] (a machine whose maps hold less still loses nothing in
+//! steady state, only in a burst the schedule has not caught up with yet) and at most
+//! [`DRAIN_PERIOD_MAX`] (the process watch's ring buffer, read at each drain and each
+//! side-band wake-up, holds about 800 exec and exit events: 4 s of a hundred processes
+//! started and ended a second). Each drain walks every bucket of both maps, so on
+//! two harts at 999 Hz, the guest benchmark's machine, the two-second period it allows
+//! halves the drains of the one-second period this schedule had before.
 
 use std::time::Duration;
 
 /// The shortest period: ten drains a second.
 pub const DRAIN_PERIOD_MIN: Duration = Duration::from_millis(100);
 
-/// The longest period: one drain a second.
-pub const DRAIN_PERIOD_MAX: Duration = Duration::from_secs(1);
+/// The longest period any machine is given: one drain every four seconds.
+pub const DRAIN_PERIOD_MAX: Duration = Duration::from_secs(4);
+
+/// The longest period is never shorter than this, however small the maps are for the
+/// sampling rate.
+pub const DRAIN_PERIOD_MAX_FLOOR: Duration = Duration::from_secs(1);
 
 /// What one drain found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,16 +62,36 @@ const QUIET_FACTOR: usize = 4;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainSchedule {
     period: Duration,
+    longest: Duration,
     capacity: MapCapacity,
 }
 
 impl DrainSchedule {
+    /// For maps of `capacity` filled by at most `samples_per_second` (all CPUs').
     /// Starts at the shortest period: nothing is known of the load yet.
-    pub fn new(capacity: MapCapacity) -> Self {
+    pub fn new(capacity: MapCapacity, samples_per_second: u64) -> Self {
+        // How long each map holds the worst case: a new key, and a new user and kernel
+        // stack, every sample.
+        let holds = |entries: usize, per_sample: u64| {
+            let entries = u64::try_from(entries).unwrap_or(u64::MAX);
+            match samples_per_second.saturating_mul(per_sample) {
+                0 => DRAIN_PERIOD_MAX,
+                rate => Duration::from_millis(entries.saturating_mul(1_000) / rate),
+            }
+        };
+        let longest = holds(capacity.keys, 1)
+            .min(holds(capacity.stacks, 2))
+            .clamp(DRAIN_PERIOD_MAX_FLOOR, DRAIN_PERIOD_MAX);
         DrainSchedule {
             period: DRAIN_PERIOD_MIN,
+            longest,
             capacity,
         }
+    }
+
+    /// The longest period this schedule gives.
+    pub fn longest(&self) -> Duration {
+        self.longest
     }
 
     /// The time from one drain to the next.
@@ -75,7 +110,7 @@ impl DrainSchedule {
         } else if !stacks_over(BUSY_DIVISOR * QUIET_FACTOR)
             && !keys_over(BUSY_DIVISOR * QUIET_FACTOR)
         {
-            self.period = (self.period * 2).min(DRAIN_PERIOD_MAX);
+            self.period = (self.period * 2).min(self.longest);
         }
     }
 }
@@ -125,47 +160,68 @@ fn capacity_for(cpus: usize, frequency: u64, per_sample: u64, minimum: u32) -> u
 mod tests {
     use super::*;
 
-    /// The daemon's default maps: 16,384 keys, 8,192 stacks.
+    /// Maps of 16,384 keys and 8,192 stacks.
     const DEFAULT: MapCapacity = MapCapacity {
         keys: 16_384,
         stacks: 8_192,
     };
+    /// Two CPUs at 999 Hz.
+    const RATE: u64 = 1_998;
 
     fn load(keys: usize, stacks_held: usize) -> DrainLoad {
         DrainLoad { keys, stacks_held }
     }
 
     #[test]
-    fn a_quiet_machine_is_drained_once_a_second() {
-        let mut schedule = DrainSchedule::new(DEFAULT);
+    fn a_quiet_machine_is_drained_as_seldom_as_its_maps_allow() {
+        let mut schedule = DrainSchedule::new(DEFAULT, RATE);
         assert_eq!(schedule.period(), DRAIN_PERIOD_MIN);
         let mut periods = Vec::new();
-        for _ in 0..6 {
+        for _ in 0..7 {
             schedule.after_drain(load(20, 30));
             periods.push(schedule.period().as_millis());
         }
-        assert_eq!(periods, [200, 400, 800, 1000, 1000, 1000]);
+        // 8,192 stacks hold 2.05 s of 1,998 samples a second, two stacks each.
+        assert_eq!(periods, [200, 400, 800, 1600, 2050, 2050, 2050]);
+    }
+
+    #[test]
+    fn the_longest_period_is_how_long_the_maps_hold_the_worst_rate() {
+        let longest = |keys, stacks, rate| {
+            DrainSchedule::new(MapCapacity { keys, stacks }, rate)
+                .longest()
+                .as_millis()
+        };
+        // The daemon's maps on two CPUs at 999 Hz: the keys hold 2.05 s, the stacks too.
+        assert_eq!(longest(4_096, 8_192, 1_998), 2_050);
+        // The count map the smaller: 2,000 keys of 1,000 samples a second.
+        assert_eq!(longest(2_000, 8_192, 1_000), 2_000);
+        // At 99 Hz the maps hold 20 s: the ring buffer's bound.
+        assert_eq!(longest(4_096, 8_192, 198), 4_000);
+        assert_eq!(longest(4_096, 8_192, 0), 4_000);
+        // Maps too small for the rate (a user's --max-stack-traces): never below 1 s.
+        assert_eq!(longest(4_096, 2, 1_998), 1_000);
     }
 
     #[test]
     fn new_stacks_shorten_the_period_to_the_minimum() {
-        let mut schedule = DrainSchedule::new(DEFAULT);
-        for _ in 0..4 {
+        let mut schedule = DrainSchedule::new(DEFAULT, RATE);
+        for _ in 0..5 {
             schedule.after_drain(load(10, 10));
         }
-        assert_eq!(schedule.period(), DRAIN_PERIOD_MAX);
+        assert_eq!(schedule.period(), schedule.longest());
         let mut periods = Vec::new();
-        for _ in 0..5 {
+        for _ in 0..6 {
             // 8,192 / 4 = 2,048 stacks is the mark: 2,049 is over it.
             schedule.after_drain(load(200, 2_049));
             periods.push(schedule.period().as_millis());
         }
-        assert_eq!(periods, [500, 250, 125, 100, 100]);
+        assert_eq!(periods, [1025, 512, 256, 128, 100, 100]);
     }
 
     #[test]
     fn a_filling_count_map_shortens_the_period_too() {
-        let mut schedule = DrainSchedule::new(DEFAULT);
+        let mut schedule = DrainSchedule::new(DEFAULT, RATE);
         schedule.after_drain(load(0, 0));
         assert_eq!(schedule.period().as_millis(), 200);
         // A quarter of 16,384 keys is the mark, with few stacks (one process, many
@@ -176,7 +232,7 @@ mod tests {
 
     #[test]
     fn between_the_marks_the_period_stays() {
-        let mut schedule = DrainSchedule::new(DEFAULT);
+        let mut schedule = DrainSchedule::new(DEFAULT, RATE);
         schedule.after_drain(load(0, 0));
         schedule.after_drain(load(0, 0));
         assert_eq!(schedule.period().as_millis(), 400);
@@ -191,7 +247,7 @@ mod tests {
     #[test]
     fn tiny_maps_are_drained_as_often_as_allowed() {
         // Two-entry maps (the overflow test's): one stack is already over a quarter.
-        let mut schedule = DrainSchedule::new(MapCapacity { keys: 2, stacks: 2 });
+        let mut schedule = DrainSchedule::new(MapCapacity { keys: 2, stacks: 2 }, RATE);
         schedule.after_drain(load(1, 1));
         assert_eq!(schedule.period(), DRAIN_PERIOD_MIN);
         // Even empty, a drain of them doubles it only when nothing was held.

@@ -30,6 +30,7 @@
 mod batch;
 pub mod drain;
 pub mod rewrites;
+mod run_total;
 
 use std::collections::HashMap as StdHashMap;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -52,13 +53,15 @@ use perf_session::{
     sample_labels, IntervalProfile, LocationAddresses, Processes, SampleLabels, StackFrame,
     StackProfile, SymbolOptions,
 };
-use pprof::{MappingSymbols, Profile, ProfileMetadata, SampleType, Samples};
+use pprof::{MappingSymbols, Profile, ProfileMetadata, SampleType};
 use profiles::FoldedStacks;
 use rustc_hash::FxHashMap;
 
 use drain::{DrainLoad, DrainSchedule, MapCapacity};
-pub use drain::{DRAIN_PERIOD_MAX, DRAIN_PERIOD_MIN};
+pub use drain::{DRAIN_PERIOD_MAX, DRAIN_PERIOD_MAX_FLOOR, DRAIN_PERIOD_MIN};
 use rewrites::MergedRewrites;
+use run_total::RunTotal;
+pub use run_total::MERGED_PROFILE_FULL;
 
 /// The sampled event: any perf event rvperf can open (a PMU type and config).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,9 +158,6 @@ enum SideBandRole {
 /// The default of [`DaemonOptions::merged_stacks`]: about 40 MB of merged profile.
 pub const MERGED_STACKS_DEFAULT: usize = 100_000;
 
-/// The frame under which samples beyond [`DaemonOptions::merged_stacks`] are merged.
-pub const MERGED_PROFILE_FULL: &str = "[merged profile full]";
-
 impl Default for DaemonOptions {
     fn default() -> Self {
         DaemonOptions {
@@ -249,9 +249,10 @@ pub struct Interval {
 
 /// The whole run's profile so far ([`Daemon::merged`]).
 #[derive(Debug)]
-pub struct Merged {
+pub struct Merged<'a> {
     pub profile: Profile,
-    pub folded: FoldedStacks,
+    /// Kept up to date interval by interval, as the profile's samples are.
+    pub folded: &'a FoldedStacks,
 }
 
 /// The sample types of the daemon's profiles.
@@ -286,8 +287,9 @@ pub struct Daemon {
     /// The run's mappings, functions and locations, and the interval's stacks: an
     /// address is symbolized once per run, not once per interval.
     profile: StackProfile,
-    /// The run's samples so far (capped at [`DaemonOptions::merged_stacks`]).
-    merged: Samples,
+    /// The run's samples and folded stacks so far (capped at
+    /// [`DaemonOptions::merged_stacks`]).
+    merged: RunTotal,
     started: Instant,
     run_started: SystemTime,
     interval_started: SystemTime,
@@ -546,10 +548,15 @@ impl BpfProbes {
                 counters,
                 counter_totals: [0; Counter::COUNT as usize],
                 recent_stacks: FxHashMap::default(),
-                schedule: DrainSchedule::new(MapCapacity {
-                    keys: stack_counts as usize,
-                    stacks: stack_traces as usize,
-                }),
+                schedule: DrainSchedule::new(
+                    MapCapacity {
+                        keys: stack_counts as usize,
+                        stacks: stack_traces as usize,
+                    },
+                    options
+                        .frequency
+                        .saturating_mul(u64::try_from(cpus.len()).unwrap_or(u64::MAX)),
+                ),
             },
             side_band,
             processes,
@@ -723,9 +730,7 @@ impl Daemon {
         // A long run's processes come and go (and load their code at random
         // addresses): by file offset, the run's profile grows with its code only.
         .with_addresses(LocationAddresses::FileOffsets);
-        let full = profile.placeholder_location(MERGED_PROFILE_FULL)?;
-        let mut merged = profile.new_samples();
-        merged.set_limit(options.merged_stacks, full);
+        let merged = RunTotal::new(&mut profile, options.merged_stacks)?;
         let now = SystemTime::now();
         Ok(Daemon {
             options,
@@ -900,13 +905,14 @@ impl Daemon {
         }
         let nanoseconds_per_sample = self.nanoseconds_per_sample();
         let mut comm = String::new();
-        let drained = std::mem::take(&mut self.drained);
-        for (stack, count) in &drained {
+        // Emptied, not replaced: the next interval's counts reuse its room.
+        let mut drained = std::mem::take(&mut self.drained);
+        for (stack, count) in drained.drain() {
             // A lost stack shows as a frame of its own, under what is known.
             let frames = address_frames(&stack.kernel)
                 .chain(address_frames(&stack.user))
                 .chain(stack.lost.then_some(StackFrame::Placeholder(STACK_LOST)));
-            let count_value = i64::try_from(*count).unwrap_or(i64::MAX);
+            let count_value = i64::try_from(count).unwrap_or(i64::MAX);
             let values = [
                 count_value,
                 count_value.saturating_mul(nanoseconds_per_sample),
@@ -921,8 +927,9 @@ impl Daemon {
             let labels = sample_labels(self.options.labels, pid, pid, &comm);
             self.profile
                 .add_stack(&mut self.processes, stack.pid, frames, &values, &labels)?;
-            statistics.samples_counted = statistics.samples_counted.saturating_add(*count);
+            statistics.samples_counted = statistics.samples_counted.saturating_add(count);
         }
+        self.drained = drained;
         let duration = now
             .duration_since(self.interval_started)
             .unwrap_or(Duration::ZERO);
@@ -936,20 +943,16 @@ impl Daemon {
         );
         let IntervalProfile { profile, samples } = self.profile.take_interval(&metadata)?;
         statistics.stacks = samples.len() as u64;
-        let over_cap_before = self.merged.over_limit().first().copied().unwrap_or(0);
-        self.merged.absorb(&samples)?;
-        let over_cap = self.merged.over_limit().first().copied().unwrap_or(0);
-        statistics.merged_over_cap =
-            u64::try_from(over_cap.saturating_sub(over_cap_before)).unwrap_or(0);
+        let added = self.merged.add_interval(&mut self.profile, &samples)?;
+        statistics.merged_over_cap = added.over_cap;
         for pid in self.exited.drain(..) {
             self.processes.forget_process(pid);
         }
         self.interval_started = now;
-        let folded = self.profile.folded_of(&samples, 0)?;
         Ok(Interval {
             number: self.interval,
             profile,
-            folded,
+            folded: added.folded,
             statistics,
         })
     }
@@ -960,7 +963,7 @@ impl Daemon {
     }
 
     /// The profile of the whole run so far, and its folded stacks.
-    pub fn merged(&mut self) -> Result<Merged, DaemonError> {
+    pub fn merged(&self) -> Result<Merged<'_>, DaemonError> {
         let metadata = self.metadata(
             self.run_started,
             self.started.elapsed(),
@@ -970,8 +973,8 @@ impl Daemon {
             ),
         );
         Ok(Merged {
-            profile: self.profile.profile_of(&self.merged, &metadata)?,
-            folded: self.profile.folded_of(&self.merged, 0)?,
+            profile: self.profile.profile_of(self.merged.samples(), &metadata)?,
+            folded: self.merged.folded(),
         })
     }
 
@@ -1156,7 +1159,7 @@ fn side_band_event(
     attr.set_sample_id_all(1);
     attr.sample_type = u64::from(abi::PERF_SAMPLE_TID | abi::PERF_SAMPLE_TIME);
     // The daemon is woken when a ring is a quarter full, not per record; it reads
-    // them at every drain of the kernel's maps anyway (at least once a second).
+    // them at every drain of the kernel's maps anyway (at least every few seconds).
     attr.set_watermark(1);
     attr.wakeup_watermark = perf_record::quarter_watermark(options.side_band_pages);
     let name = match role {
@@ -1275,7 +1278,7 @@ pub enum RunEvent<'a> {
     /// ([`MergedRewrites`]) and at the run's last, the run's merged profile.
     Interval {
         interval: &'a Interval,
-        merged: Option<&'a Merged>,
+        merged: Option<&'a Merged<'a>>,
     },
     /// SIGHUP: the caller reopens (recreates) its outputs.
     Reopen,

@@ -35,6 +35,14 @@ impl FoldedStacks {
         Self::default()
     }
 
+    /// Empty, with room for `stacks` distinct stacks.
+    pub fn with_capacity(stacks: usize) -> Self {
+        FoldedStacks {
+            stacks: FxHashMap::with_capacity_and_hasher(stacks, Default::default()),
+            scratch: String::new(),
+        }
+    }
+
     /// Adds `weight` to the stack `frames` (root first). Semicolons and line breaks in
     /// names would split the frame, so they are replaced, as inferno's collapsers do.
     pub fn add<'f>(&mut self, frames: impl IntoIterator<Item = &'f str>, weight: u64) {
@@ -86,6 +94,17 @@ impl FoldedStacks {
             .collect();
         lines.sort_unstable();
         lines
+    }
+
+    /// Writes the folded text ([`to_text`](Self::to_text)) to `out` line by line,
+    /// without the whole text in memory: a long run's merged stacks are tens of
+    /// megabytes of it.
+    pub fn write_text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        for (stack, weight) in self.sorted() {
+            out.write_all(stack.as_bytes())?;
+            writeln!(out, " {weight}")?;
+        }
+        Ok(())
     }
 
     /// The folded text, one `stack weight` line per stack, sorted.
@@ -149,6 +168,9 @@ mod tests {
             folded.to_text(),
             "prog;a:b 1\nprog;main 1\nprog;main;hot 5\n"
         );
+        let mut written = Vec::new();
+        folded.write_text(&mut written).unwrap();
+        assert_eq!(String::from_utf8(written).unwrap(), folded.to_text());
         assert_eq!(folded.total_weight(), 7);
     }
 

@@ -246,7 +246,9 @@ fn write_interval(
     write_text(&format!("{stem}.folded"), &interval.folded.to_text())?;
     if let Some(merged) = merged {
         write_profile("merged.pb.gz", &merged.profile)?;
-        write_text("merged.folded", &merged.folded.to_text())?;
+        let path = directory.join("merged.folded");
+        write_atomically(&path, |out| Ok(merged.folded.write_text(out)?))
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if let Some(old) = interval.number.checked_sub(keep) {
         if old > 0 {
