@@ -125,11 +125,13 @@ fn the_hot_function_leads_with_perf_reports_share() {
     let directory = tempfile::tempdir_in(scratch()).unwrap();
     let output = directory.path().join("profiles");
     // The workload runs through both profilers' whole windows.
-    let mut workload = Command::new(&hot)
-        .arg("100000")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let workload = Running(
+        Command::new(&hot)
+            .arg("100000")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let perf_data = directory.path().join("perf.data");
     let mut perf = Command::new("perf")
         .args(["record", "-a", "-g", "-e", "cpu-clock", "-F", "499", "-o"])
@@ -146,8 +148,7 @@ fn the_hot_function_leads_with_perf_reports_share() {
     .output()
     .unwrap();
     assert!(perf.wait().unwrap().success(), "perf record failed");
-    workload.kill().unwrap();
-    workload.wait().unwrap();
+    drop(workload);
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(result.status.success(), "{stderr}");
     let merged = output.join("merged.pb.gz");
@@ -275,11 +276,13 @@ fn a_full_stack_map_is_counted_and_the_daemon_goes_on() {
     let hot = hot_program();
     let directory = tempfile::tempdir_in(scratch()).unwrap();
     let output = directory.path().join("profiles");
-    let mut workload = Command::new(&hot)
-        .arg("100000")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let workload = Running(
+        Command::new(&hot)
+            .arg("100000")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     // Stacks of a busy system: far more than two distinct keys per interval.
     let busy = Command::new("sh")
         .args([
@@ -302,8 +305,7 @@ fn a_full_stack_map_is_counted_and_the_daemon_goes_on() {
     )
     .output()
     .unwrap();
-    workload.kill().unwrap();
-    workload.wait().unwrap();
+    drop(workload);
     if let Ok(mut busy) = busy {
         let _ = busy.kill();
         let _ = busy.wait();
@@ -347,11 +349,13 @@ fn sigterm_writes_a_last_complete_interval() {
     let hot = hot_program();
     let directory = tempfile::tempdir_in(scratch()).unwrap();
     let output = directory.path().join("profiles");
-    let mut workload = Command::new(&hot)
-        .arg("100000")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut workload = Running(
+        Command::new(&hot)
+            .arg("100000")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let (mut child, _) = start_until(
         &mut daemon(&output, &["-F", "499", "--interval", "1"]),
         "profiling every CPU",
@@ -369,14 +373,14 @@ fn sigterm_writes_a_last_complete_interval() {
     // Into the third interval by 0.3 s of the hot program's own CPU time (the daemon
     // stops at once on the signal, and an interval of a few milliseconds would have no
     // samples to check): about 150 of its samples at 499 Hz however busy the machine.
-    let started = cpu_ticks(workload.id());
-    while cpu_ticks(workload.id()) < started + 30 {
+    let started = cpu_ticks(workload.0.id());
+    while cpu_ticks(workload.0.id()) < started + 30 {
         assert!(
             child.try_wait().unwrap().is_none(),
             "the daemon ended during its third interval"
         );
         assert!(
-            workload.try_wait().unwrap().is_none(),
+            workload.0.try_wait().unwrap().is_none(),
             "the hot program ended before the third interval had its samples"
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -387,8 +391,7 @@ fn sigterm_writes_a_last_complete_interval() {
     )
     .unwrap();
     let status = child.wait().unwrap();
-    workload.kill().unwrap();
-    workload.wait().unwrap();
+    drop(workload);
     assert!(status.success(), "{status}");
     // The interval SIGTERM fell in is the last: however fast this machine ran, it is
     // the third or later, and none follows it.
@@ -429,11 +432,13 @@ fn the_merged_profile_stays_under_its_cap_and_counts_the_rest() {
     let hot = hot_program();
     let directory = tempfile::tempdir_in(scratch()).unwrap();
     let output = directory.path().join("profiles");
-    let mut workload = Command::new(&hot)
-        .arg("100000")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let workload = Running(
+        Command::new(&hot)
+            .arg("100000")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     // Many distinct stacks: a busy file-system walk beside the hot program.
     let busy = Command::new("sh")
         .args([
@@ -457,8 +462,7 @@ fn the_merged_profile_stays_under_its_cap_and_counts_the_rest() {
     )
     .output()
     .unwrap();
-    workload.kill().unwrap();
-    workload.wait().unwrap();
+    drop(workload);
     if let Ok(mut busy) = busy {
         let _ = busy.kill();
         let _ = busy.wait();
@@ -521,6 +525,18 @@ fn the_merged_profile_stays_under_its_cap_and_counts_the_rest() {
         &output.join("merged.pb.gz"),
     );
     assert!(stand_in.contains("[merged profile full]"), "{stand_in}");
+}
+
+/// A workload killed when the test ends, however it ends: a failed assertion must not
+/// leave it running on the machine (where it would load every later test, and hold
+/// the test's output pipe open).
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// A sysctl set for a test and put back after it, however the test ends.
@@ -608,11 +624,13 @@ fn without_bpf_the_perf_ring_fallback_profiles_and_says_so() {
     let _paranoid = Sysctl::set("/proc/sys/kernel/perf_event_paranoid", "-1");
     let _pointers = Sysctl::set("/proc/sys/kernel/kptr_restrict", "0");
     // The workload is nobody's too: another user's mappings are not its to read.
-    let mut workload = as_nobody(&hot)
-        .arg("100000")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let workload = Running(
+        as_nobody(&hot)
+            .arg("100000")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let result = as_nobody(rvperf)
         .args(["daemon", "--output"])
         .arg(&output)
@@ -631,8 +649,7 @@ fn without_bpf_the_perf_ring_fallback_profiles_and_says_so() {
         .args(["--fallback", "perf"])
         .output()
         .unwrap();
-    workload.kill().unwrap();
-    workload.wait().unwrap();
+    drop(workload);
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(result.status.success(), "{stderr}");
     let first = stderr.lines().next().unwrap_or_default();
@@ -741,6 +758,10 @@ fn a_lightly_loaded_machine_is_drained_every_few_seconds() {
             index + 1
         );
     }
+    // Its few stacks wait in the stack map for the interval's end: one read of the
+    // map's buckets an interval, not one a drain.
+    let stack_map_reads = daemon_interval_counts(&stderr, " stack map reads");
+    assert_eq!(stack_map_reads, [1, 1, 1], "{stderr}");
 }
 
 /// User and system time of process `pid` so far, in clock ticks (`/proc/PID/stat`

@@ -40,7 +40,8 @@ pub const DRAIN_PERIOD_MAX_FLOOR: Duration = Duration::from_secs(1);
 pub struct DrainLoad {
     /// (process, user stack, kernel stack) keys read from the count map.
     pub keys: usize,
-    /// Stacks read from the kernel's stack map (which the drain empties).
+    /// Stacks in the kernel's stack map: those the drain read (emptying it), or, when
+    /// it did not read it, the distinct stacks counts named since its last read.
     pub stacks_held: usize,
 }
 
@@ -97,6 +98,14 @@ impl DrainSchedule {
     /// The time from one drain to the next.
     pub fn period(&self) -> Duration {
         self.period
+    }
+
+    /// Whether a drain should read the stack map too, `unresolved` distinct stacks
+    /// having been named by counts since its last read (at least that many are in
+    /// it): once they are over the busy mark. Until then the stacks wait in the map for
+    /// the interval's end, and a drain walks only the count map's buckets.
+    pub fn stacks_due(&self, unresolved: usize) -> bool {
+        unresolved.saturating_mul(BUSY_DIVISOR) > self.capacity.stacks
     }
 
     /// Adapts the period to what a drain found.
@@ -242,6 +251,19 @@ mod tests {
             schedule.after_drain(load(100, stacks_held));
             assert_eq!(schedule.period().as_millis(), 400, "{stacks_held} stacks");
         }
+    }
+
+    #[test]
+    fn the_stack_map_is_read_once_a_quarter_of_it_waits() {
+        let schedule = DrainSchedule::new(DEFAULT, RATE);
+        // 8,192 / 4 = 2,048.
+        assert!(!schedule.stacks_due(0));
+        assert!(!schedule.stacks_due(2_048));
+        assert!(schedule.stacks_due(2_049));
+        // A two-stack map: every stack waiting is due.
+        let tiny = DrainSchedule::new(MapCapacity { keys: 2, stacks: 2 }, RATE);
+        assert!(!tiny.stacks_due(0));
+        assert!(tiny.stacks_due(1));
     }
 
     #[test]

@@ -235,6 +235,9 @@ pub struct IntervalStatistics {
     /// Times the kernel's maps were drained (their period adapts to the load: see
     /// [`DRAIN_PERIOD_MIN`] and [`DRAIN_PERIOD_MAX`]).
     pub drains: u64,
+    /// Of the drains, those that read the stack map too (at least the interval's last:
+    /// see [`BpfProbes::drain_maps`]).
+    pub stack_map_reads: u64,
 }
 
 /// One interval's profile.
@@ -331,11 +334,70 @@ struct BpfProbes {
     counters: PerCpuArray<MapData, u64>,
     /// The counters' totals at the end of the last interval.
     counter_totals: [u64; Counter::COUNT as usize],
-    /// The stacks the last drain read or used, by hash. A drain empties the kernel's
-    /// stack map, and a sample counted after a drain read the counts may name a stack
-    /// that drain then removed: the next drain finds it here.
+    /// The stacks the last read of the stack map found, by hash. A read empties the
+    /// kernel's stack map, and a sample counted after a drain read the counts may name
+    /// a stack that the read then removed: later drains find it here.
     recent_stacks: FxHashMap<u64, Rc<[u64]>>,
+    /// Counts read whose stacks are not in `recent_stacks`: stacks recorded since the
+    /// stack map's last read, which its next read resolves.
+    unresolved: FxHashMap<StackKey, u64>,
+    /// The distinct stacks `unresolved` names: at least that many are in the kernel's
+    /// stack map.
+    unresolved_stacks: rustc_hash::FxHashSet<u64>,
+    /// The addresses of a sample without that stack, shared.
+    no_frames: Rc<[u64]>,
+    /// Reads of the stack map since the last interval's end.
+    stack_map_reads: u64,
     schedule: DrainSchedule,
+}
+
+/// Whether a drain reads the stack map too ([`BpfProbes::drain_maps`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StackRead {
+    /// Only when it is over the busy mark ([`DrainSchedule::stacks_due`]).
+    WhenDue,
+    /// Always: the interval's end, whose counts must all be resolved.
+    Always,
+}
+
+/// Adds `count` samples of `key` to `drained`, its stacks' addresses from `stacks`. A
+/// stack the key names that `stacks` lacks (not expected: see
+/// [`BpfProbes::drain_maps`]) or that the probe could not record is lost, and the
+/// samples are counted under what is known.
+fn add_count(
+    drained: &mut FxHashMap<DrainedStack, u64>,
+    stacks: &FxHashMap<u64, Rc<[u64]>>,
+    no_frames: &Rc<[u64]>,
+    key: &StackKey,
+    count: u64,
+) {
+    let mut lost = false;
+    let mut frames_of = |status: i32, hash: u64| -> Rc<[u64]> {
+        match status {
+            STACK_RECORDED => match stacks.get(&hash) {
+                Some(frames) => Rc::clone(frames),
+                None => {
+                    lost = true;
+                    Rc::clone(no_frames)
+                }
+            },
+            NO_STACK | STACK_NOT_COLLECTED => Rc::clone(no_frames),
+            _ => {
+                lost = true;
+                Rc::clone(no_frames)
+            }
+        }
+    };
+    let kernel = frames_of(key.kernel_stack_status, key.kernel_stack);
+    let user = frames_of(key.user_stack_status, key.user_stack);
+    let stack = DrainedStack {
+        pid: key.pid,
+        kernel,
+        user,
+        lost,
+    };
+    let total = drained.entry(stack).or_default();
+    *total = total.saturating_add(count);
 }
 
 /// A stack drained from the kernel's maps: its process, kernel and user addresses
@@ -548,6 +610,10 @@ impl BpfProbes {
                 counters,
                 counter_totals: [0; Counter::COUNT as usize],
                 recent_stacks: FxHashMap::default(),
+                unresolved: FxHashMap::default(),
+                unresolved_stacks: rustc_hash::FxHashSet::default(),
+                no_frames: Rc::from(Vec::new()),
+                stack_map_reads: 0,
                 schedule: DrainSchedule::new(
                     MapCapacity {
                         keys: stack_counts as usize,
@@ -562,71 +628,70 @@ impl BpfProbes {
             processes,
         })
     }
-    /// Moves the kernel's counts into the interval's own: reads and clears the maps.
-    /// Done often enough (see `drain.rs`) that neither map fills up. Returns what it
-    /// found, for the drain schedule.
+    /// Moves the kernel's counts into the interval's own: reads and clears the count
+    /// map, and the stack map when `stack_read` says so. Done often enough (see
+    /// `drain.rs`) that neither map fills up. Returns what it found, for the drain
+    /// schedule.
     ///
-    /// The counts are read before the stacks: the probe records a stack before it
-    /// counts a sample of it, so every count read names a stack that is either read
-    /// after it here or was read by an earlier drain (kept in `recent_stacks`).
-    fn drain_maps(&mut self, drained: &mut FxHashMap<DrainedStack, u64>) -> DrainLoad {
+    /// The stack map is read only when it is due or at the interval's end, not at
+    /// every drain: each read walks its every bucket (twice the count map's), and a
+    /// count whose stack userland does not hold yet can wait for the next read (the
+    /// probe keeps a stack in the map until a read removes it). The counts are read
+    /// before the stacks: the probe records a stack before it counts a sample of it,
+    /// so every count read names a stack that is either read after it here, read by a
+    /// later read, or was read by an earlier one (kept in `recent_stacks`).
+    fn drain_maps(
+        &mut self,
+        drained: &mut FxHashMap<DrainedStack, u64>,
+        stack_read: StackRead,
+    ) -> DrainLoad {
         let counted =
             batch::read_and_clear::<StackKey, u64>(&mut self.counts, &mut self.batch_reads);
-        let read =
-            batch::read_and_clear::<u64, StackFrames>(&mut self.traces, &mut self.batch_reads);
-        let stacks_read = read.len();
-        let mut stacks: FxHashMap<u64, Rc<[u64]>> = FxHashMap::default();
-        stacks.reserve(stacks_read);
-        for (hash, frames) in &read {
-            // A stack seen before keeps its addresses' allocation.
-            let addresses = self
-                .recent_stacks
-                .remove(hash)
-                .unwrap_or_else(|| Rc::from(frames.used()));
-            stacks.insert(*hash, addresses);
-        }
-        let no_frames: Rc<[u64]> = Rc::from(Vec::new());
         let keys = counted.len();
         for (key, count) in counted {
-            let mut lost = false;
-            let mut frames_of = |status: i32, hash: u64| -> Rc<[u64]> {
-                match status {
-                    STACK_RECORDED => {
-                        if let Some(frames) = stacks.get(&hash) {
-                            return Rc::clone(frames);
-                        }
-                        if let Some(frames) = self.recent_stacks.remove(&hash) {
-                            stacks.insert(hash, Rc::clone(&frames));
-                            return frames;
-                        }
-                        // Named by a count but read by no drain: a loss like a full
-                        // map's (not expected: see above).
-                        lost = true;
-                        Rc::clone(&no_frames)
-                    }
-                    NO_STACK | STACK_NOT_COLLECTED => Rc::clone(&no_frames),
-                    _ => {
-                        lost = true;
-                        Rc::clone(&no_frames)
-                    }
-                }
+            let unknown = |status: i32, hash: u64| {
+                (status == STACK_RECORDED && !self.recent_stacks.contains_key(&hash))
+                    .then_some(hash)
             };
-            let kernel = frames_of(key.kernel_stack_status, key.kernel_stack);
-            let user = frames_of(key.user_stack_status, key.user_stack);
-            let stack = DrainedStack {
-                pid: key.pid,
-                kernel,
-                user,
-                lost,
-            };
-            let total = drained.entry(stack).or_default();
-            *total = total.saturating_add(count);
+            let unknown_stacks = [
+                unknown(key.kernel_stack_status, key.kernel_stack),
+                unknown(key.user_stack_status, key.user_stack),
+            ];
+            if unknown_stacks.iter().all(Option::is_none) {
+                add_count(drained, &self.recent_stacks, &self.no_frames, &key, count);
+            } else {
+                self.unresolved_stacks
+                    .extend(unknown_stacks.into_iter().flatten());
+                let total = self.unresolved.entry(key).or_default();
+                *total = total.saturating_add(count);
+            }
         }
-        let load = DrainLoad {
-            keys,
-            stacks_held: stacks_read,
+        let stacks_held = if stack_read == StackRead::Always
+            || self.schedule.stacks_due(self.unresolved_stacks.len())
+        {
+            let read =
+                batch::read_and_clear::<u64, StackFrames>(&mut self.traces, &mut self.batch_reads);
+            let mut stacks: FxHashMap<u64, Rc<[u64]>> = FxHashMap::default();
+            stacks.reserve(read.len());
+            for (hash, frames) in &read {
+                // A stack seen before keeps its addresses' allocation.
+                let addresses = self
+                    .recent_stacks
+                    .remove(hash)
+                    .unwrap_or_else(|| Rc::from(frames.used()));
+                stacks.insert(*hash, addresses);
+            }
+            self.recent_stacks = stacks;
+            for (key, count) in self.unresolved.drain() {
+                add_count(drained, &self.recent_stacks, &self.no_frames, &key, count);
+            }
+            self.unresolved_stacks.clear();
+            self.stack_map_reads = self.stack_map_reads.saturating_add(1);
+            read.len()
+        } else {
+            self.unresolved_stacks.len()
         };
-        self.recent_stacks = stacks;
+        let load = DrainLoad { keys, stacks_held };
         self.schedule.after_drain(load);
         load
     }
@@ -657,6 +722,7 @@ impl BpfProbes {
 
     /// The probe's counters since the last call, into `statistics`.
     fn read_counters(&mut self, statistics: &mut IntervalStatistics) -> Result<(), DaemonError> {
+        statistics.stack_map_reads = std::mem::take(&mut self.stack_map_reads);
         // The counters are totals since load: the interval's are the differences.
         for counter in Counter::ALL {
             let values = self
@@ -794,7 +860,7 @@ impl Daemon {
     pub fn poll(&mut self) {
         self.read_rings();
         if Instant::now() >= self.next_drain {
-            self.drain();
+            self.drain(StackRead::WhenDue);
         }
     }
 
@@ -883,10 +949,11 @@ impl Daemon {
         }
     }
 
-    /// Moves the kernel's counts into the interval's and schedules the next drain.
-    fn drain(&mut self) {
+    /// Moves the kernel's counts into the interval's and schedules the next drain;
+    /// at the interval's end (`stack_read` [`StackRead::Always`]), all of them.
+    fn drain(&mut self, stack_read: StackRead) {
         if let Some(probes) = &mut self.probes {
-            probes.drain_maps(&mut self.drained);
+            probes.drain_maps(&mut self.drained, stack_read);
             self.pending.drains = self.pending.drains.saturating_add(1);
             self.next_drain = Instant::now() + probes.schedule.period();
         }
@@ -896,7 +963,7 @@ impl Daemon {
     /// interval's profile and merges it into the run's.
     pub fn collect(&mut self) -> Result<Interval, DaemonError> {
         self.read_rings();
-        self.drain();
+        self.drain(StackRead::Always);
         let now = SystemTime::now();
         let mut statistics = std::mem::take(&mut self.pending);
         self.interval += 1;

@@ -182,7 +182,7 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
                 write_interval(&output, interval, merged, keep)?;
                 let statistics = &interval.statistics;
                 eprintln!(
-                    "rvperf daemon: interval {}: {} samples in {} stacks, {} dropped (stack map full), {} stacks lost, {} process events lost, {} side-band records lost, {} execs, {} exits, {} merged under {}, {} map drains",
+                    "rvperf daemon: interval {}: {} samples in {} stacks, {} dropped (stack map full), {} stacks lost, {} process events lost, {} side-band records lost, {} execs, {} exits, {} merged under {}, {} map drains, {} stack map reads",
                     interval.number,
                     statistics.samples_counted,
                     statistics.stacks,
@@ -195,6 +195,7 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
                     statistics.merged_over_cap,
                     profile_daemon::MERGED_PROFILE_FULL,
                     statistics.drains,
+                    statistics.stack_map_reads,
                 );
             }
         }
