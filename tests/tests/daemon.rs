@@ -125,13 +125,7 @@ fn the_hot_function_leads_with_perf_reports_share() {
     let directory = tempfile::tempdir_in(scratch()).unwrap();
     let output = directory.path().join("profiles");
     // The workload runs through both profilers' whole windows.
-    let workload = Running(
-        Command::new(&hot)
-            .arg("100000")
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let workload = Running::start(Command::new(&hot));
     let perf_data = directory.path().join("perf.data");
     let mut perf = Command::new("perf")
         .args(["record", "-a", "-g", "-e", "cpu-clock", "-F", "499", "-o"])
@@ -276,13 +270,7 @@ fn a_full_stack_map_is_counted_and_the_daemon_goes_on() {
     let hot = hot_program();
     let directory = tempfile::tempdir_in(scratch()).unwrap();
     let output = directory.path().join("profiles");
-    let workload = Running(
-        Command::new(&hot)
-            .arg("100000")
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let workload = Running::start(Command::new(&hot));
     // Stacks of a busy system: far more than two distinct keys per interval.
     let busy = Command::new("sh")
         .args([
@@ -349,13 +337,7 @@ fn sigterm_writes_a_last_complete_interval() {
     let hot = hot_program();
     let directory = tempfile::tempdir_in(scratch()).unwrap();
     let output = directory.path().join("profiles");
-    let mut workload = Running(
-        Command::new(&hot)
-            .arg("100000")
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut workload = Running::start(Command::new(&hot));
     let (mut child, _) = start_until(
         &mut daemon(&output, &["-F", "499", "--interval", "1"]),
         "profiling every CPU",
@@ -432,13 +414,7 @@ fn the_merged_profile_stays_under_its_cap_and_counts_the_rest() {
     let hot = hot_program();
     let directory = tempfile::tempdir_in(scratch()).unwrap();
     let output = directory.path().join("profiles");
-    let workload = Running(
-        Command::new(&hot)
-            .arg("100000")
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let workload = Running::start(Command::new(&hot));
     // Many distinct stacks: a busy file-system walk beside the hot program.
     let busy = Command::new("sh")
         .args([
@@ -532,6 +508,13 @@ fn the_merged_profile_stays_under_its_cap_and_counts_the_rest() {
 /// the test's output pipe open).
 struct Running(Child);
 
+impl Running {
+    /// The hot program `command` runs, for long enough to outlast any test.
+    fn start(mut command: Command) -> Running {
+        Running(command.arg("100000").stdout(Stdio::null()).spawn().unwrap())
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -624,13 +607,7 @@ fn without_bpf_the_perf_ring_fallback_profiles_and_says_so() {
     let _paranoid = Sysctl::set("/proc/sys/kernel/perf_event_paranoid", "-1");
     let _pointers = Sysctl::set("/proc/sys/kernel/kptr_restrict", "0");
     // The workload is nobody's too: another user's mappings are not its to read.
-    let workload = Running(
-        as_nobody(&hot)
-            .arg("100000")
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let workload = Running::start(as_nobody(&hot));
     let result = as_nobody(rvperf)
         .args(["daemon", "--output"])
         .arg(&output)

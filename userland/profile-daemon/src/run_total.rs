@@ -107,20 +107,10 @@ mod tests {
     use std::collections::HashMap;
 
     use perf_session::{sample_labels, Processes, SampleLabels, StackFrame, SymbolOptions};
-    use pprof::{MappingSymbols, ProfileMetadata, SampleType};
+    use pprof::{MappingSymbols, ProfileMetadata};
 
     use super::*;
 
-    const TYPES: [SampleType<'static>; 2] = [
-        SampleType {
-            kind: "samples",
-            unit: "count",
-        },
-        SampleType {
-            kind: "cpu",
-            unit: "nanoseconds",
-        },
-    ];
     const NAMES: [&str; 6] = ["main", "parse", "read", "a;b", "write", "exit"];
 
     /// `count` samples of stack `frames` (indices into [`NAMES`], leaf first) in
@@ -163,8 +153,12 @@ mod tests {
     #[test]
     fn the_run_folded_interval_by_interval_is_the_run_folded_at_once() {
         let mut processes = Processes::new(SymbolOptions::default());
-        let mut profile =
-            StackProfile::new(&TYPES, None, HashMap::new(), MappingSymbols::Functions);
+        let mut profile = StackProfile::new(
+            &crate::SAMPLE_TYPES,
+            None,
+            HashMap::new(),
+            MappingSymbols::Functions,
+        );
         // Room for four distinct (stack, command) samples.
         let mut run = RunTotal::new(&mut profile, 4).unwrap();
         let intervals: [&[Stack]; 4] = [
