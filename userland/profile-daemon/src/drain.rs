@@ -1,7 +1,8 @@
 //! How often the kernel's maps are drained: as seldom as they allow.
 //!
-//! Each drain costs a walk of every bucket of both maps (the kernel's batch read
-//! visits them all, full or empty) and it wakes the daemon. Draining seldom costs
+//! Each drain costs a walk of every bucket of the count map, and of the stack map when
+//! it reads it too (the kernel's batch read visits them all, full or empty), and it
+//! wakes the daemon. Draining seldom costs
 //! room instead: a map that fills up refuses new keys or stacks, whose samples are
 //! then counted as lost. (Stacks are named by their hash in a hash map with chained
 //! buckets, so a stack is never refused for a collision, only for a full map.)
@@ -19,9 +20,10 @@
 //! steady state, only in a burst the schedule has not caught up with yet) and at most
 //! [`DRAIN_PERIOD_MAX`] (the process watch's ring buffer, read at each drain and each
 //! side-band wake-up, holds about 800 exec and exit events: 4 s of a hundred processes
-//! started and ended a second). Each drain walks every bucket of both maps, so on
-//! two harts at 999 Hz, the guest benchmark's machine, the two-second period it allows
-//! halves the drains of the one-second period this schedule had before.
+//! started and ended a second). Each drain walks every bucket of the count map (and of
+//! the stack map when [`DrainSchedule::stacks_due`] says, or at the interval's end), so
+//! on two harts at 999 Hz, the guest benchmark's machine, the two-second period it
+//! allows halves the drains of the one-second period this schedule had before.
 
 use std::time::Duration;
 
@@ -41,7 +43,8 @@ pub struct DrainLoad {
     /// (process, user stack, kernel stack) keys read from the count map.
     pub keys: usize,
     /// Stacks in the kernel's stack map: those the drain read (emptying it), or, when
-    /// it did not read it, the distinct stacks counts named since its last read.
+    /// it did not read it, the distinct stacks counts named since its last read (about
+    /// what it holds).
     pub stacks_held: usize,
 }
 
@@ -100,12 +103,12 @@ impl DrainSchedule {
         self.period
     }
 
-    /// Whether a drain should read the stack map too, `unresolved` distinct stacks
-    /// having been named by counts since its last read (at least that many are in
-    /// it): once they are over the busy mark. Until then the stacks wait in the map for
-    /// the interval's end, and a drain walks only the count map's buckets.
-    pub fn stacks_due(&self, unresolved: usize) -> bool {
-        unresolved.saturating_mul(BUSY_DIVISOR) > self.capacity.stacks
+    /// Whether a drain should read the stack map too, `named` distinct stacks having
+    /// been named by counts since its last read (about what it holds): once they are
+    /// over the busy mark. Until then the stacks wait in the map for the interval's
+    /// end, and a drain walks only the count map's buckets.
+    pub fn stacks_due(&self, named: usize) -> bool {
+        named.saturating_mul(BUSY_DIVISOR) > self.capacity.stacks
     }
 
     /// Adapts the period to what a drain found.

@@ -341,9 +341,10 @@ struct BpfProbes {
     /// Counts read whose stacks are not in `recent_stacks`: stacks recorded since the
     /// stack map's last read, which its next read resolves.
     unresolved: FxHashMap<StackKey, u64>,
-    /// The distinct stacks `unresolved` names: at least that many are in the kernel's
-    /// stack map.
-    unresolved_stacks: rustc_hash::FxHashSet<u64>,
+    /// The distinct stacks counts named since the stack map's last read, held or not:
+    /// about what the map holds (a stack userland holds is put back in the map by its
+    /// next sample, since a read removed it), what decides when it is read.
+    stacks_named: rustc_hash::FxHashSet<u64>,
     /// The addresses of a sample without that stack, shared.
     no_frames: Rc<[u64]>,
     /// Reads of the stack map since the last interval's end.
@@ -611,7 +612,7 @@ impl BpfProbes {
                 counter_totals: [0; Counter::COUNT as usize],
                 recent_stacks: FxHashMap::default(),
                 unresolved: FxHashMap::default(),
-                unresolved_stacks: rustc_hash::FxHashSet::default(),
+                stacks_named: rustc_hash::FxHashSet::default(),
                 no_frames: Rc::from(Vec::new()),
                 stack_map_reads: 0,
                 schedule: DrainSchedule::new(
@@ -636,7 +637,10 @@ impl BpfProbes {
     /// The stack map is read only when it is due or at the interval's end, not at
     /// every drain: each read walks its every bucket (twice the count map's), and a
     /// count whose stack userland does not hold yet can wait for the next read (the
-    /// probe keeps a stack in the map until a read removes it). The counts are read
+    /// probe keeps a stack in the map until a read removes it). It is due once the
+    /// stacks counts named since its last read, held by userland or not, are over a
+    /// quarter of it: a held stack sampled again is back in the map too, so counting
+    /// only the stacks not held would let a machine whose many stacks recur fill it. The counts are read
     /// before the stacks: the probe records a stack before it counts a sample of it,
     /// so every count read names a stack that is either read after it here, read by a
     /// later read, or was read by an earlier one (kept in `recent_stacks`).
@@ -649,25 +653,25 @@ impl BpfProbes {
             batch::read_and_clear::<StackKey, u64>(&mut self.counts, &mut self.batch_reads);
         let keys = counted.len();
         for (key, count) in counted {
-            let unknown = |status: i32, hash: u64| {
-                (status == STACK_RECORDED && !self.recent_stacks.contains_key(&hash))
-                    .then_some(hash)
-            };
-            let unknown_stacks = [
-                unknown(key.kernel_stack_status, key.kernel_stack),
-                unknown(key.user_stack_status, key.user_stack),
-            ];
-            if unknown_stacks.iter().all(Option::is_none) {
+            let mut held = true;
+            for (status, hash) in [
+                (key.kernel_stack_status, key.kernel_stack),
+                (key.user_stack_status, key.user_stack),
+            ] {
+                if status == STACK_RECORDED {
+                    self.stacks_named.insert(hash);
+                    held &= self.recent_stacks.contains_key(&hash);
+                }
+            }
+            if held {
                 add_count(drained, &self.recent_stacks, &self.no_frames, &key, count);
             } else {
-                self.unresolved_stacks
-                    .extend(unknown_stacks.into_iter().flatten());
                 let total = self.unresolved.entry(key).or_default();
                 *total = total.saturating_add(count);
             }
         }
         let stacks_held = if stack_read == StackRead::Always
-            || self.schedule.stacks_due(self.unresolved_stacks.len())
+            || self.schedule.stacks_due(self.stacks_named.len())
         {
             let read =
                 batch::read_and_clear::<u64, StackFrames>(&mut self.traces, &mut self.batch_reads);
@@ -685,11 +689,11 @@ impl BpfProbes {
             for (key, count) in self.unresolved.drain() {
                 add_count(drained, &self.recent_stacks, &self.no_frames, &key, count);
             }
-            self.unresolved_stacks.clear();
+            self.stacks_named.clear();
             self.stack_map_reads = self.stack_map_reads.saturating_add(1);
             read.len()
         } else {
-            self.unresolved_stacks.len()
+            self.stacks_named.len()
         };
         let load = DrainLoad { keys, stacks_held };
         self.schedule.after_drain(load);
