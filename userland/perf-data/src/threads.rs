@@ -15,7 +15,7 @@
 //!   ([`Threads::set_exited`]).
 //! * Thread 0 is the idle task, named `swapper`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// One thread: its process and its current command name.
 #[derive(Debug, Clone)]
@@ -50,7 +50,9 @@ pub enum ExitedThreads {
 /// The threads of a recording, updated by its side-band records in time order.
 #[derive(Debug, Clone)]
 pub struct Threads {
-    threads: HashMap<i32, Thread>,
+    /// By tid. Fx: a daemon looks a thread up for every side-band record and every
+    /// stack, and the ids are the kernel's, not an attacker's keys to collide.
+    threads: FxHashMap<i32, Thread>,
     exited: ExitedThreads,
 }
 
@@ -65,7 +67,7 @@ impl Threads {
     /// `perf_session__register_idle_thread`).
     pub fn new() -> Self {
         let mut threads = Threads {
-            threads: HashMap::new(),
+            threads: FxHashMap::default(),
             exited: ExitedThreads::Forget,
         };
         threads.set_comm(0, 0, "swapper");

@@ -98,10 +98,12 @@ fn merged(c: &mut Criterion) {
     group.bench_function("25k stacks: profile and .pb.gz", |b| {
         b.iter(|| {
             let written = profile
-                .profile_of(&total, &ProfileMetadata::default())
+                .encode_profile_of(&total, &ProfileMetadata::default())
                 .expect("the builder's own samples");
             let mut out = Vec::new();
-            pprof::write_gzip(&written, &mut out).expect("a Vec takes every byte");
+            written
+                .write_gzip(&mut out)
+                .expect("a Vec takes every byte");
             out
         })
     });

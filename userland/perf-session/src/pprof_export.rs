@@ -14,8 +14,8 @@ use std::collections::HashMap;
 
 use perf_abi::sys::bindings as abi;
 use pprof::{
-    FunctionSpec, LabelSpec, LabelValue, LineSpec, LocationId, MappingId, MappingSpec,
-    MappingSymbols, Profile, ProfileBuilder, ProfileMetadata, SampleType, Samples,
+    EncodedProfile, FunctionSpec, LabelSpec, LabelValue, LineSpec, LocationId, MappingId,
+    MappingSpec, MappingSymbols, Profile, ProfileBuilder, ProfileMetadata, SampleType, Samples,
 };
 use rustc_hash::FxHashMap;
 
@@ -236,11 +236,11 @@ pub struct StackProfile {
     folded_pieces: FxHashMap<LocationId, Box<str>>,
 }
 
-/// An interval of a long run ([`StackProfile::take_interval`]): its profile, and its
-/// samples for the run's total.
+/// An interval of a long run ([`StackProfile::take_interval`]): its profile, encoded
+/// (what a daemon writes), and its samples for the run's total.
 #[derive(Debug)]
 pub struct IntervalProfile {
-    pub profile: Profile,
+    pub profile: EncodedProfile,
     pub samples: Samples,
 }
 
@@ -458,7 +458,7 @@ impl StackProfile {
         let samples = self.builder.take_samples();
         let profile =
             self.builder
-                .profile_of(&samples, metadata, most_sampled(&self.leaf_samples))?;
+                .encode_profile_of(&samples, metadata, most_sampled(&self.leaf_samples))?;
         for (mapping, count) in self.leaf_samples.drain() {
             let total = self.run_leaf_samples.entry(mapping).or_default();
             *total = total.saturating_add(count);
@@ -473,14 +473,14 @@ impl StackProfile {
     }
 
     /// The profile of `samples` (a run's total), the run's most sampled user mapping
-    /// first.
-    pub fn profile_of(
+    /// first, encoded.
+    pub fn encode_profile_of(
         &self,
         samples: &Samples,
         metadata: &ProfileMetadata,
-    ) -> Result<Profile, pprof::PprofError> {
+    ) -> Result<EncodedProfile, pprof::PprofError> {
         self.builder
-            .profile_of(samples, metadata, most_sampled(&self.run_leaf_samples))
+            .encode_profile_of(samples, metadata, most_sampled(&self.run_leaf_samples))
     }
 
     /// The folded stacks of `samples` (a run's total, or an interval's), weighted by
@@ -919,7 +919,8 @@ mod tests {
         for (what, samples) in [("an interval", &first.samples), ("the run", &total)] {
             let through_profile = profile_folded(
                 &profile
-                    .profile_of(samples, &ProfileMetadata::default())
+                    .encode_profile_of(samples, &ProfileMetadata::default())
+                    .and_then(|encoded| encoded.decode())
                     .unwrap(),
                 0,
             )
@@ -950,7 +951,8 @@ mod tests {
         let third = profile.take_interval(&ProfileMetadata::default()).unwrap();
         let through_profile = profile_folded(
             &profile
-                .profile_of(&third.samples, &ProfileMetadata::default())
+                .encode_profile_of(&third.samples, &ProfileMetadata::default())
+                .and_then(|encoded| encoded.decode())
                 .unwrap(),
             0,
         )

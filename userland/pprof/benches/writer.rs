@@ -121,11 +121,13 @@ fn interval(
     add_stacks(builder, mapping, names, stacks);
     let samples = builder.take_samples();
     let profile = builder
-        .profile_of(&samples, &ProfileMetadata::default(), Some(mapping))
+        .encode_profile_of(&samples, &ProfileMetadata::default(), Some(mapping))
         .expect("samples of this builder");
     total.absorb(&samples).expect("samples of this builder");
     let mut out = Vec::new();
-    pprof::write_gzip(&profile, &mut out).expect("a Vec takes every byte");
+    profile
+        .write_gzip(&mut out)
+        .expect("a Vec takes every byte");
     out
 }
 

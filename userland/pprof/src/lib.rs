@@ -17,7 +17,10 @@ use hashbrown::HashTable;
 use prost::Message as _;
 use rustc_hash::{FxHashMap, FxHasher};
 
+mod encode;
 pub mod proto;
+
+pub use encode::EncodedProfile;
 
 pub use proto::Profile;
 
@@ -667,145 +670,8 @@ impl ProfileBuilder {
         metadata: &ProfileMetadata,
         main_mapping: Option<MappingId>,
     ) -> Result<Profile, PprofError> {
-        if samples.builder != self.identity {
-            return Err(PprofError::ForeignSamples);
-        }
-        // New numbers (0: unused) of the locations, functions and mappings used.
-        let mut location_numbers = vec![0u64; self.locations.len()];
-        let mut function_numbers = vec![0u64; self.functions.len()];
-        let mut mapping_numbers = vec![0u64; self.mappings.len()];
-        let mut string_numbers = vec![-1i64; self.strings.table.len()];
-        let mut table: Vec<String> = Vec::new();
-        let mut string = |index: i64| -> i64 {
-            let Some(slot) = usize::try_from(index)
-                .ok()
-                .and_then(|index| string_numbers.get_mut(index))
-            else {
-                return 0;
-            };
-            if *slot < 0 {
-                *slot = table.len() as i64;
-                table.push(self.strings.table[index as usize].clone());
-            }
-            *slot
-        };
-        // Index 0 is "" in both tables.
-        string(0);
-        let sample_type = self
-            .sample_types
-            .iter()
-            .map(|value_type| proto::ValueType {
-                r#type: string(value_type.r#type),
-                unit: string(value_type.unit),
-            })
-            .collect();
-        let mut mapping: Vec<proto::Mapping> = Vec::new();
-        // pprof presents the first mapping as the profile's program.
-        if let Some(index) = main_mapping
-            .and_then(|main| (main.0 as usize).checked_sub(1))
-            .filter(|&index| index < self.mappings.len())
-        {
-            mapping_numbers[index] = 1;
-            mapping.push(renumbered_mapping(&self.mappings[index], 1, &mut string));
-        }
-        let mut location: Vec<proto::Location> = Vec::new();
-        let mut function: Vec<proto::Function> = Vec::new();
-        let mut sample: Vec<proto::Sample> = Vec::with_capacity(samples.samples.len());
-        for source in &samples.samples {
-            let mut location_id = Vec::with_capacity(source.location_id.len());
-            for &id in &source.location_id {
-                let index = (id as usize)
-                    .checked_sub(1)
-                    .filter(|&index| index < self.locations.len())
-                    .ok_or(PprofError::UnknownId {
-                        what: "location",
-                        id,
-                    })?;
-                if location_numbers[index] == 0 {
-                    let old = &self.locations[index];
-                    let mapping_id = match (old.mapping_id as usize).checked_sub(1) {
-                        None => 0,
-                        Some(mapping_index) => {
-                            if mapping_numbers[mapping_index] == 0 {
-                                let id = mapping.len() as u64 + 1;
-                                mapping_numbers[mapping_index] = id;
-                                mapping.push(renumbered_mapping(
-                                    &self.mappings[mapping_index],
-                                    id,
-                                    &mut string,
-                                ));
-                            }
-                            mapping_numbers[mapping_index]
-                        }
-                    };
-                    let line = old
-                        .line
-                        .iter()
-                        .map(|line| {
-                            let function_index = (line.function_id - 1) as usize;
-                            if function_numbers[function_index] == 0 {
-                                let old = &self.functions[function_index];
-                                function_numbers[function_index] = function.len() as u64 + 1;
-                                function.push(proto::Function {
-                                    id: function.len() as u64 + 1,
-                                    name: string(old.name),
-                                    system_name: string(old.system_name),
-                                    filename: string(old.filename),
-                                    start_line: old.start_line,
-                                });
-                            }
-                            proto::Line {
-                                function_id: function_numbers[function_index],
-                                ..line.clone()
-                            }
-                        })
-                        .collect();
-                    location_numbers[index] = location.len() as u64 + 1;
-                    location.push(proto::Location {
-                        id: location.len() as u64 + 1,
-                        mapping_id,
-                        address: old.address,
-                        line,
-                        is_folded: old.is_folded,
-                    });
-                }
-                location_id.push(location_numbers[index]);
-            }
-            let label = source
-                .label
-                .iter()
-                .map(|label| proto::Label {
-                    key: string(label.key),
-                    str: string(label.str),
-                    num: label.num,
-                    num_unit: string(label.num_unit),
-                })
-                .collect();
-            sample.push(proto::Sample {
-                location_id,
-                value: source.value.clone(),
-                label,
-            });
-        }
-        let header = ProfileHeader::new(metadata, |text| {
-            // Metadata strings are few: a linear search keeps them out of the index.
-            match table.iter().position(|known| known == text) {
-                Some(index) => index as i64,
-                None => {
-                    table.push(text.to_owned());
-                    table.len() as i64 - 1
-                }
-            }
-        });
-        Ok(Profile {
-            sample_type,
-            sample,
-            mapping,
-            location,
-            function,
-            string_table: table,
-            ..header.profile(metadata)
-        })
+        self.encode_profile_of(samples, metadata, main_mapping)?
+            .decode()
     }
 
     /// The samples of `samples` (of this builder) read with its names, in their order:
@@ -1153,11 +1019,15 @@ fn hex(bytes: &[u8]) -> String {
 /// The profile as the bytes of a `.pb.gz` file: the protobuf message, gzip-compressed
 /// (what `go tool pprof`, Pyroscope and Parca read).
 pub fn write_gzip(profile: &Profile, out: &mut dyn Write) -> Result<(), PprofError> {
-    let encoded = profile.encode_to_vec();
+    gzip(&profile.encode_to_vec(), out)
+}
+
+/// Writes a profile's message `encoded` gzip-compressed.
+fn gzip(encoded: &[u8], out: &mut dyn Write) -> Result<(), PprofError> {
     // The fastest level, as Go's runtime/pprof writes its profiles: three times faster
     // than the default on a profile of 100,000 stacks, for a file a few percent larger.
     let mut encoder = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
-    encoder.write_all(&encoded)?;
+    encoder.write_all(encoded)?;
     encoder.finish()?;
     Ok(())
 }

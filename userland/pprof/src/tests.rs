@@ -422,6 +422,87 @@ fn intervals_taken_from_one_builder_are_whole_profiles_and_add_up_to_the_run() {
     assert_eq!(read(&bytes).unwrap(), run);
 }
 
+/// What [`ProfileBuilder::encode_profile_of`] writes field by field is the message
+/// prost writes for the profile it decodes to: fields in number order, each sample,
+/// location and function renumbered, strings the samples and the metadata use.
+#[test]
+fn an_encoded_profile_is_what_prost_writes_for_it() {
+    let mut builder = ProfileBuilder::new(&TYPES);
+    let libc_mapping = libc(&mut builder);
+    let program = builder.mapping(&MappingSpec {
+        start: 0x40_0000,
+        limit: 0x50_0000,
+        file_offset: 0x1000,
+        filename: "/opt/program",
+        build_id: None,
+        symbols: MappingSymbols::Functions,
+    });
+    let [outer, inner, leaf, unused] =
+        ["outer", "inner", "leaf", "unused"].map(|name| function(&mut builder, name));
+    let inlined = builder
+        .add_address_location(Some(program), 0x40_1000, &[line(inner), line(outer)])
+        .unwrap();
+    let in_libc = builder
+        .add_address_location(Some(libc_mapping), 0x1100, &[line(leaf)])
+        .unwrap();
+    let unknown = builder.add_address_location(None, 0x77, &[]).unwrap();
+    builder.function_location(unused).unwrap();
+    let labels = [
+        LabelSpec {
+            key: "comm",
+            value: LabelValue::Text("program"),
+        },
+        LabelSpec {
+            key: "pid",
+            value: LabelValue::Number {
+                value: 42,
+                unit: Some("pid"),
+            },
+        },
+    ];
+    builder
+        .add_sample(&[in_libc, inlined], &[3, 30], &labels)
+        .unwrap();
+    builder
+        .add_sample(&[unknown, inlined], &[1, 10], &[])
+        .unwrap();
+    let samples = builder.take_samples();
+    let metadata = ProfileMetadata {
+        time_nanos: 1_700_000_000_000_000_000,
+        duration_nanos: 10_000_000_000,
+        // "cpu" and "nanoseconds" are the samples' own strings, the comment is not.
+        period: Some(("cpu".into(), "nanoseconds".into(), 1_000_000)),
+        comments: vec!["an interval".into(), "cpu".into()],
+        default_sample_type: Some("cpu".into()),
+    };
+    for main in [None, Some(program)] {
+        let encoded = builder
+            .encode_profile_of(&samples, &metadata, main)
+            .unwrap();
+        assert_eq!(encoded.samples(), 2);
+        let profile = encoded.decode().unwrap();
+        assert_well_formed(&profile);
+        assert_eq!(
+            encoded.as_bytes(),
+            profile.encode_to_vec().as_slice(),
+            "main mapping {main:?}"
+        );
+        assert!(!profile.string_table.iter().any(|text| text == "unused"));
+        assert_eq!(
+            profile
+                .string_table
+                .iter()
+                .filter(|text| *text == "cpu")
+                .count(),
+            1
+        );
+        assert_eq!(profile.comment.len(), 2);
+        let mut gzipped = Vec::new();
+        encoded.write_gzip(&mut gzipped).unwrap();
+        assert_eq!(read(&gzipped).unwrap(), profile);
+    }
+}
+
 #[test]
 fn samples_of_another_builder_are_refused() {
     let mut builder = ProfileBuilder::new(&TYPES);

@@ -53,7 +53,7 @@ use perf_session::{
     sample_labels, IntervalProfile, LocationAddresses, Processes, SampleLabels, StackFrame,
     StackProfile, SymbolOptions,
 };
-use pprof::{MappingSymbols, Profile, ProfileMetadata, SampleType};
+use pprof::{EncodedProfile, MappingSymbols, ProfileMetadata, SampleType};
 use profiles::FoldedStacks;
 use rustc_hash::FxHashMap;
 
@@ -245,7 +245,7 @@ pub struct IntervalStatistics {
 pub struct Interval {
     /// 1 for the first interval.
     pub number: u64,
-    pub profile: Profile,
+    pub profile: EncodedProfile,
     pub folded: FoldedStacks,
     pub statistics: IntervalStatistics,
 }
@@ -253,7 +253,7 @@ pub struct Interval {
 /// The whole run's profile so far ([`Daemon::merged`]).
 #[derive(Debug)]
 pub struct Merged<'a> {
-    pub profile: Profile,
+    pub profile: EncodedProfile,
     /// Kept up to date interval by interval, as the profile's samples are.
     pub folded: &'a FoldedStacks,
 }
@@ -1044,7 +1044,9 @@ impl Daemon {
             ),
         );
         Ok(Merged {
-            profile: self.profile.profile_of(self.merged.samples(), &metadata)?,
+            profile: self
+                .profile
+                .encode_profile_of(self.merged.samples(), &metadata)?,
             folded: self.merged.folded(),
         })
     }
@@ -1394,7 +1396,7 @@ pub fn run<E>(
         // The merged profile is the whole run's: taking and writing it costs in
         // proportion to the run, so not at every interval (rewrites.rs).
         let merged = rewrites
-            .after_interval(interval.profile.sample.len(), daemon.merged_stacks(), last)
+            .after_interval(interval.profile.samples(), daemon.merged_stacks(), last)
             .then(|| daemon.merged())
             .transpose()
             .map_err(RunError::Daemon)?;

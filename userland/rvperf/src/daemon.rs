@@ -233,9 +233,9 @@ fn write_interval(
     keep: u64,
 ) -> Result<()> {
     let stem = format!("interval-{:06}", interval.number);
-    let write_profile = |name: &str, profile: &pprof::Profile| {
+    let write_profile = |name: &str, profile: &pprof::EncodedProfile| {
         let path = directory.join(name);
-        write_atomically(&path, |out| Ok(pprof::write_gzip(profile, out)?))
+        write_atomically(&path, |out| Ok(profile.write_gzip(out)?))
             .with_context(|| format!("cannot write {}", path.display()))
     };
     let write_text = |name: &str, text: &str| {

@@ -243,7 +243,10 @@ struct Kernel {
 pub struct Symbolizer {
     options: SymbolizerOptions,
     files: Vec<FileEntry>,
-    file_indices: HashMap<(String, Option<Vec<u8>>), usize>,
+    /// Each recorded file name's files, by build id: looked up by the name without
+    /// an owned key (a machine starting processes all the time maps the same few
+    /// files over and over).
+    file_indices: FxHashMap<String, Vec<FileByBuildId>>,
     expected_build_ids: HashMap<String, Vec<u8>>,
     processes: FxHashMap<u32, AddressSpace>,
     kernel: Kernel,
@@ -260,12 +263,19 @@ pub struct Symbolizer {
     invalid_mappings: u64,
 }
 
+/// One of the files recorded under a name: its build id (as recorded) and its index.
+#[derive(Debug, Clone)]
+struct FileByBuildId {
+    build_id: Option<Vec<u8>>,
+    index: usize,
+}
+
 impl Symbolizer {
     pub fn new(options: SymbolizerOptions) -> Self {
         Symbolizer {
             options,
             files: Vec::new(),
-            file_indices: HashMap::new(),
+            file_indices: FxHashMap::default(),
             expected_build_ids: HashMap::new(),
             processes: FxHashMap::default(),
             kernel: Kernel::default(),
@@ -301,20 +311,29 @@ impl Symbolizer {
             }
             return;
         }
-        let key = (filename.to_owned(), build_id.map(<[u8]>::to_vec));
-        let file = match self.file_indices.get(&key) {
-            Some(&index) => index,
+        let known = self.file_indices.get(filename).and_then(|files| {
+            files
+                .iter()
+                .find(|file| file.build_id.as_deref() == build_id)
+                .map(|file| file.index)
+        });
+        let file = match known {
+            Some(index) => index,
             None => {
                 let index = self.files.len();
+                let build_id = build_id.map(<[u8]>::to_vec);
                 self.files.push(FileEntry {
                     recorded: filename.to_owned(),
                     dso: Rc::from(short_name(filename)),
-                    build_id: key.1.clone(),
+                    build_id: build_id.clone(),
                     state: FileState::Pending,
                     samples: 0,
                     bad_debug_info: None,
                 });
-                self.file_indices.insert(key, index);
+                self.file_indices
+                    .entry(filename.to_owned())
+                    .or_default()
+                    .push(FileByBuildId { build_id, index });
                 index
             }
         };
