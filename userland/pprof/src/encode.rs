@@ -5,7 +5,8 @@
 //! intervals one of the run's. Built as a [`Profile`] first, each would copy every
 //! string, sample, location and function it uses into owned messages, only for
 //! prost to encode them and drop them again: under a machine whose processes come
-//! and go, those allocations and frees were a fifth of the daemon's instructions.
+//! and go, those allocations and frees alone were a tenth of the daemon's
+//! instructions.
 //! Here the builder's entries are numbered in one pass over the samples, and the
 //! message is written in a second, each sample, location and function through one
 //! reused message, each string from the builder's own table.
@@ -64,7 +65,17 @@ struct Selection {
     strings: Vec<usize>,
     /// The metadata's strings the samples do not use, after `strings` in the table.
     metadata_strings: Vec<String>,
-    header: Option<ProfileHeader>,
+}
+
+/// Numbers builder entry `index` next in `order` unless `numbers` has it: whether it
+/// is new (and its own strings, functions or mapping are to be numbered after it).
+fn number_if_new(numbers: &mut [u64], order: &mut Vec<usize>, index: usize) -> bool {
+    if numbers[index] != 0 {
+        return false;
+    }
+    order.push(index);
+    numbers[index] = order.len() as u64;
+    true
 }
 
 impl Selection {
@@ -79,7 +90,6 @@ impl Selection {
             functions: Vec::new(),
             strings: Vec::new(),
             metadata_strings: Vec::new(),
-            header: None,
         }
     }
 
@@ -107,15 +117,12 @@ impl Selection {
             .map_or(0, |&number| number.max(0))
     }
 
-    fn use_mapping(&mut self, builder: &ProfileBuilder, index: usize) -> u64 {
-        if self.mapping_numbers[index] == 0 {
-            self.mappings.push(index);
-            self.mapping_numbers[index] = self.mappings.len() as u64;
+    fn use_mapping(&mut self, builder: &ProfileBuilder, index: usize) {
+        if number_if_new(&mut self.mapping_numbers, &mut self.mappings, index) {
             let mapping = &builder.mappings[index];
             self.use_string(mapping.filename);
             self.use_string(mapping.build_id);
         }
-        self.mapping_numbers[index]
     }
 
     /// Numbers the location of builder id `id`, its mapping and its lines' functions.
@@ -136,17 +143,18 @@ impl Selection {
         }
         for line in &location.line {
             let function_index = (line.function_id as usize).saturating_sub(1);
-            if self.function_numbers[function_index] == 0 {
-                self.functions.push(function_index);
-                self.function_numbers[function_index] = self.functions.len() as u64;
+            if number_if_new(
+                &mut self.function_numbers,
+                &mut self.functions,
+                function_index,
+            ) {
                 let function = &builder.functions[function_index];
                 self.use_string(function.name);
                 self.use_string(function.system_name);
                 self.use_string(function.filename);
             }
         }
-        self.locations.push(index);
-        self.location_numbers[index] = self.locations.len() as u64;
+        number_if_new(&mut self.location_numbers, &mut self.locations, index);
         Ok(())
     }
 
@@ -185,9 +193,12 @@ impl ProfileBuilder {
         if samples.builder != self.identity {
             return Err(PprofError::ForeignSamples);
         }
-        let selection = self.select(samples, metadata, main_mapping)?;
-        let mut bytes = Vec::with_capacity(self.encoded_length_guess(samples, &selection));
-        self.encode_selection(samples, metadata, selection, &mut bytes);
+        let (selection, header) = self.select(samples, metadata, main_mapping)?;
+        let mut bytes = Vec::new();
+        self.encode_selection(samples, &selection, &mut bytes);
+        // The fields after the table: a profile of nothing else, whose empty
+        // repeated fields prost writes as nothing.
+        bytes.extend_from_slice(&header.profile(metadata).encode_to_vec());
         Ok(EncodedProfile {
             bytes,
             samples: samples.samples.len(),
@@ -196,13 +207,14 @@ impl ProfileBuilder {
 
     /// Numbers what `samples` use, in the order the profile lists it: the sample
     /// types' strings, `main_mapping`, then each sample's locations (each with its
-    /// mapping and its lines' functions) and labels, then the metadata's strings.
+    /// mapping and its lines' functions) and labels, then the metadata's strings
+    /// (the profile's header, its strings numbered).
     fn select(
         &self,
         samples: &Samples,
         metadata: &ProfileMetadata,
         main_mapping: Option<MappingId>,
-    ) -> Result<Selection, PprofError> {
+    ) -> Result<(Selection, ProfileHeader), PprofError> {
         let mut selection = Selection::new(self);
         // Index 0 is "" in both tables.
         selection.use_string(0);
@@ -228,35 +240,13 @@ impl ProfileBuilder {
             }
         }
         let header = ProfileHeader::new(metadata, |text| selection.metadata_string(self, text));
-        selection.header = Some(header);
-        Ok(selection)
+        Ok((selection, header))
     }
 
-    /// About the encoded size: enough that a daemon's profile is written without
-    /// the buffer growing more than once or twice.
-    fn encoded_length_guess(&self, samples: &Samples, selection: &Selection) -> usize {
-        let strings: usize = selection
-            .strings
-            .iter()
-            .map(|&index| self.strings.table[index].len() + 2)
-            .sum();
-        let sample_words: usize = samples
-            .samples
-            .iter()
-            .map(|sample| sample.location_id.len() + sample.value.len() + 4 * sample.label.len())
-            .sum();
-        strings + 2 * sample_words + 24 * selection.locations.len() + 16 * selection.functions.len()
-    }
-
-    /// Writes the profile's message: its fields in field-number order, as prost
-    /// writes a [`Profile`], so the bytes are those of the decoded profile encoded.
-    fn encode_selection(
-        &self,
-        samples: &Samples,
-        metadata: &ProfileMetadata,
-        selection: Selection,
-        out: &mut Vec<u8>,
-    ) {
+    /// Writes the profile's message up to its string table: its fields in
+    /// field-number order, as prost writes a [`Profile`], so the bytes are those of
+    /// the decoded profile encoded.
+    fn encode_selection(&self, samples: &Samples, selection: &Selection, out: &mut Vec<u8>) {
         for value_type in &self.sample_types {
             let renumbered = proto::ValueType {
                 r#type: selection.string(value_type.r#type),
@@ -336,11 +326,6 @@ impl ProfileBuilder {
             encode_key(6, WireType::LengthDelimited, out);
             encode_varint(text.len() as u64, out);
             out.extend_from_slice(text.as_bytes());
-        }
-        // The fields after the table: a profile of nothing else, whose empty
-        // repeated fields prost writes as nothing.
-        if let Some(header) = selection.header {
-            out.extend_from_slice(&header.profile(metadata).encode_to_vec());
         }
     }
 }

@@ -487,6 +487,11 @@ fn an_encoded_profile_is_what_prost_writes_for_it() {
             profile.encode_to_vec().as_slice(),
             "main mapping {main:?}"
         );
+        // Each entry once, however many samples use it: the three locations, their
+        // three functions and two mappings.
+        assert_eq!(profile.location.len(), 3);
+        assert_eq!(profile.function.len(), 3);
+        assert_eq!(profile.mapping.len(), 2);
         assert!(!profile.string_table.iter().any(|text| text == "unused"));
         assert_eq!(
             profile

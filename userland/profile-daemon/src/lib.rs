@@ -640,10 +640,12 @@ impl BpfProbes {
     /// probe keeps a stack in the map until a read removes it). It is due once the
     /// stacks counts named since its last read, held by userland or not, are over a
     /// quarter of it: a held stack sampled again is back in the map too, so counting
-    /// only the stacks not held would let a machine whose many stacks recur fill it. The counts are read
-    /// before the stacks: the probe records a stack before it counts a sample of it,
-    /// so every count read names a stack that is either read after it here, read by a
-    /// later read, or was read by an earlier one (kept in `recent_stacks`).
+    /// only the stacks not held would let a machine whose many stacks recur fill it.
+    ///
+    /// The counts are read before the stacks: the probe records a stack before it
+    /// counts a sample of it, so every count read names a stack that is either read
+    /// after it here, read by a later read, or was read by an earlier one (kept in
+    /// `recent_stacks`).
     fn drain_maps(
         &mut self,
         drained: &mut FxHashMap<DrainedStack, u64>,

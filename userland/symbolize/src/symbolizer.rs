@@ -243,10 +243,10 @@ struct Kernel {
 pub struct Symbolizer {
     options: SymbolizerOptions,
     files: Vec<FileEntry>,
-    /// Each recorded file name's files, by build id: looked up by the name without
-    /// an owned key (a machine starting processes all the time maps the same few
+    /// The files recorded under each name (one a build id): looked up by the name
+    /// without an owned key (a machine starting processes all the time maps the same few
     /// files over and over).
-    file_indices: FxHashMap<String, Vec<FileByBuildId>>,
+    file_indices: FxHashMap<String, Vec<usize>>,
     expected_build_ids: HashMap<String, Vec<u8>>,
     processes: FxHashMap<u32, AddressSpace>,
     kernel: Kernel,
@@ -261,13 +261,6 @@ pub struct Symbolizer {
     /// MMAP/MMAP2 records ignored because their file offsets pass the end of the
     /// 64-bit space.
     invalid_mappings: u64,
-}
-
-/// One of the files recorded under a name: its build id (as recorded) and its index.
-#[derive(Debug, Clone)]
-struct FileByBuildId {
-    build_id: Option<Vec<u8>>,
-    index: usize,
 }
 
 impl Symbolizer {
@@ -311,21 +304,20 @@ impl Symbolizer {
             }
             return;
         }
-        let known = self.file_indices.get(filename).and_then(|files| {
-            files
+        let known = self.file_indices.get(filename).and_then(|indices| {
+            indices
                 .iter()
-                .find(|file| file.build_id.as_deref() == build_id)
-                .map(|file| file.index)
+                .copied()
+                .find(|&index| self.files[index].build_id.as_deref() == build_id)
         });
         let file = match known {
             Some(index) => index,
             None => {
                 let index = self.files.len();
-                let build_id = build_id.map(<[u8]>::to_vec);
                 self.files.push(FileEntry {
                     recorded: filename.to_owned(),
                     dso: Rc::from(short_name(filename)),
-                    build_id: build_id.clone(),
+                    build_id: build_id.map(<[u8]>::to_vec),
                     state: FileState::Pending,
                     samples: 0,
                     bad_debug_info: None,
@@ -333,7 +325,7 @@ impl Symbolizer {
                 self.file_indices
                     .entry(filename.to_owned())
                     .or_default()
-                    .push(FileByBuildId { build_id, index });
+                    .push(index);
                 index
             }
         };
