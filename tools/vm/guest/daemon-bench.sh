@@ -14,7 +14,8 @@
 #           about every 60 ms: most samples of the short-lived processes are in the
 #           kernel (exec, page faults, exit), at stacks seen once, so the kernel's maps
 #           aggregate little and every stack is read from them.
-# Printed: each recorder's CPU time and peak RSS over SECONDS_EACH, then the daemon's
+# Printed: each recorder's CPU time and peak RSS over SHORT_SECONDS and SECONDS_EACH,
+# parted into a fixed cost and a running cost per SECONDS_EACH, then the daemon's
 # CPU time and RSS after each of INTERVALS intervals, with its sampling program's runs
 # so far and their mean time (the kernel's `bpf_stats_enabled` account), and whether
 # the kernel JIT-compiled it. Outputs go to /tmp (the guest's
@@ -35,6 +36,9 @@
 # RVPERF_BINARY and RVPERF_PROBES (the eBPF object) replace the guest's own, to compare
 # two builds in one boot, the same host load for both.
 SECONDS_EACH=${SECONDS_EACH:-30}
+# A short run of each profiler beside the SECONDS_EACH one, to part the fixed cost of a
+# run from its running cost (fixed_and_running).
+SHORT_SECONDS=${SHORT_SECONDS:-2}
 # The daemon's own default interval (`rvperf daemon --interval`): the running figure is
 # what a user's daemon costs.
 INTERVAL=${INTERVAL:-10}
@@ -65,7 +69,8 @@ workload_stop() {
     kill "$hot_pid" "$other_pid" 2>/dev/null
     wait "$hot_pid" "$other_pid" 2>/dev/null
 }
-# usage NAME COMMAND...: its user and system time and peak RSS (busybox time -v).
+# usage NAME COMMAND...: its user and system time and peak RSS (busybox time -v); the
+# two times' sum left in $cpu.
 usage() {
     name=$1
     shift
@@ -73,6 +78,16 @@ usage() {
     awk -v name="$name" -F': ' '
         /User time/ { user = $2 } /System time/ { kernel = $2 } /Maximum resident/ { rss = $2 }
         END { printf "%s: user %s s, system %s s, peak RSS %.1f MB\n", name, user, kernel, rss / 1024 }' /tmp/usage.log
+    cpu=$(awk -F': ' '/User time/ { user = $2 } /System time/ { kernel = $2 } END { print user + kernel }' /tmp/usage.log)
+}
+# fixed_and_running NAME SHORT_CPU LONG_CPU: a profiler's CPU time over a run of T
+# seconds taken as fixed + rate * T, from a SHORT_SECONDS run and a SECONDS_EACH run:
+# the fixed part (start-up and end: reading kallsyms, loading programs, perf's
+# build-id pass) and the running part per SECONDS_EACH, which a long run is made of.
+fixed_and_running() {
+    awk -v name="$1" -v short="$2" -v long="$3" -v t_short="$SHORT_SECONDS" -v t_long="$SECONDS_EACH" 'BEGIN {
+        rate = (long - short) / (t_long - t_short)
+        printf "%s: fixed %.2f s, running %.2f s per %d s\n", name, short - rate * t_short, rate * t_long, t_long }'
 }
 
 # daemon_start: the workload, and the daemon over INTERVALS intervals in the background
@@ -130,17 +145,29 @@ echo "# $(uname -r), $(nproc) harts, ${SECONDS_EACH} s each, cycles at 999 Hz, k
 usage "reading /proc/kallsyms ($(wc -l </proc/kallsyms) lines)" cat /proc/kallsyms
 for workload in $WORKLOADS; do
     echo "## workload: $workload"
-    workload_start
-    usage "perf record -a -g" perf record -q -a -g -e cycles -F 999 -o /tmp/bench-perf.data -- sleep "$SECONDS_EACH"
-    workload_stop
-    workload_start
-    usage "rvperf record -a -g" rvperf record -a -g -e cycles -F 999 -o /tmp/bench-rvperf.data -- sleep "$SECONDS_EACH"
-    workload_stop
-    rm -rf /tmp/bench-daemon
-    workload_start
-    usage "rvperf daemon ($SECONDS_EACH s)" rvperf daemon --output /tmp/bench-daemon -F 999 \
-        --interval "$SECONDS_EACH" --intervals 1
-    workload_stop
+    for seconds in "$SHORT_SECONDS" "$SECONDS_EACH"; do
+        workload_start
+        usage "perf record -a -g ($seconds s)" perf record -q -a -g -e cycles -F 999 -o /tmp/bench-perf.data -- sleep "$seconds"
+        workload_stop
+        perf_cpu="$perf_cpu $cpu"
+        workload_start
+        usage "rvperf record -a -g ($seconds s)" rvperf record -a -g -e cycles -F 999 -o /tmp/bench-rvperf.data -- sleep "$seconds"
+        workload_stop
+        rvperf_cpu="$rvperf_cpu $cpu"
+        rm -rf /tmp/bench-daemon
+        workload_start
+        usage "rvperf daemon (one interval of $seconds s)" rvperf daemon --output /tmp/bench-daemon -F 999 \
+            --interval "$seconds" --intervals 1
+        workload_stop
+        daemon_cpu="$daemon_cpu $cpu"
+    done
+    # shellcheck disable=SC2086 # the two figures, as two arguments
+    fixed_and_running "perf record -a -g" $perf_cpu
+    # shellcheck disable=SC2086
+    fixed_and_running "rvperf record -a -g" $rvperf_cpu
+    # shellcheck disable=SC2086
+    fixed_and_running "rvperf daemon" $daemon_cpu
+    perf_cpu='' rvperf_cpu='' daemon_cpu=''
 
     # The daemon over a longer run: CPU time and RSS after each interval.
     daemon_start
