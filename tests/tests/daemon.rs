@@ -259,6 +259,113 @@ fn short_lived_processes_are_named_by_their_functions() {
     );
 }
 
+/// The text functions of this machine's `/proc/kallsyms` by address, each address with
+/// every name listed at it (aliases).
+fn kallsyms_functions() -> std::collections::BTreeMap<u64, Vec<String>> {
+    let text = std::fs::read_to_string("/proc/kallsyms").unwrap();
+    let mut functions: std::collections::BTreeMap<u64, Vec<String>> = Default::default();
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(address), Some(kind), Some(name)) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        if matches!(kind, "t" | "T" | "w" | "W") {
+            let address = u64::from_str_radix(address, 16).unwrap();
+            functions.entry(address).or_default().push(name.to_owned());
+        }
+    }
+    functions
+}
+
+/// By default the daemon reads no kallsyms: the running kernel names each sampled
+/// kernel address (`name_kernel_addresses`, run through `BPF_PROG_TEST_RUN`). Every
+/// kernel location of its profile carries the function `/proc/kallsyms` places the
+/// address in (one of the names at that function's address: the kernel names an alias
+/// by the first listed), and none is left without one.
+#[test]
+fn kernel_frames_are_named_by_the_running_kernel_as_kallsyms_places_them() {
+    let _machine = machine();
+    let directory = tempfile::tempdir_in(scratch()).unwrap();
+    let output = directory.path().join("profiles");
+    let (mut child, lines) = start_until(
+        &mut daemon(&output, &["-F", "999", "--interval", "60"]),
+        "profiling every CPU",
+    );
+    let first = lines.last().unwrap();
+    assert!(
+        first.contains("kernel names from the running kernel"),
+        "{first}"
+    );
+    // Kernel work of many kinds: files listed, read, copied and removed.
+    let script = "for i in $(seq 20); do ls -lR /usr/include >/dev/null; \
+                  cat /usr/bin/* >/dev/null 2>&1 || true; done";
+    let status = Command::new("sh").args(["-c", script]).status().unwrap();
+    assert!(status.success());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+    let bytes = std::fs::read(output.join("merged.pb.gz")).unwrap();
+    let profile = pprof::read(&bytes).unwrap();
+    let text = |index: i64| profile.string_table[usize::try_from(index).unwrap()].as_str();
+    let kernel_mappings: Vec<u64> = profile
+        .mapping
+        .iter()
+        .filter(|mapping| text(mapping.filename) == "[kernel.kallsyms]")
+        .map(|mapping| mapping.id)
+        .collect();
+    // What reading kallsyms (the daemon's way before) makes of each address.
+    let kallsyms = std::fs::read("/proc/kallsyms").unwrap();
+    let kallsyms =
+        symbolize::KernelSymbols::parse("/proc/kallsyms", &String::from_utf8_lossy(&kallsyms))
+            .unwrap();
+    let aliases = kallsyms_functions();
+    let (mut checked, mut outside) = (0usize, 0usize);
+    for location in &profile.location {
+        if !kernel_mappings.contains(&location.mapping_id) {
+            continue;
+        }
+        let name = location.line.first().map(|line| {
+            let function = profile
+                .function
+                .iter()
+                .find(|function| function.id == line.function_id)
+                .unwrap();
+            text(function.name)
+        });
+        // The sampling program's own frames: gone from kallsyms with the daemon.
+        if name.is_some_and(|name| name.starts_with("bpf_prog_")) {
+            continue;
+        }
+        match kallsyms.function(location.address) {
+            // Not kernel code (a user stack's frame-pointer walk reads such values):
+            // unnamed either way.
+            None => {
+                assert_eq!(name, None, "{:#x}: not in kallsyms", location.address);
+                outside += 1;
+            }
+            Some(function) => {
+                let names = &aliases[&function.address];
+                assert!(
+                    name.is_some_and(|name| names.iter().any(|listed| listed == name)),
+                    "{:#x}: named {name:?}, kallsyms has {names:?} at {:#x}",
+                    location.address,
+                    function.address
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked >= 20,
+        "only {checked} kernel locations ({outside} outside)"
+    );
+    println!("{checked} kernel locations named as kallsyms places them, {outside} outside the kernel's code");
+}
+
 /// The frame the daemon puts where the kernel could not keep a stack.
 fn profile_daemon_stack_lost() -> &'static str {
     "[stack lost]"

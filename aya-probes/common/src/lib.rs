@@ -49,6 +49,10 @@ pub mod map_name {
     /// `Array<Config>` with one entry, index
     /// [`CONFIG_INDEX`](crate::CONFIG_INDEX).
     pub const CONFIG: &str = "CONFIG";
+    /// `Array<KernelSymbolSlot>` of [`KERNEL_SYMBOL_BATCH`](crate::KERNEL_SYMBOL_BATCH)
+    /// entries: the kernel addresses userland asks `name_kernel_addresses` to name,
+    /// and the names it writes beside them.
+    pub const KERNEL_SYMBOLS: &str = "KERNEL_SYMBOLS";
 }
 
 /// Names of the programs in the eBPF object, for `Ebpf::program_mut`.
@@ -59,6 +63,9 @@ pub mod program_name {
     pub const SCHED_PROCESS_EXEC: &str = "sched_process_exec";
     /// Tracepoint program for `sched:sched_process_exit`.
     pub const SCHED_PROCESS_EXIT: &str = "sched_process_exit";
+    /// Raw tracepoint program never attached: userland runs it through
+    /// `BPF_PROG_TEST_RUN` to have the kernel name the addresses of `KERNEL_SYMBOLS`.
+    pub const NAME_KERNEL_ADDRESSES: &str = "name_kernel_addresses";
 }
 
 /// Default number of distinct [`StackKey`]s counted between two drains by
@@ -319,7 +326,29 @@ pub struct Config {
     pub target_pid: u32,
 }
 
+/// Kernel addresses named by one run of `name_kernel_addresses`.
+pub const KERNEL_SYMBOL_BATCH: u32 = 64;
+
+/// Bytes of a [`KernelSymbolSlot`]'s text: the kernel's `%pS` of an address,
+/// `function+0xoffset/0xsize [module]`, NUL-terminated. A kernel symbol name is
+/// at most `KSYM_NAME_LEN` (512) bytes, but the kernel's own are far shorter; a
+/// longer text is cut, and userland refuses a text without its offset and size.
+pub const KERNEL_SYMBOL_TEXT: usize = 248;
+
+/// A `KERNEL_SYMBOLS` entry: an address userland writes, and the kernel's name
+/// for it (`%pS` through `bpf_snprintf`), which `name_kernel_addresses` writes.
+/// This names the kernel's functions without `/proc/kallsyms`, whose every read
+/// has the kernel format all its lines (50,000 in the riscv64 guest: 0.2 to 0.5 s
+/// of a start-up there), and names only the addresses sampled.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KernelSymbolSlot {
+    pub address: u64,
+    pub text: [u8; KERNEL_SYMBOL_TEXT],
+}
+
 // The layouts both sides depend on: a change breaks the eBPF/userland ABI.
+const _: () = assert!(core::mem::size_of::<KernelSymbolSlot>() == 256);
 const _: () = assert!(core::mem::size_of::<StackKey>() == 32);
 const _: () = assert!(core::mem::size_of::<StackFrames>() == 1024);
 const _: () = assert!(core::mem::size_of::<ProcessEvent>() == 304);
@@ -330,7 +359,7 @@ const _: () = assert!(PROCESS_EVENTS_DEFAULT_BYTES.is_power_of_two());
 
 #[cfg(feature = "user")]
 mod user {
-    use super::{Config, ProcessEvent, StackFrames, StackKey};
+    use super::{Config, KernelSymbolSlot, ProcessEvent, StackFrames, StackKey};
 
     // SAFETY: `#[repr(C)]`, `Copy`, only integer fields with no implicit
     // padding (sizes asserted above), so every bit pattern is a valid value
@@ -346,6 +375,10 @@ mod user {
 
     // SAFETY: as for `StackKey`: a `u64` and an array of them.
     unsafe impl aya::Pod for StackFrames {}
+
+    // SAFETY: as for `StackKey`: a `u64` and a byte array, no padding (its size
+    // is asserted above).
+    unsafe impl aya::Pod for KernelSymbolSlot {}
 }
 
 #[cfg(test)]

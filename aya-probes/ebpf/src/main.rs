@@ -9,6 +9,11 @@
 //!   running a new file or ends, so it can refresh or drop what it knows of
 //!   its mappings.
 //!
+//! - `name_kernel_addresses` (raw tracepoint, never attached): run by userland
+//!   through `BPF_PROG_TEST_RUN`, it has the kernel name the addresses userland
+//!   wrote into `KERNEL_SYMBOLS` (`%pS` through `bpf_snprintf`), so the daemon
+//!   names kernel frames without reading `/proc/kallsyms`.
+//!
 //! Every loss is counted in `COUNTERS`. The programs read only tracepoint
 //! fields and call only helpers: the guest kernel has no BTF, so there is no
 //! CO-RE and no `task_struct` access.
@@ -24,16 +29,17 @@ use aya_ebpf::{
     bindings::{BPF_F_USER_STACK, BPF_NOEXIST},
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_stack, bpf_ktime_get_ns,
-        bpf_probe_read_kernel_str_bytes,
+        bpf_probe_read_kernel_str_bytes, bpf_snprintf,
     },
-    macros::{map, perf_event, tracepoint},
+    macros::{map, perf_event, raw_tracepoint, tracepoint},
     maps::{Array, HashMap, PerCpuArray, RingBuf},
-    programs::{PerfEventContext, TracePointContext},
+    programs::{PerfEventContext, RawTracePointContext, TracePointContext},
     EbpfContext,
 };
 use aya_probes_common::{
     config_flag, process_event_kind, stack_hash_finish, stack_hash_step, Config, Counter,
-    ProcessEvent, StackFrames, StackKey, CONFIG_INDEX, CONFIG_MAX_ENTRIES,
+    KernelSymbolSlot, ProcessEvent, StackFrames, StackKey, CONFIG_INDEX, CONFIG_MAX_ENTRIES,
+    KERNEL_SYMBOL_BATCH, KERNEL_SYMBOL_TEXT,
     PROCESS_EVENTS_DEFAULT_BYTES, STACK_COUNTS_DEFAULT_MAX_ENTRIES, STACK_DEPTH, STACK_HASH_SEED,
     STACK_NOT_COLLECTED, STACK_RECORDED, STACK_TRACES_DEFAULT_MAX_ENTRIES, TASK_COMM_LENGTH,
 };
@@ -68,6 +74,14 @@ static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT
 
 #[map]
 static CONFIG: Array<Config> = Array::with_max_entries(CONFIG_MAX_ENTRIES, 0);
+
+#[map]
+static KERNEL_SYMBOLS: Array<KernelSymbolSlot> = Array::with_max_entries(KERNEL_SYMBOL_BATCH, 0);
+
+/// `bpf_snprintf`'s format for a kernel address: `function+0xoffset/0xsize`, then
+/// ` [module]` for a module's. The verifier wants the format in a read-only map,
+/// which this static's `.rodata` is (aya freezes it at load).
+static SYMBOL_FORMAT: [u8; 4] = *b"%pS\0";
 
 /// `EFAULT` from `include/uapi/asm-generic/errno-base.h`: `bpf_get_stack`
 /// found no stack to walk.
@@ -441,4 +455,39 @@ fn panic(_information: &core::panic::PanicInfo<'_>) -> ! {
     // reach this loop, so only panic-free code can be loaded at all.
     #[allow(clippy::empty_loop)]
     loop {}
+}
+
+/// Names the first `count` (argument 0) addresses of `KERNEL_SYMBOLS`, each
+/// written beside its address. Userland runs it through `BPF_PROG_TEST_RUN`; it
+/// is never attached. Returns how many it named.
+#[raw_tracepoint]
+pub fn name_kernel_addresses(context: RawTracePointContext) -> i32 {
+    let count: u64 = context.arg(0);
+    let mut named = 0;
+    for index in 0..KERNEL_SYMBOL_BATCH {
+        if u64::from(index) >= count {
+            break;
+        }
+        let Some(slot) = KERNEL_SYMBOLS.get_ptr_mut(index) else {
+            break;
+        };
+        // SAFETY: `slot` points at a `KERNEL_SYMBOLS` value, which the kernel
+        // keeps while the program runs; the format is a NUL-terminated string in
+        // a read-only map, and `arguments` is one initialised `u64`, as `%pS`
+        // takes.
+        let written = unsafe {
+            let mut arguments = [(*slot).address];
+            bpf_snprintf(
+                (*slot).text.as_mut_ptr().cast(),
+                KERNEL_SYMBOL_TEXT as u32,
+                SYMBOL_FORMAT.as_ptr().cast(),
+                arguments.as_mut_ptr(),
+                core::mem::size_of_val(&arguments) as u32,
+            )
+        };
+        if written > 0 {
+            named += 1;
+        }
+    }
+    named
 }

@@ -29,6 +29,7 @@
 
 mod batch;
 pub mod drain;
+pub mod kernel_names;
 pub mod rewrites;
 mod run_total;
 
@@ -59,6 +60,7 @@ use rustc_hash::FxHashMap;
 
 use drain::{DrainLoad, DrainSchedule, MapCapacity};
 pub use drain::{DRAIN_PERIOD_MAX, DRAIN_PERIOD_MAX_FLOOR, DRAIN_PERIOD_MIN};
+use kernel_names::KernelNamer;
 use rewrites::MergedRewrites;
 use run_total::RunTotal;
 pub use run_total::MERGED_PROFILE_FULL;
@@ -99,8 +101,8 @@ pub struct DaemonOptions {
     /// (`[stack lost]`). `None`: sized for the machine ([`drain::stack_capacity_for`]).
     pub stack_traces: Option<u32>,
     pub labels: SampleLabels,
-    /// Kernel symbols (default `/proc/kallsyms`).
-    pub kallsyms: Option<PathBuf>,
+    /// Where kernel frames' names come from.
+    pub kernel_symbols: KernelSymbolSource,
     /// Where `/proc` is (tests may point elsewhere).
     pub proc: PathBuf,
     /// Pages of each CPU's side-band ring.
@@ -111,6 +113,33 @@ pub struct DaemonOptions {
     pub merged_stacks: usize,
     /// What to do where BPF is unavailable (no permission, a kernel without BPF).
     pub fallback: Fallback,
+}
+
+/// Where the daemon's kernel frames' names come from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum KernelSymbolSource {
+    /// The running kernel names each sampled address (the probes'
+    /// `name_kernel_addresses`, [`kernel_names`]): no kallsyms file is read. Where the
+    /// kernel refuses that program, and for the perf ring recorder, `kallsyms` under
+    /// [`DaemonOptions::proc`].
+    #[default]
+    RunningKernel,
+    /// A kallsyms file (`/proc/kallsyms`, or a copy taken on this boot).
+    Kallsyms(PathBuf),
+}
+
+/// Where the daemon's kernel frames' names come from, as it started
+/// ([`Daemon::kernel_symbols`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelSymbolsFrom {
+    /// The running kernel, address by address.
+    RunningKernel,
+    /// A kallsyms file; `fallback` says why the running kernel does not name them
+    /// when it was asked to.
+    Kallsyms {
+        path: PathBuf,
+        fallback: Option<String>,
+    },
 }
 
 /// What the daemon does where BPF is unavailable.
@@ -167,7 +196,7 @@ impl Default for DaemonOptions {
             stack_counts: None,
             stack_traces: None,
             labels: SampleLabels::Command,
-            kallsyms: Some(PathBuf::from("/proc/kallsyms")),
+            kernel_symbols: KernelSymbolSource::RunningKernel,
             proc: PathBuf::from("/proc"),
             side_band_pages: 64,
             merged_stacks: MERGED_STACKS_DEFAULT,
@@ -283,6 +312,7 @@ pub struct Daemon {
     /// The eBPF probes, or `None` when the perf ring recorder samples
     /// ([`Fallback::PerfRing`]).
     probes: Option<BpfProbes>,
+    kernel_symbols: KernelSymbolsFrom,
     /// Why the probes could not be used, when the perf ring recorder replaced them.
     fallback_reason: Option<String>,
     side_band: Vec<(Event, RingBuffer)>,
@@ -314,12 +344,15 @@ struct StartedProbes {
     probes: BpfProbes,
     side_band: Vec<(Event, RingBuffer)>,
     processes: Processes,
+    kernel_symbols: KernelSymbolsFrom,
 }
 
 /// The eBPF probes and their maps.
 struct BpfProbes {
     /// Keeps the programs and their links alive.
-    _ebpf: Ebpf,
+    ebpf: Ebpf,
+    /// Names the sampled kernel addresses; `None` where kallsyms does.
+    kernel_namer: Option<KernelNamer>,
     /// How the kernel runs the sampling program.
     sampler_execution: ProgramExecution,
     /// The stack-count hash map (kept as aya's `Map`: its descriptor for the batch
@@ -536,7 +569,26 @@ impl BpfProbes {
         // The side band before the samples: a mapping is known before its addresses
         // are counted.
         let side_band = open_side_band(options, cpus, SideBandRole::SideBandOnly)?;
-        let processes = new_processes(options);
+        let (kernel_namer, kernel_symbols) = match &options.kernel_symbols {
+            KernelSymbolSource::RunningKernel => match KernelNamer::load(&mut ebpf) {
+                Ok(namer) => (Some(namer), KernelSymbolsFrom::RunningKernel),
+                Err(error) => (
+                    None,
+                    KernelSymbolsFrom::Kallsyms {
+                        path: options.proc.join("kallsyms"),
+                        fallback: Some(error.to_string()),
+                    },
+                ),
+            },
+            KernelSymbolSource::Kallsyms(path) => (
+                None,
+                KernelSymbolsFrom::Kallsyms {
+                    path: path.clone(),
+                    fallback: None,
+                },
+            ),
+        };
+        let processes = new_processes(options, &kernel_symbols);
 
         let sampler: &mut PerfEvent = ebpf
             .program_mut(program_name::SAMPLE_STACKS)
@@ -602,7 +654,8 @@ impl BpfProbes {
         .map_err(map_error(map_name::COUNTERS))?;
         Ok(StartedProbes {
             probes: BpfProbes {
-                _ebpf: ebpf,
+                ebpf,
+                kernel_namer,
                 sampler_execution,
                 counts,
                 batch_reads: true,
@@ -627,6 +680,7 @@ impl BpfProbes {
             },
             side_band,
             processes,
+            kernel_symbols,
         })
     }
     /// Moves the kernel's counts into the interval's own: reads and clears the count
@@ -773,12 +827,13 @@ impl Daemon {
             cpu: 0,
             message: error.to_string(),
         })?;
-        let (probes, side_band, processes, fallback_reason) =
+        let (probes, side_band, processes, kernel_symbols, fallback_reason) =
             match BpfProbes::start(&options, &bytes, &cpus) {
                 Ok(started) => (
                     Some(started.probes),
                     started.side_band,
                     started.processes,
+                    started.kernel_symbols,
                     None,
                 ),
                 Err(DaemonError::BpfUnavailable { reason })
@@ -789,7 +844,16 @@ impl Daemon {
                             bpf: reason.clone(),
                             perf: error.to_string(),
                         })?;
-                    (None, side_band, new_processes(&options), Some(reason))
+                    // Without BPF, no program names kernel addresses: kallsyms does.
+                    let kernel_symbols = KernelSymbolsFrom::Kallsyms {
+                        path: match &options.kernel_symbols {
+                            KernelSymbolSource::RunningKernel => options.proc.join("kallsyms"),
+                            KernelSymbolSource::Kallsyms(path) => path.clone(),
+                        },
+                        fallback: None,
+                    };
+                    let processes = new_processes(&options, &kernel_symbols);
+                    (None, side_band, processes, kernel_symbols, Some(reason))
                 }
                 Err(error) => return Err(error),
             };
@@ -807,6 +871,7 @@ impl Daemon {
         Ok(Daemon {
             options,
             probes,
+            kernel_symbols,
             fallback_reason,
             side_band,
             processes,
@@ -822,6 +887,20 @@ impl Daemon {
             next_drain: Instant::now(),
             scratch: Vec::new(),
         })
+    }
+
+    /// Where kernel frames' names come from.
+    pub fn kernel_symbols(&self) -> &KernelSymbolsFrom {
+        &self.kernel_symbols
+    }
+
+    /// Runs of the program that names kernel addresses so far (batches of up to 64
+    /// addresses); 0 where kallsyms names them.
+    pub fn kernel_naming_runs(&self) -> u64 {
+        self.probes
+            .as_ref()
+            .and_then(|probes| probes.kernel_namer.as_ref())
+            .map_or(0, KernelNamer::runs)
     }
 
     /// What samples: the eBPF probes, or the perf ring recorder in their place (with
@@ -980,6 +1059,27 @@ impl Daemon {
         let mut comm = String::new();
         // Emptied, not replaced: the next interval's counts reuse its room.
         let mut drained = std::mem::take(&mut self.drained);
+        if let Some(BpfProbes {
+            ebpf,
+            kernel_namer: Some(namer),
+            ..
+        }) = &mut self.probes
+        {
+            // The kernel names the functions of the interval's new kernel addresses
+            // before they are symbolized.
+            let mut addresses: Vec<u64> = drained
+                .keys()
+                .flat_map(|stack| kernel_lookup_addresses(&stack.kernel))
+                .collect();
+            addresses.sort_unstable();
+            addresses.dedup();
+            namer
+                .name(ebpf, addresses, self.processes.symbolizer())
+                .map_err(|error| DaemonError::Program {
+                    program: program_name::NAME_KERNEL_ADDRESSES.to_owned(),
+                    message: error.to_string(),
+                })?;
+        }
         for (stack, count) in drained.drain() {
             // A lost stack shows as a frame of its own, under what is known.
             let frames = address_frames(&stack.kernel)
@@ -1138,9 +1238,13 @@ fn open_side_band(
 
 /// The process model: processes running now from /proc, exited threads' names kept
 /// until their last interval is written.
-fn new_processes(options: &DaemonOptions) -> Processes {
+fn new_processes(options: &DaemonOptions, kernel_symbols: &KernelSymbolsFrom) -> Processes {
+    let kallsyms = match kernel_symbols {
+        KernelSymbolsFrom::RunningKernel => None,
+        KernelSymbolsFrom::Kallsyms { path, .. } => Some(path.clone()),
+    };
     let mut processes = Processes::new(SymbolOptions {
-        kallsyms: options.kallsyms.clone(),
+        kallsyms,
         ..SymbolOptions::default()
     });
     processes.keep_exited_threads();
@@ -1151,6 +1255,18 @@ fn new_processes(options: &DaemonOptions) -> Processes {
 /// Frames of a callchain the perf ring recorder asks for (perf's default,
 /// `kernel.perf_event_max_stack`).
 const PERF_RING_MAX_STACK: u32 = 127;
+
+/// The addresses a kernel stack's frames are looked up at (as [`StackFrame`]'s): its
+/// leaf's own, then each return address's byte before, inside its call.
+fn kernel_lookup_addresses(addresses: &[u64]) -> impl Iterator<Item = u64> + '_ {
+    addresses.iter().enumerate().map(|(index, &address)| {
+        if index == 0 {
+            address
+        } else {
+            address.saturating_sub(1)
+        }
+    })
+}
 
 /// A stack's addresses as frames: its leaf the sampled instruction, the rest return
 /// addresses.

@@ -14,8 +14,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use perf_session::SampleLabels;
 use profile_daemon::{
-    Daemon, DaemonError, DaemonOptions, Fallback, ProgramExecution, Recorder, RunEnd, RunEvent,
-    SampledEvent,
+    Daemon, DaemonError, DaemonOptions, Fallback, KernelSymbolSource, KernelSymbolsFrom,
+    ProgramExecution, Recorder, RunEnd, RunEvent, SampledEvent,
 };
 
 use crate::output::write_atomically;
@@ -74,9 +74,13 @@ pub struct DaemonArgs {
     /// this binary, else /usr/lib/rvperf/rvperf-probes.bpf.o).
     #[arg(long)]
     probes: Option<PathBuf>,
-    /// Kernel symbols.
-    #[arg(long, default_value = "/proc/kallsyms")]
-    kallsyms: PathBuf,
+    /// Kernel symbols from this kallsyms file (`/proc/kallsyms` or a copy). By
+    /// default the running kernel names each sampled kernel address (an eBPF program
+    /// run on demand), so the daemon does not read `/proc/kallsyms`, which the kernel
+    /// formats whole on every read; where the kernel refuses that program, and for
+    /// `--fallback perf`, `/proc/kallsyms`.
+    #[arg(long)]
+    kallsyms: Option<PathBuf>,
 }
 
 /// The file name of the eBPF object beside the binary or in /usr/lib/rvperf.
@@ -131,7 +135,10 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
         },
         // By command: process ids churn, and the run's profile must not grow with them.
         labels: SampleLabels::Command,
-        kallsyms: Some(arguments.kallsyms.clone()),
+        kernel_symbols: match &arguments.kallsyms {
+            Some(path) => KernelSymbolSource::Kallsyms(path.clone()),
+            None => KernelSymbolSource::RunningKernel,
+        },
         ..DaemonOptions::default()
     };
     let mut daemon = match Daemon::start(options) {
@@ -158,8 +165,22 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
             format!("perf ring recorder, the --fallback: BPF is unavailable: {bpf_unavailable}")
         }
     };
+    let kernel_names = match daemon.kernel_symbols() {
+        KernelSymbolsFrom::RunningKernel => "kernel names from the running kernel".to_owned(),
+        KernelSymbolsFrom::Kallsyms {
+            path,
+            fallback: None,
+        } => format!("kernel names from {}", path.display()),
+        KernelSymbolsFrom::Kallsyms {
+            path,
+            fallback: Some(reason),
+        } => format!(
+            "kernel names from {} (the running kernel cannot name them: {reason})",
+            path.display()
+        ),
+    };
     eprintln!(
-        "rvperf daemon: profiling every CPU ({} at {} Hz, {recorder}) into {}, {} s intervals",
+        "rvperf daemon: profiling every CPU ({} at {} Hz, {recorder}; {kernel_names}) into {}, {} s intervals",
         arguments.event,
         arguments.frequency,
         arguments.output.display(),

@@ -32,6 +32,33 @@ impl KernelSymbols {
         parser.finish()
     }
 
+    /// A table of no functions, filled by [`add_function`](Self::add_function).
+    pub fn empty() -> KernelSymbols {
+        KernelSymbols {
+            symbols: SymbolTable::default(),
+            modules: Vec::new(),
+        }
+    }
+
+    /// Adds a function the running kernel named (`name` at `address`, `size` bytes,
+    /// in `module` or the kernel itself), for a table filled as addresses are met
+    /// rather than read from a kallsyms file. A function already listed at `address`
+    /// stays.
+    pub fn add_function(&mut self, address: u64, size: u64, name: &str, module: Option<&str>) {
+        self.symbols.insert_sized(address, size, name);
+        if let Some(module) = module {
+            let position = self.modules.partition_point(|span| span.start <= address);
+            self.modules.insert(
+                position,
+                ModuleSpan {
+                    start: address,
+                    end: address.saturating_add(size.max(1)),
+                    name: module.to_owned(),
+                },
+            );
+        }
+    }
+
     /// Number of text symbols.
     pub fn len(&self) -> usize {
         self.symbols.len()

@@ -109,6 +109,10 @@ pub struct Symbolized {
     pub frames: Rc<[Frame]>,
 }
 
+/// The path a kernel frame names as its source when the running kernel named its
+/// function ([`Symbolizer::add_kernel_function`]), not a file.
+pub const KERNEL_NAMED_BY_KERNEL: &str = "[the running kernel]";
+
 /// perf's name of the kernel, as a DSO and at the start of the kernel's mapping's
 /// name (`[kernel.kallsyms]_text`: the symbol whose run-time address is its pgoff).
 pub const KERNEL_DSO: &str = "[kernel.kallsyms]";
@@ -714,6 +718,38 @@ impl Symbolizer {
         from_record
             .or_else(from_kallsyms)
             .map_or(0, |(runtime, link)| runtime.wrapping_sub(link))
+    }
+
+    /// Adds a kernel function the running kernel named (`name` at `address`, `size`
+    /// bytes, in `module` or the kernel itself): kernel addresses are then looked up
+    /// among the functions so added as among a kallsyms file's. For a profiler that
+    /// asks the kernel to name the addresses it samples instead of reading every line
+    /// of `/proc/kallsyms` (`rvperf daemon`). An address must be named before it is
+    /// symbolized: a kernel address symbolized with no function known stays unnamed.
+    pub fn add_kernel_function(
+        &mut self,
+        address: u64,
+        size: u64,
+        name: &str,
+        module: Option<&str>,
+    ) {
+        let (_, symbols) = self.kernel.kallsyms.get_or_insert_with(|| {
+            (
+                Rc::from(Path::new(KERNEL_NAMED_BY_KERNEL)),
+                KernelSymbols::empty(),
+            )
+        });
+        symbols.add_function(address, size, name, module);
+    }
+
+    /// Whether a kernel function known so far (read from kallsyms or added by
+    /// [`add_kernel_function`](Self::add_kernel_function)) contains `address`.
+    /// Does not read kallsyms.
+    pub fn knows_kernel_function(&self, address: u64) -> bool {
+        self.kernel
+            .kallsyms
+            .as_ref()
+            .is_some_and(|(_, symbols)| symbols.function_entry(address).is_some())
     }
 
     /// Starts reading and parsing the kallsyms file on another thread, so

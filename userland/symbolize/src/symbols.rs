@@ -234,6 +234,38 @@ impl SymbolTable {
         self.entries.is_empty()
     }
 
+    /// Adds the function `name` at `address` of `size` bytes (at least one), kept in
+    /// address order; a function already listed at `address` stays. For a table
+    /// filled as its functions are met (kernel functions the kernel names one by
+    /// one), not for a whole symbol table (which `new` sorts once).
+    pub fn insert_sized(&mut self, address: u64, size: u64, name: &str) {
+        let position = self
+            .entries
+            .partition_point(|entry| entry.address < address);
+        if self
+            .entries
+            .get(position)
+            .is_some_and(|entry| entry.address == address)
+        {
+            return;
+        }
+        let (Ok(name_start), Ok(name_len)) =
+            (u32::try_from(self.names.len()), u32::try_from(name.len()))
+        else {
+            return;
+        };
+        self.names.push_str(name);
+        self.entries.insert(
+            position,
+            Entry {
+                address,
+                end: address.saturating_add(size.max(1)),
+                name_start,
+                name_len,
+            },
+        );
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }

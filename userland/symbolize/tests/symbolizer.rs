@@ -445,6 +445,38 @@ fn preloaded_kallsyms_and_deferred_kernel_addresses() {
     );
 }
 
+/// Without a kallsyms file, kernel functions named one by one by the running kernel
+/// (`rvperf daemon`) are what kernel addresses are looked up in: each by its extent, a
+/// module's under the module's name, an address outside every one unnamed.
+#[test]
+fn kernel_functions_added_one_by_one_name_kernel_addresses() {
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions::default());
+    assert!(!symbolizer.knows_kernel_function(0xffff_ffff_8000_1010));
+    symbolizer.add_kernel_function(0xffff_ffff_8000_1400, 0x80, "do_page_fault", None);
+    symbolizer.add_kernel_function(0xffff_ffff_8000_1000, 0x100, "handle_exception", None);
+    symbolizer.add_kernel_function(0xffff_ffff_0100_0000, 0x40, "nft_helper", Some("nf_tables"));
+    // Named again (another address of it): the first stays.
+    symbolizer.add_kernel_function(0xffff_ffff_8000_1000, 0x100, "other_alias", None);
+    assert!(symbolizer.knows_kernel_function(0xffff_ffff_8000_10ff));
+    assert!(!symbolizer.knows_kernel_function(0xffff_ffff_8000_1100));
+    let kernel = symbolizer.symbolize(PID, 0xffff_ffff_8000_1010);
+    assert_eq!(&*kernel.dso, "[kernel.kallsyms]");
+    assert_eq!(
+        kernel.frames[0].function.as_deref(),
+        Some("handle_exception")
+    );
+    assert_eq!(kernel.function_start, Some(0xffff_ffff_8000_1000));
+    let later = symbolizer.symbolize(PID, 0xffff_ffff_8000_147f);
+    assert_eq!(later.frames[0].function.as_deref(), Some("do_page_fault"));
+    let module = symbolizer.symbolize(PID, 0xffff_ffff_0100_0010);
+    assert_eq!(&*module.dso, "[nf_tables]");
+    assert_eq!(module.frames[0].function.as_deref(), Some("nft_helper"));
+    // Between two functions, past the first's extent: no function.
+    let between = symbolizer.symbolize(PID, 0xffff_ffff_8000_1200);
+    assert!(between.frames.is_empty(), "{between:?}");
+    assert_eq!(&*between.dso, "[kernel.kallsyms]");
+}
+
 #[test]
 fn kernel_addresses_use_kallsyms() {
     let dir = tempfile::tempdir().unwrap();
