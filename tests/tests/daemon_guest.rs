@@ -268,6 +268,35 @@ fn the_sampling_program_runs_jit_compiled() {
     assert!(!first.contains("interpreted"), "{first}");
 }
 
+/// The guest kernel names the daemon's kernel addresses itself (`%pS` through
+/// `bpf_snprintf`, in a program run on demand): no kallsyms is read, and the hot
+/// program's kernel frames are functions (checked with its other frames above).
+#[test]
+fn the_guest_kernel_names_the_kernel_frames() {
+    let log = log("hot.log");
+    let first = log
+        .lines()
+        .find(|line| line.contains("profiling every CPU"))
+        .unwrap_or_else(|| panic!("no start line: {log}"));
+    assert!(
+        first.contains("kernel names from the running kernel"),
+        "{first}"
+    );
+    let profile = profile(&results().join("hot/merged.pb.gz"));
+    let kernel: Vec<u64> = profile
+        .mapping
+        .iter()
+        .filter(|mapping| text(&profile, mapping.filename) == "[kernel.kallsyms]")
+        .map(|mapping| mapping.id)
+        .collect();
+    let named = profile
+        .location
+        .iter()
+        .filter(|location| kernel.contains(&location.mapping_id) && !location.line.is_empty())
+        .count();
+    assert!(named >= 20, "{named} kernel locations named");
+}
+
 #[test]
 fn a_two_entry_stack_map_overflows_into_counted_drops() {
     let log = log("overflow.log");

@@ -34,7 +34,9 @@
 # (DWARF unwinding, `--call-graph dwarf`, does not finish in the guest).
 #
 # RVPERF_BINARY and RVPERF_PROBES (the eBPF object) replace the guest's own, to compare
-# two builds in one boot, the same host load for both.
+# two builds in one boot, the same host load for both. DAEMON_ARGUMENTS are added to
+# every `rvperf daemon` (`--kallsyms /proc/kallsyms`: kernel names read from kallsyms,
+# as before the running kernel named them).
 SECONDS_EACH=${SECONDS_EACH:-30}
 # A short run of each profiler beside the SECONDS_EACH one, to part the fixed cost of a
 # run from its running cost (fixed_and_running).
@@ -95,7 +97,8 @@ fixed_and_running() {
 daemon_start() {
     rm -rf /tmp/bench-daemon
     workload_start
-    rvperf daemon --output /tmp/bench-daemon -F 999 --interval "$INTERVAL" --intervals "$INTERVALS" \
+    # shellcheck disable=SC2086 # DAEMON_ARGUMENTS: words
+    rvperf daemon --output /tmp/bench-daemon -F 999 --interval "$INTERVAL" --intervals "$INTERVALS" $DAEMON_ARGUMENTS \
         2>/tmp/bench-daemon.log &
     daemon_pid=$!
 }
@@ -156,7 +159,8 @@ for workload in $WORKLOADS; do
         rvperf_cpu="$rvperf_cpu $cpu"
         rm -rf /tmp/bench-daemon
         workload_start
-        usage "rvperf daemon (one interval of $seconds s)" rvperf daemon --output /tmp/bench-daemon -F 999 \
+        # shellcheck disable=SC2086
+        usage "rvperf daemon (one interval of $seconds s)" rvperf daemon --output /tmp/bench-daemon -F 999 $DAEMON_ARGUMENTS \
             --interval "$seconds" --intervals 1
         workload_stop
         daemon_cpu="$daemon_cpu $cpu"
