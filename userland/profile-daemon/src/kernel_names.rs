@@ -60,8 +60,6 @@ pub struct KernelNamer {
     slots: Array<MapData, KernelSymbolSlot>,
     /// Addresses asked about already: each is asked once, named or not.
     asked: FxHashSet<u64>,
-    /// Runs of the program so far.
-    runs: u64,
 }
 
 impl std::fmt::Debug for KernelNamer {
@@ -69,7 +67,6 @@ impl std::fmt::Debug for KernelNamer {
         formatter
             .debug_struct("KernelNamer")
             .field("asked", &self.asked.len())
-            .field("runs", &self.runs)
             .finish_non_exhaustive()
     }
 }
@@ -87,6 +84,12 @@ impl KernelNamer {
             .load()
             .map_err(|error| KernelNamesError(format!("loading {name}: {error}")))?;
         let map = aya_probes_common::map_name::KERNEL_SYMBOLS;
+        // Run once, naming nothing: a kernel that loads the program but cannot run
+        // it (no `BPF_PROG_TEST_RUN` for raw tracepoints without `CONFIG_NET`) is
+        // found here, while kallsyms can still take its place.
+        program
+            .test_run(RawTracePointRunOptions::new())
+            .map_err(|error| KernelNamesError(format!("running {name}: {error}")))?;
         let slots = Array::try_from(
             ebpf.take_map(map)
                 .ok_or_else(|| KernelNamesError(format!("no map {map} in the object")))?,
@@ -95,13 +98,7 @@ impl KernelNamer {
         Ok(KernelNamer {
             slots,
             asked: FxHashSet::default(),
-            runs: 0,
         })
-    }
-
-    /// Runs of the program so far (batches of up to `KERNEL_SYMBOL_BATCH` addresses).
-    pub fn runs(&self) -> u64 {
-        self.runs
     }
 
     /// Has the kernel name each of `addresses` that neither `symbolizer` knows a
@@ -149,7 +146,6 @@ impl KernelNamer {
             program
                 .test_run(options)
                 .map_err(|error| KernelNamesError(format!("running {name}: {error}")))?;
-            self.runs += 1;
             for index in (0u32..).take(batch.len()) {
                 let slot = self
                     .slots

@@ -894,15 +894,6 @@ impl Daemon {
         &self.kernel_symbols
     }
 
-    /// Runs of the program that names kernel addresses so far (batches of up to 64
-    /// addresses); 0 where kallsyms names them.
-    pub fn kernel_naming_runs(&self) -> u64 {
-        self.probes
-            .as_ref()
-            .and_then(|probes| probes.kernel_namer.as_ref())
-            .map_or(0, KernelNamer::runs)
-    }
-
     /// What samples: the eBPF probes, or the perf ring recorder in their place (with
     /// why the probes could not be used).
     pub fn recorder(&self) -> Recorder<'_> {
