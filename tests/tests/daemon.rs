@@ -118,6 +118,19 @@ fn start_until(command: &mut Command, marker: &str) -> (Child, Vec<String>) {
     (child, lines)
 }
 
+/// Runs the shell `script` to its end while the daemon `child` profiles, then ends
+/// the daemon with SIGTERM (its last interval written) and checks it exited cleanly.
+fn run_then_stop(script: &str, child: &mut Child) {
+    let status = Command::new("sh").args(["-c", script]).status().unwrap();
+    assert!(status.success(), "{script}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
 #[test]
 fn the_hot_function_leads_with_perf_reports_share() {
     let _machine = machine();
@@ -214,14 +227,7 @@ fn short_lived_processes_are_named_by_their_functions() {
     );
     // 200 processes of a few milliseconds each, every one gone before the interval ends.
     let script = format!("for i in $(seq 200); do {}; done", burn.display());
-    let status = Command::new("sh").args(["-c", &script]).status().unwrap();
-    assert!(status.success());
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    assert!(child.wait().unwrap().success());
+    run_then_stop(&script, &mut child);
     let folded = std::fs::read_to_string(output.join("interval-000001.folded")).unwrap();
     let name = burn.file_name().unwrap().to_str().unwrap();
     let comm = &name[..name.len().min(15)];
@@ -300,14 +306,7 @@ fn kernel_frames_are_named_by_the_running_kernel_as_kallsyms_places_them() {
     // Kernel work of many kinds: files listed, read, copied and removed.
     let script = "for i in $(seq 20); do ls -lR /usr/include >/dev/null; \
                   cat /usr/bin/* >/dev/null 2>&1 || true; done";
-    let status = Command::new("sh").args(["-c", script]).status().unwrap();
-    assert!(status.success());
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    assert!(child.wait().unwrap().success());
+    run_then_stop(script, &mut child);
     let bytes = std::fs::read(output.join("merged.pb.gz")).unwrap();
     let profile = pprof::read(&bytes).unwrap();
     let text = |index: i64| profile.string_table[usize::try_from(index).unwrap()].as_str();
