@@ -365,6 +365,54 @@ fn kernel_frames_are_named_by_the_running_kernel_as_kallsyms_places_them() {
     println!("{checked} kernel locations named as kallsyms places them, {outside} outside the kernel's code");
 }
 
+/// Given `--kallsyms`, the daemon names kernel frames from that file, as before the
+/// running kernel named them, and says so on its first line.
+#[test]
+fn given_a_kallsyms_file_the_daemon_names_kernel_frames_from_it() {
+    let _machine = machine();
+    let directory = tempfile::tempdir_in(scratch()).unwrap();
+    let output = directory.path().join("profiles");
+    let (mut child, lines) = start_until(
+        &mut daemon(
+            &output,
+            &[
+                "-F",
+                "999",
+                "--interval",
+                "60",
+                "--kallsyms",
+                "/proc/kallsyms",
+            ],
+        ),
+        "profiling every CPU",
+    );
+    let first = lines.last().unwrap();
+    assert!(
+        first.contains("kernel names from /proc/kallsyms)"),
+        "{first}"
+    );
+    run_then_stop(
+        "for i in $(seq 10); do ls -lR /usr/include >/dev/null; done",
+        &mut child,
+    );
+    let bytes = std::fs::read(output.join("merged.pb.gz")).unwrap();
+    let profile = pprof::read(&bytes).unwrap();
+    let kernel: Vec<u64> = profile
+        .mapping
+        .iter()
+        .filter(|mapping| {
+            profile.string_table[usize::try_from(mapping.filename).unwrap()] == "[kernel.kallsyms]"
+        })
+        .map(|mapping| mapping.id)
+        .collect();
+    let named = profile
+        .location
+        .iter()
+        .filter(|location| kernel.contains(&location.mapping_id) && !location.line.is_empty())
+        .count();
+    assert!(named >= 20, "{named} kernel locations named");
+}
+
 /// The frame the daemon puts where the kernel could not keep a stack.
 fn profile_daemon_stack_lost() -> &'static str {
     "[stack lost]"

@@ -325,6 +325,11 @@ fn without_bpf_the_perf_ring_fallback_names_the_hot_function() {
         first.contains("perf ring recorder") && first.contains("BPF is unavailable"),
         "{log}"
     );
+    // Without BPF no program names kernel addresses: kallsyms does.
+    assert!(
+        first.contains("kernel names from /proc/kallsyms)"),
+        "{first}"
+    );
     let top = pprof_tool(
         &["-top", "-tagfocus", "comm=hot"],
         &results().join("fallback/merged.pb.gz"),
