@@ -6,8 +6,8 @@
 //! of its lines (50,000 in the riscv64 guest, 0.2 to 0.5 s of the daemon's start-up
 //! there), and the daemon needs the few thousand functions its samples are in.
 
-use aya::maps::{Array, MapData};
-use aya::programs::{RawTracePoint, RawTracePointRunOptions, TestRun};
+use aya::maps::{Array, MapData, MapError};
+use aya::programs::{ProgramError, RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::Ebpf;
 use aya_probes_common::{program_name, KernelSymbolSlot, KERNEL_SYMBOL_BATCH, KERNEL_SYMBOL_TEXT};
 use rustc_hash::FxHashSet;
@@ -52,8 +52,40 @@ pub fn parse_symbol_text(address: u64, text: &str) -> Option<NamedFunction<'_>> 
 
 /// Why the kernel could not name addresses.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct KernelNamesError(pub String);
+#[non_exhaustive]
+pub enum KernelNamesError {
+    #[error("no program {program} in the eBPF object")]
+    MissingProgram { program: &'static str },
+    #[error("no map {map} in the eBPF object")]
+    MissingMap { map: &'static str },
+    /// The kernel refused to load or run the program (or it is of another kind).
+    #[error("{program}: {source}")]
+    Program {
+        program: &'static str,
+        #[source]
+        source: ProgramError,
+    },
+    #[error("{map}: {source}")]
+    Map {
+        map: &'static str,
+        #[source]
+        source: MapError,
+    },
+}
+
+const PROGRAM: &str = program_name::NAME_KERNEL_ADDRESSES;
+const MAP: &str = aya_probes_common::map_name::KERNEL_SYMBOLS;
+
+fn program_error(source: ProgramError) -> KernelNamesError {
+    KernelNamesError::Program {
+        program: PROGRAM,
+        source,
+    }
+}
+
+fn map_error(source: MapError) -> KernelNamesError {
+    KernelNamesError::Map { map: MAP, source }
+}
 
 /// The loaded `name_kernel_addresses` program and its `KERNEL_SYMBOLS` map.
 pub struct KernelNamer {
@@ -74,27 +106,23 @@ impl std::fmt::Debug for KernelNamer {
 impl KernelNamer {
     /// Loads the program (left in `ebpf`, which runs it) and takes its map.
     pub fn load(ebpf: &mut Ebpf) -> Result<KernelNamer, KernelNamesError> {
-        let name = program_name::NAME_KERNEL_ADDRESSES;
         let program: &mut RawTracePoint = ebpf
-            .program_mut(name)
-            .ok_or_else(|| KernelNamesError(format!("no program {name} in the object")))?
+            .program_mut(PROGRAM)
+            .ok_or(KernelNamesError::MissingProgram { program: PROGRAM })?
             .try_into()
-            .map_err(|error| KernelNamesError(format!("{name}: {error}")))?;
-        program
-            .load()
-            .map_err(|error| KernelNamesError(format!("loading {name}: {error}")))?;
-        let map = aya_probes_common::map_name::KERNEL_SYMBOLS;
+            .map_err(program_error)?;
+        program.load().map_err(program_error)?;
         // Run once, naming nothing: a kernel that loads the program but cannot run
         // it (no `BPF_PROG_TEST_RUN` for raw tracepoints without `CONFIG_NET`) is
         // found here, while kallsyms can still take its place.
         program
             .test_run(RawTracePointRunOptions::new())
-            .map_err(|error| KernelNamesError(format!("running {name}: {error}")))?;
+            .map_err(program_error)?;
         let slots = Array::try_from(
-            ebpf.take_map(map)
-                .ok_or_else(|| KernelNamesError(format!("no map {map} in the object")))?,
+            ebpf.take_map(MAP)
+                .ok_or(KernelNamesError::MissingMap { map: MAP })?,
         )
-        .map_err(|error| KernelNamesError(format!("{map}: {error}")))?;
+        .map_err(map_error)?;
         Ok(KernelNamer {
             slots,
             asked: FxHashSet::default(),
@@ -110,12 +138,11 @@ impl KernelNamer {
         addresses: impl IntoIterator<Item = u64>,
         symbolizer: &mut Symbolizer,
     ) -> Result<(), KernelNamesError> {
-        let name = program_name::NAME_KERNEL_ADDRESSES;
         let program: &RawTracePoint = ebpf
-            .program(name)
-            .ok_or_else(|| KernelNamesError(format!("no program {name} in the object")))?
+            .program(PROGRAM)
+            .ok_or(KernelNamesError::MissingProgram { program: PROGRAM })?
             .try_into()
-            .map_err(|error| KernelNamesError(format!("{name}: {error}")))?;
+            .map_err(program_error)?;
         let mut batch: Vec<u64> = Vec::with_capacity(KERNEL_SYMBOL_BATCH as usize);
         let mut addresses = addresses.into_iter().peekable();
         while addresses.peek().is_some() {
@@ -137,20 +164,13 @@ impl KernelNamer {
                     address,
                     text: [0; KERNEL_SYMBOL_TEXT],
                 };
-                self.slots
-                    .set(index, slot, 0)
-                    .map_err(|error| KernelNamesError(format!("writing an address: {error}")))?;
+                self.slots.set(index, slot, 0).map_err(map_error)?;
             }
             let mut options = RawTracePointRunOptions::new();
             options.args[0] = batch.len() as u64;
-            program
-                .test_run(options)
-                .map_err(|error| KernelNamesError(format!("running {name}: {error}")))?;
+            program.test_run(options).map_err(program_error)?;
             for index in (0u32..).take(batch.len()) {
-                let slot = self
-                    .slots
-                    .get(&index, 0)
-                    .map_err(|error| KernelNamesError(format!("reading a name: {error}")))?;
+                let slot = self.slots.get(&index, 0).map_err(map_error)?;
                 let length = slot
                     .text
                     .iter()

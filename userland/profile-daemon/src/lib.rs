@@ -576,7 +576,7 @@ impl BpfProbes {
                     None,
                     KernelSymbolsFrom::Kallsyms {
                         path: options.proc.join("kallsyms"),
-                        fallback: Some(error.to_string()),
+                        fallback: Some(error_chain(&error)),
                     },
                 ),
             },
@@ -1068,7 +1068,7 @@ impl Daemon {
                 .name(ebpf, addresses, self.processes.symbolizer())
                 .map_err(|error| DaemonError::Program {
                     program: program_name::NAME_KERNEL_ADDRESSES.to_owned(),
-                    message: error.to_string(),
+                    message: error_chain(&error),
                 })?;
         }
         for (stack, count) in drained.drain() {
