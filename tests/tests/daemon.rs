@@ -16,8 +16,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use common::{
-    daemon_interval_counts, perf_for_recordings, pprof_first, pprof_share, pprof_tool, repository,
-    rvperf_binary,
+    daemon_interval_counts, kernel_mapping_ids, named_kernel_locations, perf_for_recordings,
+    pprof_first, pprof_share, pprof_tool, repository, rvperf_binary,
 };
 
 const BPF_HINT: &str = "run tools/install-bpf-toolchain.sh (as root): aya-probes/build.sh needs Debian's rustc-web, libstd-rust-web-dev-bpf and bpf-linker";
@@ -310,12 +310,7 @@ fn kernel_frames_are_named_by_the_running_kernel_as_kallsyms_places_them() {
     let bytes = std::fs::read(output.join("merged.pb.gz")).unwrap();
     let profile = pprof::read(&bytes).unwrap();
     let text = |index: i64| profile.string_table[usize::try_from(index).unwrap()].as_str();
-    let kernel_mappings: Vec<u64> = profile
-        .mapping
-        .iter()
-        .filter(|mapping| text(mapping.filename) == "[kernel.kallsyms]")
-        .map(|mapping| mapping.id)
-        .collect();
+    let kernel_mappings = kernel_mapping_ids(&profile);
     // What reading kallsyms (the daemon's way before) makes of each address.
     let kallsyms = std::fs::read("/proc/kallsyms").unwrap();
     let kallsyms =
@@ -397,19 +392,7 @@ fn given_a_kallsyms_file_the_daemon_names_kernel_frames_from_it() {
     );
     let bytes = std::fs::read(output.join("merged.pb.gz")).unwrap();
     let profile = pprof::read(&bytes).unwrap();
-    let kernel: Vec<u64> = profile
-        .mapping
-        .iter()
-        .filter(|mapping| {
-            profile.string_table[usize::try_from(mapping.filename).unwrap()] == "[kernel.kallsyms]"
-        })
-        .map(|mapping| mapping.id)
-        .collect();
-    let named = profile
-        .location
-        .iter()
-        .filter(|location| kernel.contains(&location.mapping_id) && !location.line.is_empty())
-        .count();
+    let named = named_kernel_locations(&profile);
     assert!(named >= 20, "{named} kernel locations named");
 }
 

@@ -18,7 +18,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{daemon_interval_counts, pprof_first, pprof_share, pprof_tool, repository};
+use common::{
+    daemon_interval_counts, named_kernel_locations, pprof_first, pprof_share, pprof_tool,
+    repository,
+};
 
 fn results() -> PathBuf {
     std::env::var_os("RVPERF_DAEMON_GUEST")
@@ -283,17 +286,7 @@ fn the_guest_kernel_names_the_kernel_frames() {
         "{first}"
     );
     let profile = profile(&results().join("hot/merged.pb.gz"));
-    let kernel: Vec<u64> = profile
-        .mapping
-        .iter()
-        .filter(|mapping| text(&profile, mapping.filename) == "[kernel.kallsyms]")
-        .map(|mapping| mapping.id)
-        .collect();
-    let named = profile
-        .location
-        .iter()
-        .filter(|location| kernel.contains(&location.mapping_id) && !location.line.is_empty())
-        .count();
+    let named = named_kernel_locations(&profile);
     assert!(named >= 20, "{named} kernel locations named");
 }
 

@@ -497,6 +497,27 @@ pub fn pprof_first(top: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The ids of `profile`'s mappings of the kernel (`[kernel.kallsyms]`).
+pub fn kernel_mapping_ids(profile: &pprof::Profile) -> Vec<u64> {
+    let text = |index: i64| profile.string_table[usize::try_from(index).unwrap()].as_str();
+    profile
+        .mapping
+        .iter()
+        .filter(|mapping| text(mapping.filename) == "[kernel.kallsyms]")
+        .map(|mapping| mapping.id)
+        .collect()
+}
+
+/// How many of `profile`'s locations in the kernel's mapping have a function.
+pub fn named_kernel_locations(profile: &pprof::Profile) -> usize {
+    let kernel = kernel_mapping_ids(profile);
+    profile
+        .location
+        .iter()
+        .filter(|location| kernel.contains(&location.mapping_id) && !location.line.is_empty())
+        .count()
+}
+
 /// The number before `label` (as " dropped", " map drains") on each of `rvperf daemon`'s
 /// interval lines, in order.
 pub fn daemon_interval_counts(log: &str, label: &str) -> Vec<u64> {
