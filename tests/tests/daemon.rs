@@ -118,6 +118,15 @@ fn start_until(command: &mut Command, marker: &str) -> (Child, Vec<String>) {
     (child, lines)
 }
 
+/// Starts the daemon `command` and checks that its first line (`profiling every CPU
+/// (…)`) says `words`.
+fn start_saying(command: &mut Command, words: &str) -> Child {
+    let (child, lines) = start_until(command, "profiling every CPU");
+    let first = lines.last().unwrap();
+    assert!(first.contains(words), "{first}");
+    child
+}
+
 /// Runs the shell `script` to its end while the daemon `child` profiles, then ends
 /// the daemon with SIGTERM (its last interval written) and checks it exited cleanly.
 fn run_then_stop(script: &str, child: &mut Child) {
@@ -288,20 +297,16 @@ fn kallsyms_functions() -> std::collections::BTreeMap<u64, Vec<String>> {
 /// kernel address (`name_kernel_addresses`, run through `BPF_PROG_TEST_RUN`). Every
 /// kernel location of its profile carries the function `/proc/kallsyms` places the
 /// address in (one of the names at that function's address: the kernel names an alias
-/// by the first listed), and none is left without one.
+/// by the first listed); an address in no kallsyms function (a value a user stack's
+/// frame-pointer walk read) is left without one.
 #[test]
 fn kernel_frames_are_named_by_the_running_kernel_as_kallsyms_places_them() {
     let _machine = machine();
     let directory = tempfile::tempdir_in(scratch()).unwrap();
     let output = directory.path().join("profiles");
-    let (mut child, lines) = start_until(
+    let mut child = start_saying(
         &mut daemon(&output, &["-F", "999", "--interval", "60"]),
-        "profiling every CPU",
-    );
-    let first = lines.last().unwrap();
-    assert!(
-        first.contains("kernel names from the running kernel"),
-        "{first}"
+        "kernel names from the running kernel",
     );
     // Kernel work of many kinds: files listed, read, copied and removed.
     let script = "for i in $(seq 20); do ls -lR /usr/include >/dev/null; \
@@ -367,7 +372,7 @@ fn given_a_kallsyms_file_the_daemon_names_kernel_frames_from_it() {
     let _machine = machine();
     let directory = tempfile::tempdir_in(scratch()).unwrap();
     let output = directory.path().join("profiles");
-    let (mut child, lines) = start_until(
+    let mut child = start_saying(
         &mut daemon(
             &output,
             &[
@@ -379,12 +384,7 @@ fn given_a_kallsyms_file_the_daemon_names_kernel_frames_from_it() {
                 "/proc/kallsyms",
             ],
         ),
-        "profiling every CPU",
-    );
-    let first = lines.last().unwrap();
-    assert!(
-        first.contains("kernel names from /proc/kallsyms)"),
-        "{first}"
+        "kernel names from /proc/kallsyms)",
     );
     run_then_stop(
         "for i in $(seq 10); do ls -lR /usr/include >/dev/null; done",

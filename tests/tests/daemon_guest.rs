@@ -123,6 +123,13 @@ fn is_libc_or_loader(file: &str) -> bool {
     name.starts_with("libc.so") || name.starts_with("ld-linux")
 }
 
+/// The daemon's first line in `log` (`profiling every CPU (…)`).
+fn start_line(log: &str) -> &str {
+    log.lines()
+        .find(|line| line.contains("profiling every CPU"))
+        .unwrap_or_else(|| panic!("no start line: {log}"))
+}
+
 fn log(name: &str) -> String {
     let path = results().join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
@@ -263,10 +270,7 @@ fn short_lived_processes_are_named_by_their_function() {
 #[test]
 fn the_sampling_program_runs_jit_compiled() {
     let log = log("hot.log");
-    let first = log
-        .lines()
-        .find(|line| line.contains("profiling every CPU"))
-        .unwrap_or_else(|| panic!("no start line: {log}"));
+    let first = start_line(&log);
     assert!(first.contains("eBPF"), "{first}");
     assert!(!first.contains("interpreted"), "{first}");
 }
@@ -277,10 +281,7 @@ fn the_sampling_program_runs_jit_compiled() {
 #[test]
 fn the_guest_kernel_names_the_kernel_frames() {
     let log = log("hot.log");
-    let first = log
-        .lines()
-        .find(|line| line.contains("profiling every CPU"))
-        .unwrap_or_else(|| panic!("no start line: {log}"));
+    let first = start_line(&log);
     assert!(
         first.contains("kernel names from the running kernel"),
         "{first}"

@@ -256,7 +256,9 @@ pub enum StackFrame {
 }
 
 impl StackFrame {
-    fn lookup(self) -> u64 {
+    /// The address the frame is looked up at: the instruction's own, a return
+    /// address's byte before (inside its call); 0 for a placeholder.
+    pub fn lookup_address(self) -> u64 {
         match self {
             StackFrame::Instruction(address) => address,
             StackFrame::ReturnAddress(address) => address.saturating_sub(1),
@@ -313,7 +315,7 @@ impl StackProfile {
     ) -> Result<(), pprof::PprofError> {
         self.stack.clear();
         for frame in frames {
-            let lookup = frame.lookup();
+            let lookup = frame.lookup_address();
             let location = if let StackFrame::Placeholder(name) = frame {
                 self.placeholder_location(name)?
             } else if is_kernel_address(lookup) {

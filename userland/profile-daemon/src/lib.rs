@@ -128,6 +128,17 @@ pub enum KernelSymbolSource {
     Kallsyms(PathBuf),
 }
 
+impl KernelSymbolSource {
+    /// The kallsyms file read where no program names kernel addresses: the one given,
+    /// else `kallsyms` under `proc`.
+    fn kallsyms_path(&self, proc: &Path) -> PathBuf {
+        match self {
+            KernelSymbolSource::RunningKernel => proc.join("kallsyms"),
+            KernelSymbolSource::Kallsyms(path) => path.clone(),
+        }
+    }
+}
+
 /// Where the daemon's kernel frames' names come from, as it started
 /// ([`Daemon::kernel_symbols`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -569,21 +580,22 @@ impl BpfProbes {
         // The side band before the samples: a mapping is known before its addresses
         // are counted.
         let side_band = open_side_band(options, cpus, SideBandRole::SideBandOnly)?;
+        let kallsyms = options.kernel_symbols.kallsyms_path(&options.proc);
         let (kernel_namer, kernel_symbols) = match &options.kernel_symbols {
             KernelSymbolSource::RunningKernel => match KernelNamer::load(&mut ebpf) {
                 Ok(namer) => (Some(namer), KernelSymbolsFrom::RunningKernel),
                 Err(error) => (
                     None,
                     KernelSymbolsFrom::Kallsyms {
-                        path: options.proc.join("kallsyms"),
+                        path: kallsyms,
                         fallback: Some(error_chain(&error)),
                     },
                 ),
             },
-            KernelSymbolSource::Kallsyms(path) => (
+            KernelSymbolSource::Kallsyms(_) => (
                 None,
                 KernelSymbolsFrom::Kallsyms {
-                    path: path.clone(),
+                    path: kallsyms,
                     fallback: None,
                 },
             ),
@@ -846,10 +858,7 @@ impl Daemon {
                         })?;
                     // Without BPF, no program names kernel addresses: kallsyms does.
                     let kernel_symbols = KernelSymbolsFrom::Kallsyms {
-                        path: match &options.kernel_symbols {
-                            KernelSymbolSource::RunningKernel => options.proc.join("kallsyms"),
-                            KernelSymbolSource::Kallsyms(path) => path.clone(),
-                        },
+                        path: options.kernel_symbols.kallsyms_path(&options.proc),
                         fallback: None,
                     };
                     let processes = new_processes(&options, &kernel_symbols);
@@ -1060,7 +1069,7 @@ impl Daemon {
             // before they are symbolized.
             let mut addresses: Vec<u64> = drained
                 .keys()
-                .flat_map(|stack| kernel_lookup_addresses(&stack.kernel))
+                .flat_map(|stack| address_frames(&stack.kernel).map(StackFrame::lookup_address))
                 .collect();
             addresses.sort_unstable();
             addresses.dedup();
@@ -1246,18 +1255,6 @@ fn new_processes(options: &DaemonOptions, kernel_symbols: &KernelSymbolsFrom) ->
 /// Frames of a callchain the perf ring recorder asks for (perf's default,
 /// `kernel.perf_event_max_stack`).
 const PERF_RING_MAX_STACK: u32 = 127;
-
-/// The addresses a kernel stack's frames are looked up at (as [`StackFrame`]'s): its
-/// leaf's own, then each return address's byte before, inside its call.
-fn kernel_lookup_addresses(addresses: &[u64]) -> impl Iterator<Item = u64> + '_ {
-    addresses.iter().enumerate().map(|(index, &address)| {
-        if index == 0 {
-            address
-        } else {
-            address.saturating_sub(1)
-        }
-    })
-}
 
 /// A stack's addresses as frames: its leaf the sampled instruction, the rest return
 /// addresses.

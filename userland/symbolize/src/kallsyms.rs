@@ -45,8 +45,8 @@ impl KernelSymbols {
     /// rather than read from a kallsyms file. A function already listed at `address`
     /// stays.
     pub fn add_function(&mut self, address: u64, size: u64, name: &str, module: Option<&str>) {
-        self.symbols.insert_sized(address, size, name);
-        if let Some(module) = module {
+        let added = self.symbols.insert_sized(address, size, name);
+        if let (true, Some(module)) = (added, module) {
             let position = self.modules.partition_point(|span| span.start <= address);
             self.modules.insert(
                 position,

@@ -57,6 +57,6 @@ pub use object_symbolizer::{DebugLink, ObjectSymbolizer, SupplementaryLink};
 pub use problem::Problem;
 pub use symbolizer::{
     is_kernel_address, FileLocation, MappedFile, RecordedFile, Symbolized, Symbolizer,
-    SymbolizerOptions, KERNEL_DSO, KERNEL_NAMED_BY_KERNEL, KERNEL_START, KERNEL_TEXT_SYMBOL,
+    SymbolizerOptions, KERNEL_DSO, KERNEL_START, KERNEL_TEXT_SYMBOL,
 };
 pub use symbols::FunctionEntry;

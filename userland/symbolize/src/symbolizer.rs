@@ -111,7 +111,7 @@ pub struct Symbolized {
 
 /// The path a kernel frame names as its source when the running kernel named its
 /// function ([`Symbolizer::add_kernel_function`]), not a file.
-pub const KERNEL_NAMED_BY_KERNEL: &str = "[the running kernel]";
+const KERNEL_NAMED_BY_KERNEL: &str = "[the running kernel]";
 
 /// perf's name of the kernel, as a DSO and at the start of the kernel's mapping's
 /// name (`[kernel.kallsyms]_text`: the symbol whose run-time address is its pgoff).

@@ -237,8 +237,9 @@ impl SymbolTable {
     /// Adds the function `name` at `address` of `size` bytes (at least one), kept in
     /// address order; a function already listed at `address` stays. For a table
     /// filled as its functions are met (kernel functions the kernel names one by
-    /// one), not for a whole symbol table (which `new` sorts once).
-    pub fn insert_sized(&mut self, address: u64, size: u64, name: &str) {
+    /// one), not for a whole symbol table (which `new` sorts once). Whether it was
+    /// added.
+    pub fn insert_sized(&mut self, address: u64, size: u64, name: &str) -> bool {
         let position = self
             .entries
             .partition_point(|entry| entry.address < address);
@@ -247,12 +248,12 @@ impl SymbolTable {
             .get(position)
             .is_some_and(|entry| entry.address == address)
         {
-            return;
+            return false;
         }
         let (Ok(name_start), Ok(name_len)) =
             (u32::try_from(self.names.len()), u32::try_from(name.len()))
         else {
-            return;
+            return false;
         };
         self.names.push_str(name);
         self.entries.insert(
@@ -264,6 +265,7 @@ impl SymbolTable {
                 name_len,
             },
         );
+        true
     }
 
     pub fn len(&self) -> usize {
