@@ -49,9 +49,11 @@ pub mod map_name {
     /// `Array<Config>` with one entry, index
     /// [`CONFIG_INDEX`](crate::CONFIG_INDEX).
     pub const CONFIG: &str = "CONFIG";
-    /// `Array<KernelSymbolSlot>` of [`KERNEL_SYMBOL_BATCH`](crate::KERNEL_SYMBOL_BATCH)
-    /// entries: the kernel addresses userland asks `name_kernel_addresses` to name,
-    /// and the names it writes beside them.
+    /// `Array<KernelSymbolBatch>` of one entry: the kernel addresses userland asks
+    /// `name_kernel_addresses` to name, and the names it writes beside them. One
+    /// entry of [`KERNEL_SYMBOL_BATCH`](crate::KERNEL_SYMBOL_BATCH) slots, not an
+    /// entry per slot: a batch is then one map write and one map read, not 64 of each
+    /// (2,200 `bpf` calls in a host churn's first two intervals, each a system call).
     pub const KERNEL_SYMBOLS: &str = "KERNEL_SYMBOLS";
 }
 
@@ -347,8 +349,30 @@ pub struct KernelSymbolSlot {
     pub text: [u8; KERNEL_SYMBOL_TEXT],
 }
 
+/// The one `KERNEL_SYMBOLS` entry: a batch of addresses to name, the first
+/// `count` of them used (the program's argument 0).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KernelSymbolBatch {
+    pub slots: [KernelSymbolSlot; KERNEL_SYMBOL_BATCH as usize],
+}
+
+impl KernelSymbolBatch {
+    /// A batch of no addresses, every text empty.
+    pub const EMPTY: KernelSymbolBatch = KernelSymbolBatch {
+        slots: [KernelSymbolSlot {
+            address: 0,
+            text: [0; KERNEL_SYMBOL_TEXT],
+        }; KERNEL_SYMBOL_BATCH as usize],
+    };
+}
+
+/// The index of the one `KERNEL_SYMBOLS` entry.
+pub const KERNEL_SYMBOLS_INDEX: u32 = 0;
+
 // The layouts both sides depend on: a change breaks the eBPF/userland ABI.
 const _: () = assert!(core::mem::size_of::<KernelSymbolSlot>() == 256);
+const _: () = assert!(core::mem::size_of::<KernelSymbolBatch>() == 256 * 64);
 const _: () = assert!(core::mem::size_of::<StackKey>() == 32);
 const _: () = assert!(core::mem::size_of::<StackFrames>() == 1024);
 const _: () = assert!(core::mem::size_of::<ProcessEvent>() == 304);
@@ -359,7 +383,7 @@ const _: () = assert!(PROCESS_EVENTS_DEFAULT_BYTES.is_power_of_two());
 
 #[cfg(feature = "user")]
 mod user {
-    use super::{Config, KernelSymbolSlot, ProcessEvent, StackFrames, StackKey};
+    use super::{Config, KernelSymbolBatch, ProcessEvent, StackFrames, StackKey};
 
     // SAFETY: `#[repr(C)]`, `Copy`, only integer fields with no implicit
     // padding (sizes asserted above), so every bit pattern is a valid value
@@ -376,9 +400,9 @@ mod user {
     // SAFETY: as for `StackKey`: a `u64` and an array of them.
     unsafe impl aya::Pod for StackFrames {}
 
-    // SAFETY: as for `StackKey`: a `u64` and a byte array, no padding (its size
-    // is asserted above).
-    unsafe impl aya::Pod for KernelSymbolSlot {}
+    // SAFETY: as for `StackKey`: an array of slots, each a `u64` and a byte
+    // array, no padding (both sizes are asserted above).
+    unsafe impl aya::Pod for KernelSymbolBatch {}
 }
 
 #[cfg(test)]

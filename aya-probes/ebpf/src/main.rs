@@ -38,8 +38,8 @@ use aya_ebpf::{
 };
 use aya_probes_common::{
     config_flag, process_event_kind, stack_hash_finish, stack_hash_step, Config, Counter,
-    KernelSymbolSlot, ProcessEvent, StackFrames, StackKey, CONFIG_INDEX, CONFIG_MAX_ENTRIES,
-    KERNEL_SYMBOL_BATCH, KERNEL_SYMBOL_TEXT,
+    KernelSymbolBatch, KernelSymbolSlot, ProcessEvent, StackFrames, StackKey, CONFIG_INDEX, CONFIG_MAX_ENTRIES,
+    KERNEL_SYMBOLS_INDEX, KERNEL_SYMBOL_BATCH, KERNEL_SYMBOL_TEXT,
     PROCESS_EVENTS_DEFAULT_BYTES, STACK_COUNTS_DEFAULT_MAX_ENTRIES, STACK_DEPTH, STACK_HASH_SEED,
     STACK_NOT_COLLECTED, STACK_RECORDED, STACK_TRACES_DEFAULT_MAX_ENTRIES, TASK_COMM_LENGTH,
 };
@@ -76,7 +76,7 @@ static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT
 static CONFIG: Array<Config> = Array::with_max_entries(CONFIG_MAX_ENTRIES, 0);
 
 #[map]
-static KERNEL_SYMBOLS: Array<KernelSymbolSlot> = Array::with_max_entries(KERNEL_SYMBOL_BATCH, 0);
+static KERNEL_SYMBOLS: Array<KernelSymbolBatch> = Array::with_max_entries(1, 0);
 
 /// `bpf_snprintf`'s format for a kernel address: `function+0xoffset/0xsize`, then
 /// ` [module]` for a module's. The verifier wants the format in a read-only map,
@@ -457,25 +457,29 @@ fn panic(_information: &core::panic::PanicInfo<'_>) -> ! {
     loop {}
 }
 
-/// Names the first `count` (argument 0) addresses of `KERNEL_SYMBOLS`, each
-/// written beside its address. Userland runs it through `BPF_PROG_TEST_RUN`; it
-/// is never attached. Returns how many it named.
+/// Names the first `count` (argument 0) addresses of the `KERNEL_SYMBOLS` batch,
+/// each written beside its address. Userland runs it through `BPF_PROG_TEST_RUN`;
+/// it is never attached. Returns how many it named.
 #[raw_tracepoint]
 pub fn name_kernel_addresses(context: RawTracePointContext) -> i32 {
     let count: u64 = context.arg(0);
+    let Some(batch) = KERNEL_SYMBOLS.get_ptr_mut(KERNEL_SYMBOLS_INDEX) else {
+        return 0;
+    };
     let mut named = 0;
     for index in 0..KERNEL_SYMBOL_BATCH {
         if u64::from(index) >= count {
             break;
         }
-        let Some(slot) = KERNEL_SYMBOLS.get_ptr_mut(index) else {
-            break;
-        };
-        // SAFETY: `slot` points at a `KERNEL_SYMBOLS` value, which the kernel
-        // keeps while the program runs; the format is a NUL-terminated string in
-        // a read-only map, and `arguments` is one initialised `u64`, as `%pS`
-        // takes.
+        // SAFETY: `batch` points at the `KERNEL_SYMBOLS` value, which the kernel
+        // keeps while the program runs, and `index` is below its
+        // `KERNEL_SYMBOL_BATCH` slots (the verifier checks the offset too); the
+        // format is a NUL-terminated string in a read-only map, and `arguments` is
+        // one initialised `u64`, as `%pS` takes.
         let written = unsafe {
+            let slot = core::ptr::addr_of_mut!((*batch).slots)
+                .cast::<KernelSymbolSlot>()
+                .add(index as usize);
             let mut arguments = [(*slot).address];
             bpf_snprintf(
                 (*slot).text.as_mut_ptr().cast(),

@@ -219,15 +219,15 @@ pub struct StackProfile {
     symbols: MappingSymbols,
     kernel_mapping: MappingId,
     /// Mapping ids by (file, mapping start, file offset).
-    mappings: HashMap<(usize, u64, u64), MappingId>,
+    mappings: FxHashMap<(usize, u64, u64), MappingId>,
     /// Build ids for files whose MMAP2 records carry none (a perf.data header's list,
     /// or read from the files).
     file_build_ids: HashMap<String, Vec<u8>>,
     /// Leaf samples per user mapping since the last interval ([`take_interval`]
     /// (Self::take_interval)): the most sampled is the profile's program.
-    leaf_samples: HashMap<MappingId, u64>,
+    leaf_samples: FxHashMap<MappingId, u64>,
     /// Leaf samples per user mapping of the intervals taken: the run's program.
-    run_leaf_samples: HashMap<MappingId, u64>,
+    run_leaf_samples: FxHashMap<MappingId, u64>,
     stack: Vec<LocationId>,
     addresses: LocationAddresses,
     /// Each location's frames folded ([`Self::folded_of`]), kept for the builder's
@@ -287,10 +287,10 @@ impl StackProfile {
             builder,
             symbols,
             kernel_mapping,
-            mappings: HashMap::new(),
+            mappings: FxHashMap::default(),
             file_build_ids,
-            leaf_samples: HashMap::new(),
-            run_leaf_samples: HashMap::new(),
+            leaf_samples: FxHashMap::default(),
+            run_leaf_samples: FxHashMap::default(),
             stack: Vec::new(),
             addresses: LocationAddresses::Runtime,
             folded_pieces: FxHashMap::default(),
@@ -583,7 +583,7 @@ impl<'a> FoldedLine<'a> {
 }
 
 /// The mapping with the most leaf samples (the lowest id of equals).
-fn most_sampled(leaf_samples: &HashMap<MappingId, u64>) -> Option<MappingId> {
+fn most_sampled(leaf_samples: &FxHashMap<MappingId, u64>) -> Option<MappingId> {
     leaf_samples
         .iter()
         .max_by_key(|&(&mapping, &samples)| (samples, std::cmp::Reverse(mapping)))

@@ -9,7 +9,9 @@
 use aya::maps::{Array, MapData, MapError};
 use aya::programs::{ProgramError, RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::Ebpf;
-use aya_probes_common::{program_name, KernelSymbolSlot, KERNEL_SYMBOL_BATCH, KERNEL_SYMBOL_TEXT};
+use aya_probes_common::{
+    program_name, KernelSymbolBatch, KERNEL_SYMBOLS_INDEX, KERNEL_SYMBOL_BATCH,
+};
 use rustc_hash::FxHashSet;
 use symbolize::Symbolizer;
 
@@ -89,7 +91,9 @@ fn map_error(source: MapError) -> KernelNamesError {
 
 /// The loaded `name_kernel_addresses` program and its `KERNEL_SYMBOLS` map.
 pub struct KernelNamer {
-    slots: Array<MapData, KernelSymbolSlot>,
+    batches: Array<MapData, KernelSymbolBatch>,
+    /// The batch written to the map, kept for its 16 KiB of room.
+    batch: Box<KernelSymbolBatch>,
     /// Addresses asked about already: each is asked once, named or not.
     asked: FxHashSet<u64>,
 }
@@ -118,13 +122,14 @@ impl KernelNamer {
         program
             .test_run(RawTracePointRunOptions::new())
             .map_err(program_error)?;
-        let slots = Array::try_from(
+        let batches = Array::try_from(
             ebpf.take_map(MAP)
                 .ok_or(KernelNamesError::MissingMap { map: MAP })?,
         )
         .map_err(map_error)?;
         Ok(KernelNamer {
-            slots,
+            batches,
+            batch: Box::new(KernelSymbolBatch::EMPTY),
             asked: FxHashSet::default(),
         })
     }
@@ -143,34 +148,36 @@ impl KernelNamer {
             .ok_or(KernelNamesError::MissingProgram { program: PROGRAM })?
             .try_into()
             .map_err(program_error)?;
-        let mut batch: Vec<u64> = Vec::with_capacity(KERNEL_SYMBOL_BATCH as usize);
         let mut addresses = addresses.into_iter().peekable();
         while addresses.peek().is_some() {
-            batch.clear();
+            let mut count = 0;
             for address in addresses.by_ref() {
                 if symbolizer.knows_kernel_function(address) || !self.asked.insert(address) {
                     continue;
                 }
-                batch.push(address);
-                if batch.len() == KERNEL_SYMBOL_BATCH as usize {
+                let slot = &mut self.batch.slots[count];
+                slot.address = address;
+                slot.text.fill(0);
+                count += 1;
+                if count == KERNEL_SYMBOL_BATCH as usize {
                     break;
                 }
             }
-            if batch.is_empty() {
+            if count == 0 {
                 break;
             }
-            for (index, &address) in (0u32..).zip(&batch) {
-                let slot = KernelSymbolSlot {
-                    address,
-                    text: [0; KERNEL_SYMBOL_TEXT],
-                };
-                self.slots.set(index, slot, 0).map_err(map_error)?;
-            }
+            // One write, one run and one read a batch: each is a system call.
+            self.batches
+                .set(KERNEL_SYMBOLS_INDEX, self.batch.as_ref(), 0)
+                .map_err(map_error)?;
             let mut options = RawTracePointRunOptions::new();
-            options.args[0] = batch.len() as u64;
+            options.args[0] = count as u64;
             program.test_run(options).map_err(program_error)?;
-            for index in (0u32..).take(batch.len()) {
-                let slot = self.slots.get(&index, 0).map_err(map_error)?;
+            let named = self
+                .batches
+                .get(&KERNEL_SYMBOLS_INDEX, 0)
+                .map_err(map_error)?;
+            for slot in &named.slots[..count] {
                 let length = slot
                     .text
                     .iter()
