@@ -365,6 +365,78 @@ fn kernel_frames_are_named_by_the_running_kernel_as_kallsyms_places_them() {
     println!("{checked} kernel locations named as kallsyms places them, {outside} outside the kernel's code");
 }
 
+/// Each location of a profile by its mapping and its inline stack's functions
+/// (innermost first), for locations with a function.
+fn location_functions(profile: &pprof::Profile) -> Vec<(u64, Vec<u64>)> {
+    profile
+        .location
+        .iter()
+        .filter(|location| !location.line.is_empty())
+        .map(|location| {
+            let functions = location.line.iter().map(|line| line.function_id).collect();
+            (location.mapping_id, functions)
+        })
+        .collect()
+}
+
+/// The merged profile of the daemon run with `arguments` over kernel work of many
+/// kinds (files listed and read), whose leaves are many instructions of few functions.
+fn merged_profile_of_kernel_work(arguments: &[&str]) -> pprof::Profile {
+    let directory = tempfile::tempdir_in(scratch()).unwrap();
+    let output = directory.path().join("profiles");
+    let mut options = vec!["-F", "999", "--interval", "60"];
+    options.extend_from_slice(arguments);
+    let mut child = start_saying(&mut daemon(&output, &options), "profiling every CPU");
+    run_then_stop(
+        "for i in $(seq 10); do ls -lR /usr/include >/dev/null; \
+         cat /usr/bin/* >/dev/null 2>&1 || true; done",
+        &mut child,
+    );
+    let bytes = std::fs::read(output.join("merged.pb.gz")).unwrap();
+    pprof::read(&bytes).unwrap()
+}
+
+/// By default a location is a function (its mapping and inline stack), as folded
+/// stacks count frames: one location for every sampled instruction of a function,
+/// with no line numbers. `--locations address` keeps a location per instruction.
+#[test]
+fn a_location_is_a_function_unless_addresses_are_asked_for() {
+    let _machine = machine();
+    let by_function = merged_profile_of_kernel_work(&[]);
+    let functions = location_functions(&by_function);
+    let distinct: std::collections::HashSet<_> = functions.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        functions.len(),
+        "a function with two locations"
+    );
+    assert!(
+        by_function
+            .location
+            .iter()
+            .flat_map(|location| &location.line)
+            .all(|line| line.line == 0),
+        "a line number in a profile by function"
+    );
+    let named = named_kernel_locations(&by_function);
+    assert!(named >= 20, "{named} kernel locations named");
+
+    let by_address = merged_profile_of_kernel_work(&["--locations", "address"]);
+    let functions = location_functions(&by_address);
+    let distinct: std::collections::HashSet<_> = functions.iter().collect();
+    assert!(
+        distinct.len() < functions.len(),
+        "no function with two sampled addresses in {} locations",
+        functions.len()
+    );
+    println!(
+        "by function: {} locations; by address: {} locations of {} functions",
+        by_function.location.len(),
+        functions.len(),
+        distinct.len()
+    );
+}
+
 /// Given `--kallsyms`, the daemon names kernel frames from that file, as before the
 /// running kernel named them, and says so on its first line.
 #[test]

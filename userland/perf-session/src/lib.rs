@@ -57,7 +57,8 @@ pub use ntrace_task_contexts::{
 pub use ordered::OrderedEvents;
 pub use pprof_export::{
     folded_pprof, pprof_profile, sample_labels, FoldedLine, IntervalProfile, LocationAddresses,
-    PprofExport, PprofExportError, PprofOptions, SampleLabels, StackFrame, StackProfile,
+    LocationGranularity, PprofExport, PprofExportError, PprofOptions, SampleLabels, StackFrame,
+    StackProfile,
 };
 pub use processes::{thread_id, InlineFrames, Place, Processes, SymbolOptions};
 pub use session::{Session, SessionError, SessionSample};

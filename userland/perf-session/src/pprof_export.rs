@@ -59,6 +59,21 @@ pub enum LocationAddresses {
     FileOffsets,
 }
 
+/// How many locations a profile has: one per sampled address, or one per function.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LocationGranularity {
+    /// One location per address (and mapping): `go tool pprof -disasm` and
+    /// `-addresses` see every sampled instruction and its line.
+    #[default]
+    Address,
+    /// One location per mapping and inline stack of functions, with no line numbers
+    /// ([`pprof::ProfileBuilder::add_functions_location`]): the granularity of folded
+    /// stacks, at which a flame graph is drawn. Each sampled instruction of a leaf is
+    /// then one stack, not one each: a long run's profile grows with its call paths,
+    /// not with the instructions they end at.
+    Function,
+}
+
 /// How [`pprof_profile`] builds the profile.
 #[derive(Debug, Clone, Copy, Default)]
 #[non_exhaustive]
@@ -230,6 +245,7 @@ pub struct StackProfile {
     run_leaf_samples: FxHashMap<MappingId, u64>,
     stack: Vec<LocationId>,
     addresses: LocationAddresses,
+    granularity: LocationGranularity,
     /// Each location's frames folded ([`Self::folded_of`]), kept for the builder's
     /// life: a location never changes once made, and a long run's intervals and its
     /// merged profile fold the same locations again and again.
@@ -293,6 +309,7 @@ impl StackProfile {
             run_leaf_samples: FxHashMap::default(),
             stack: Vec::new(),
             addresses: LocationAddresses::Runtime,
+            granularity: LocationGranularity::Address,
             folded_pieces: FxHashMap::default(),
         }
     }
@@ -300,6 +317,12 @@ impl StackProfile {
     /// Locations of user-space files by `addresses`.
     pub fn with_addresses(mut self, addresses: LocationAddresses) -> Self {
         self.addresses = addresses;
+        self
+    }
+
+    /// Locations by `granularity`.
+    pub fn with_granularity(mut self, granularity: LocationGranularity) -> Self {
+        self.granularity = granularity;
         self
     }
 
@@ -327,11 +350,7 @@ impl StackProfile {
                     None => {
                         let symbolized = processes.symbolizer().symbolize_unmapped(lookup, 1);
                         let lines = function_lines(&mut self.builder, &symbolized);
-                        self.builder.add_address_location(
-                            Some(self.kernel_mapping),
-                            lookup,
-                            &lines,
-                        )?
+                        self.new_location(Some(self.kernel_mapping), lookup, &lines)?
                     }
                 }
             } else {
@@ -412,14 +431,30 @@ impl StackProfile {
                             }
                         }
                         let lines = function_lines(&mut self.builder, &symbolized);
-                        self.builder
-                            .add_address_location(mapping, location_address, &lines)?
+                        self.new_location(mapping, location_address, &lines)?
                     }
                 }
             };
             self.stack.push(location);
         }
         self.builder.add_sample(&self.stack, values, labels)
+    }
+
+    /// The location of an address no location was found for, by the granularity.
+    fn new_location(
+        &mut self,
+        mapping: Option<MappingId>,
+        address: u64,
+        lines: &[LineSpec],
+    ) -> Result<LocationId, pprof::PprofError> {
+        match self.granularity {
+            LocationGranularity::Address => {
+                self.builder.add_address_location(mapping, address, lines)
+            }
+            LocationGranularity::Function => {
+                self.builder.add_functions_location(mapping, address, lines)
+            }
+        }
     }
 
     /// The number of distinct (stack, labels) samples so far.

@@ -175,6 +175,9 @@ pub struct ProfileBuilder {
     locations: Vec<proto::Location>,
     address_locations: FxHashMap<(u64, u64), LocationId>,
     function_locations: FxHashMap<FunctionId, LocationId>,
+    /// Locations by (mapping, functions innermost first), for
+    /// [`add_functions_location`](Self::add_functions_location).
+    functions_locations: FxHashMap<(u64, Box<[FunctionId]>), LocationId>,
     samples: Samples,
     /// The labels ([`LabelWords`]) of the sample being added, reused.
     scratch: Vec<LabelWords>,
@@ -331,6 +334,7 @@ impl ProfileBuilder {
             locations: Vec::new(),
             address_locations: FxHashMap::default(),
             function_locations: FxHashMap::default(),
+            functions_locations: FxHashMap::default(),
             samples: Samples::new(identity),
             scratch: Vec::new(),
             metadata: ProfileMetadata::default(),
@@ -493,6 +497,49 @@ impl ProfileBuilder {
         }
         let lines = self.lines(lines)?;
         let id = self.push_location(mapping_id, address, lines);
+        self.address_locations.insert((mapping_id, address), id);
+        Ok(id)
+    }
+
+    /// The location of `address` in `mapping` by its functions alone: one location for
+    /// every address of `mapping` whose inline stack (innermost first) has the same
+    /// functions, whatever its lines, made at the first such address and with no line
+    /// numbers; `address` then finds it ([`address_location`](Self::address_location)).
+    /// A profile of such locations has the granularity of folded stacks: addresses of
+    /// one function (a leaf's every sampled instruction) are one stack, not one each.
+    /// With no function, the address's own location, as
+    /// [`add_address_location`](Self::add_address_location) makes it.
+    pub fn add_functions_location(
+        &mut self,
+        mapping: Option<MappingId>,
+        address: u64,
+        lines: &[LineSpec],
+    ) -> Result<LocationId, PprofError> {
+        if lines.is_empty() {
+            return self.add_address_location(mapping, address, &[]);
+        }
+        if let Some(id) = self.address_location(mapping, address) {
+            return Ok(id);
+        }
+        let mapping_id = mapping.map_or(0, |id| id.0);
+        let functions: Box<[FunctionId]> = lines.iter().map(|line| line.function).collect();
+        let id = match self.functions_locations.get(&(mapping_id, functions)) {
+            Some(&id) => id,
+            None => {
+                let functions_only: Vec<LineSpec> = lines
+                    .iter()
+                    .map(|line| LineSpec {
+                        function: line.function,
+                        line: None,
+                        column: None,
+                    })
+                    .collect();
+                let id = self.add_address_location(mapping, address, &functions_only)?;
+                let functions = lines.iter().map(|line| line.function).collect();
+                self.functions_locations.insert((mapping_id, functions), id);
+                id
+            }
+        };
         self.address_locations.insert((mapping_id, address), id);
         Ok(id)
     }

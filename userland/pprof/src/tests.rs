@@ -75,6 +75,67 @@ fn strings_mappings_functions_and_locations_are_interned_once() {
 }
 
 #[test]
+fn addresses_of_the_same_functions_share_one_location_by_functions() {
+    let mut builder = ProfileBuilder::new(&TYPES);
+    let mapping = libc(&mut builder);
+    let hot = function(&mut builder, "hot");
+    let inlined = function(&mut builder, "inlined");
+    let at_line = |function, line| LineSpec {
+        function,
+        line: Some(line),
+        column: Some(3),
+    };
+    let first = builder
+        .add_functions_location(Some(mapping), 0x1234, &[at_line(hot, 12)])
+        .unwrap();
+    // Another instruction of `hot`, at another line: the same location, found by its
+    // address from now on.
+    let second = builder
+        .add_functions_location(Some(mapping), 0x1240, &[at_line(hot, 14)])
+        .unwrap();
+    assert_eq!(second, first);
+    assert_eq!(builder.address_location(Some(mapping), 0x1240), Some(first));
+    // `inlined` inlined into `hot`, the same functions in another order, or another
+    // mapping: locations of their own.
+    let inline_stack = builder
+        .add_functions_location(
+            Some(mapping),
+            0x1250,
+            &[at_line(inlined, 3), at_line(hot, 15)],
+        )
+        .unwrap();
+    let reversed = builder
+        .add_functions_location(
+            Some(mapping),
+            0x1260,
+            &[at_line(hot, 3), at_line(inlined, 15)],
+        )
+        .unwrap();
+    let elsewhere = builder
+        .add_functions_location(None, 0x1234, &[at_line(hot, 12)])
+        .unwrap();
+    let distinct = [first, inline_stack, reversed, elsewhere];
+    for (index, location) in distinct.iter().enumerate() {
+        assert!(!distinct[..index].contains(location), "{distinct:?}");
+    }
+    // No function: the address's own location.
+    let unknown = builder
+        .add_functions_location(Some(mapping), 0x2000, &[])
+        .unwrap();
+    let unknown_too = builder
+        .add_functions_location(Some(mapping), 0x2004, &[])
+        .unwrap();
+    assert_ne!(unknown, unknown_too);
+    let profile = builder.build();
+    assert_eq!(profile.location.len(), 6);
+    // The location is made at the first address, with functions and no line numbers.
+    let location = &profile.location[0];
+    assert_eq!(location.address, 0x1234);
+    assert_eq!(location.line.len(), 1);
+    assert_eq!((location.line[0].line, location.line[0].column), (0, 0));
+}
+
+#[test]
 fn the_main_mapping_moves_first_with_its_locations() {
     let mut builder = ProfileBuilder::new(&TYPES);
     let kernel = builder.mapping(&MappingSpec {

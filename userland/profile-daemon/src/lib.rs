@@ -51,8 +51,8 @@ use perf_abi::sys::bindings as abi;
 use perf_abi::sys::bindings::perf_event_attr;
 use perf_ring::{Event, RingBuffer};
 use perf_session::{
-    sample_labels, IntervalProfile, LocationAddresses, Processes, SampleLabels, StackFrame,
-    StackProfile, SymbolOptions,
+    sample_labels, IntervalProfile, LocationAddresses, LocationGranularity, Processes,
+    SampleLabels, StackFrame, StackProfile, SymbolOptions,
 };
 use pprof::{EncodedProfile, MappingSymbols, ProfileMetadata, SampleType};
 use profiles::FoldedStacks;
@@ -101,6 +101,11 @@ pub struct DaemonOptions {
     /// (`[stack lost]`). `None`: sized for the machine ([`drain::stack_capacity_for`]).
     pub stack_traces: Option<u32>,
     pub labels: SampleLabels,
+    /// One pprof location per function (the default: a profile at the folded
+    /// stacks' granularity, whose size follows the run's call paths) or per sampled
+    /// address (every instruction for `go tool pprof -disasm`, at the cost of a stack
+    /// for each sampled instruction of a leaf).
+    pub locations: LocationGranularity,
     /// Where kernel frames' names come from.
     pub kernel_symbols: KernelSymbolSource,
     /// Where `/proc` is (tests may point elsewhere).
@@ -207,6 +212,7 @@ impl Default for DaemonOptions {
             stack_counts: None,
             stack_traces: None,
             labels: SampleLabels::Command,
+            locations: LocationGranularity::Function,
             kernel_symbols: KernelSymbolSource::RunningKernel,
             proc: PathBuf::from("/proc"),
             side_band_pages: 64,
@@ -874,7 +880,8 @@ impl Daemon {
         )
         // A long run's processes come and go (and load their code at random
         // addresses): by file offset, the run's profile grows with its code only.
-        .with_addresses(LocationAddresses::FileOffsets);
+        .with_addresses(LocationAddresses::FileOffsets)
+        .with_granularity(options.locations);
         let merged = RunTotal::new(&mut profile, options.merged_stacks)?;
         let now = SystemTime::now();
         Ok(Daemon {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use perf_session::SampleLabels;
+use perf_session::{LocationGranularity, SampleLabels};
 use profile_daemon::{
     Daemon, DaemonError, DaemonOptions, Fallback, KernelSymbolSource, KernelSymbolsFrom,
     ProgramExecution, Recorder, RunEnd, RunEvent, SampledEvent,
@@ -81,9 +81,21 @@ pub struct DaemonArgs {
     /// `--fallback perf`, `/proc/kallsyms`.
     #[arg(long)]
     kallsyms: Option<PathBuf>,
+    /// One pprof location per function, as folded stacks and flame graphs count them
+    /// (a leaf's sampled instructions are one stack), or per sampled `address`, for
+    /// `go tool pprof -disasm` and `-addresses`: more stacks, a larger profile and
+    /// more of the daemon's time and memory where stacks are new all the time.
+    #[arg(long, value_enum, default_value_t = LocationsArgument::Function)]
+    locations: LocationsArgument,
 }
 
-/// The file name of the eBPF object beside the binary or in /usr/lib/rvperf.
+/// `--locations`' values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LocationsArgument {
+    Function,
+    Address,
+}
+
 /// `--fallback`'s values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum FallbackArgument {
@@ -91,6 +103,7 @@ enum FallbackArgument {
     Perf,
 }
 
+/// The file name of the eBPF object beside the binary or in /usr/lib/rvperf.
 const PROBES_NAME: &str = "rvperf-probes.bpf.o";
 
 fn probes_path(arguments: &DaemonArgs) -> PathBuf {
@@ -135,6 +148,10 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
         },
         // By command: process ids churn, and the run's profile must not grow with them.
         labels: SampleLabels::Command,
+        locations: match arguments.locations {
+            LocationsArgument::Function => LocationGranularity::Function,
+            LocationsArgument::Address => LocationGranularity::Address,
+        },
         kernel_symbols: match &arguments.kallsyms {
             Some(path) => KernelSymbolSource::Kallsyms(path.clone()),
             None => KernelSymbolSource::RunningKernel,
