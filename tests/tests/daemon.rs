@@ -16,8 +16,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use common::{
-    daemon_interval_counts, kernel_mapping_ids, named_kernel_locations, perf_for_recordings,
-    pprof_first, pprof_share, pprof_tool, repository, rvperf_binary,
+    daemon_interval_counts, kernel_mapping_ids, location_functions, named_kernel_locations,
+    perf_for_recordings, pprof_first, pprof_share, pprof_tool, repository, rvperf_binary,
 };
 
 const BPF_HINT: &str = "run tools/install-bpf-toolchain.sh (as root): aya-probes/build.sh needs Debian's rustc-web, libstd-rust-web-dev-bpf and bpf-linker";
@@ -363,20 +363,6 @@ fn kernel_frames_are_named_by_the_running_kernel_as_kallsyms_places_them() {
         "only {checked} kernel locations ({outside} outside)"
     );
     println!("{checked} kernel locations named as kallsyms places them, {outside} outside the kernel's code");
-}
-
-/// Each location of a profile by its mapping and its inline stack's functions
-/// (innermost first), for locations with a function.
-fn location_functions(profile: &pprof::Profile) -> Vec<(u64, Vec<u64>)> {
-    profile
-        .location
-        .iter()
-        .filter(|location| !location.line.is_empty())
-        .map(|location| {
-            let functions = location.line.iter().map(|line| line.function_id).collect();
-            (location.mapping_id, functions)
-        })
-        .collect()
 }
 
 /// The merged profile of the daemon run with `arguments` over kernel work of many

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{
-    daemon_interval_counts, named_kernel_locations, pprof_first, pprof_share, pprof_tool,
-    repository,
+    daemon_interval_counts, location_functions, named_kernel_locations, pprof_first, pprof_share,
+    pprof_tool, repository,
 };
 
 fn results() -> PathBuf {
@@ -289,6 +289,21 @@ fn the_guest_kernel_names_the_kernel_frames() {
     let profile = profile(&results().join("hot/merged.pb.gz"));
     let named = named_kernel_locations(&profile);
     assert!(named >= 20, "{named} kernel locations named");
+}
+
+/// The guest daemon's default: a pprof location per function (mapping and inline
+/// stack), however many of its instructions were sampled.
+#[test]
+fn the_guest_profile_has_a_location_per_function() {
+    let profile = profile(&results().join("hot/merged.pb.gz"));
+    let functions = location_functions(&profile);
+    let distinct: std::collections::HashSet<_> = functions.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        functions.len(),
+        "a function with two locations"
+    );
+    assert!(functions.len() >= 20, "{} locations", functions.len());
 }
 
 #[test]

@@ -508,6 +508,20 @@ pub fn kernel_mapping_ids(profile: &pprof::Profile) -> Vec<u64> {
         .collect()
 }
 
+/// Each location of a profile by its mapping and its inline stack's functions
+/// (innermost first), for locations with a function.
+pub fn location_functions(profile: &pprof::Profile) -> Vec<(u64, Vec<u64>)> {
+    profile
+        .location
+        .iter()
+        .filter(|location| !location.line.is_empty())
+        .map(|location| {
+            let functions = location.line.iter().map(|line| line.function_id).collect();
+            (location.mapping_id, functions)
+        })
+        .collect()
+}
+
 /// How many of `profile`'s locations in the kernel's mapping have a function.
 pub fn named_kernel_locations(profile: &pprof::Profile) -> usize {
     let kernel = kernel_mapping_ids(profile);
