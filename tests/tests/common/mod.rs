@@ -508,10 +508,18 @@ pub fn kernel_mapping_ids(profile: &pprof::Profile) -> Vec<u64> {
         .collect()
 }
 
-/// Each location of a profile by its mapping and its inline stack's functions
-/// (innermost first), for locations with a function.
-pub fn location_functions(profile: &pprof::Profile) -> Vec<(u64, Vec<u64>)> {
-    profile
+/// How many of a profile's locations have a function, and how many distinct
+/// (mapping, inline stack of functions) they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocationFunctions {
+    pub locations: usize,
+    pub functions: usize,
+}
+
+/// The locations of `profile` that have a function, by their mapping and inline
+/// stack's functions (innermost first).
+pub fn location_functions(profile: &pprof::Profile) -> LocationFunctions {
+    let keys: Vec<(u64, Vec<u64>)> = profile
         .location
         .iter()
         .filter(|location| !location.line.is_empty())
@@ -519,7 +527,12 @@ pub fn location_functions(profile: &pprof::Profile) -> Vec<(u64, Vec<u64>)> {
             let functions = location.line.iter().map(|line| line.function_id).collect();
             (location.mapping_id, functions)
         })
-        .collect()
+        .collect();
+    let distinct: std::collections::HashSet<_> = keys.iter().collect();
+    LocationFunctions {
+        locations: keys.len(),
+        functions: distinct.len(),
+    }
 }
 
 /// How many of `profile`'s locations in the kernel's mapping have a function.
