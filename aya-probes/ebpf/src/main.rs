@@ -38,8 +38,8 @@ use aya_ebpf::{
 };
 use aya_probes_common::{
     config_flag, process_event_kind, stack_hash_finish, stack_hash_step, Config, Counter,
-    KernelSymbolBatch, KernelSymbolSlot, ProcessEvent, StackFrames, StackKey, CONFIG_INDEX, CONFIG_MAX_ENTRIES,
-    KERNEL_SYMBOLS_INDEX, KERNEL_SYMBOL_BATCH, KERNEL_SYMBOL_TEXT,
+    KernelSymbolBatch, KernelSymbolSlot, ProcessEvent, StackFrames, StackKey, CONFIG_INDEX,
+    CONFIG_MAX_ENTRIES, KERNEL_SYMBOLS_INDEX, KERNEL_SYMBOL_BATCH, KERNEL_SYMBOL_TEXT,
     PROCESS_EVENTS_DEFAULT_BYTES, STACK_COUNTS_DEFAULT_MAX_ENTRIES, STACK_DEPTH, STACK_HASH_SEED,
     STACK_NOT_COLLECTED, STACK_RECORDED, STACK_TRACES_DEFAULT_MAX_ENTRIES, TASK_COMM_LENGTH,
 };
