@@ -293,6 +293,24 @@ fn kallsyms_functions() -> std::collections::BTreeMap<u64, Vec<String>> {
     functions
 }
 
+/// Kernel work of many kinds: files listed and read (leaves that are many
+/// instructions of few kernel functions).
+const KERNEL_WORK: &str = "for i in $(seq 10); do ls -lR /usr/include >/dev/null; \
+                           cat /usr/bin/* >/dev/null 2>&1 || true; done";
+
+/// The merged profile of a daemon started with `-F 999 --interval 60` and
+/// `arguments`, whose first line says `words`, over the shell `script`.
+fn merged_profile_over(arguments: &[&str], words: &str, script: &str) -> pprof::Profile {
+    let directory = tempfile::tempdir_in(scratch()).unwrap();
+    let output = directory.path().join("profiles");
+    let mut options = vec!["-F", "999", "--interval", "60"];
+    options.extend_from_slice(arguments);
+    let mut child = start_saying(&mut daemon(&output, &options), words);
+    run_then_stop(script, &mut child);
+    let bytes = std::fs::read(output.join("merged.pb.gz")).unwrap();
+    pprof::read(&bytes).unwrap()
+}
+
 /// By default the daemon reads no kallsyms: the running kernel names each sampled
 /// kernel address (`name_kernel_addresses`, run through `BPF_PROG_TEST_RUN`). Every
 /// kernel location of its profile carries the function `/proc/kallsyms` places the
@@ -302,18 +320,9 @@ fn kallsyms_functions() -> std::collections::BTreeMap<u64, Vec<String>> {
 #[test]
 fn kernel_frames_are_named_by_the_running_kernel_as_kallsyms_places_them() {
     let _machine = machine();
-    let directory = tempfile::tempdir_in(scratch()).unwrap();
-    let output = directory.path().join("profiles");
-    let mut child = start_saying(
-        &mut daemon(&output, &["-F", "999", "--interval", "60"]),
-        "kernel names from the running kernel",
-    );
-    // Kernel work of many kinds: files listed, read, copied and removed.
-    let script = "for i in $(seq 20); do ls -lR /usr/include >/dev/null; \
-                  cat /usr/bin/* >/dev/null 2>&1 || true; done";
-    run_then_stop(script, &mut child);
-    let bytes = std::fs::read(output.join("merged.pb.gz")).unwrap();
-    let profile = pprof::read(&bytes).unwrap();
+    // Twice the usual kernel work: every kind of kernel location seen more often.
+    let script = format!("{KERNEL_WORK}; {KERNEL_WORK}");
+    let profile = merged_profile_over(&[], "kernel names from the running kernel", &script);
     let text = |index: i64| profile.string_table[usize::try_from(index).unwrap()].as_str();
     let kernel_mappings = kernel_mapping_ids(&profile);
     // What reading kallsyms (the daemon's way before) makes of each address.
@@ -365,30 +374,13 @@ fn kernel_frames_are_named_by_the_running_kernel_as_kallsyms_places_them() {
     println!("{checked} kernel locations named as kallsyms places them, {outside} outside the kernel's code");
 }
 
-/// The merged profile of the daemon run with `arguments` over kernel work of many
-/// kinds (files listed and read), whose leaves are many instructions of few functions.
-fn merged_profile_of_kernel_work(arguments: &[&str]) -> pprof::Profile {
-    let directory = tempfile::tempdir_in(scratch()).unwrap();
-    let output = directory.path().join("profiles");
-    let mut options = vec!["-F", "999", "--interval", "60"];
-    options.extend_from_slice(arguments);
-    let mut child = start_saying(&mut daemon(&output, &options), "profiling every CPU");
-    run_then_stop(
-        "for i in $(seq 10); do ls -lR /usr/include >/dev/null; \
-         cat /usr/bin/* >/dev/null 2>&1 || true; done",
-        &mut child,
-    );
-    let bytes = std::fs::read(output.join("merged.pb.gz")).unwrap();
-    pprof::read(&bytes).unwrap()
-}
-
 /// By default a location is a function (its mapping and inline stack), as folded
 /// stacks count frames: one location for every sampled instruction of a function,
 /// with no line numbers. `--locations address` keeps a location per instruction.
 #[test]
 fn a_location_is_a_function_unless_addresses_are_asked_for() {
     let _machine = machine();
-    let by_function = merged_profile_of_kernel_work(&[]);
+    let by_function = merged_profile_over(&[], "profiling every CPU", KERNEL_WORK);
     let counted = location_functions(&by_function);
     assert_eq!(
         counted.functions, counted.locations,
@@ -405,7 +397,11 @@ fn a_location_is_a_function_unless_addresses_are_asked_for() {
     let named = named_kernel_locations(&by_function);
     assert!(named >= 20, "{named} kernel locations named");
 
-    let by_address = merged_profile_of_kernel_work(&["--locations", "address"]);
+    let by_address = merged_profile_over(
+        &["--locations", "address"],
+        "profiling every CPU",
+        KERNEL_WORK,
+    );
     let by_address_counted = location_functions(&by_address);
     assert!(
         by_address_counted.functions < by_address_counted.locations,
@@ -423,28 +419,11 @@ fn a_location_is_a_function_unless_addresses_are_asked_for() {
 #[test]
 fn given_a_kallsyms_file_the_daemon_names_kernel_frames_from_it() {
     let _machine = machine();
-    let directory = tempfile::tempdir_in(scratch()).unwrap();
-    let output = directory.path().join("profiles");
-    let mut child = start_saying(
-        &mut daemon(
-            &output,
-            &[
-                "-F",
-                "999",
-                "--interval",
-                "60",
-                "--kallsyms",
-                "/proc/kallsyms",
-            ],
-        ),
+    let profile = merged_profile_over(
+        &["--kallsyms", "/proc/kallsyms"],
         "kernel names from /proc/kallsyms)",
+        KERNEL_WORK,
     );
-    run_then_stop(
-        "for i in $(seq 10); do ls -lR /usr/include >/dev/null; done",
-        &mut child,
-    );
-    let bytes = std::fs::read(output.join("merged.pb.gz")).unwrap();
-    let profile = pprof::read(&bytes).unwrap();
     let named = named_kernel_locations(&profile);
     assert!(named >= 20, "{named} kernel locations named");
 }

@@ -522,21 +522,20 @@ impl ProfileBuilder {
             return Ok(id);
         }
         let mapping_id = mapping.map_or(0, |id| id.0);
-        let functions: Box<[FunctionId]> = lines.iter().map(|line| line.function).collect();
-        let id = match self.functions_locations.get(&(mapping_id, functions)) {
+        let key = (mapping_id, lines.iter().map(|line| line.function).collect());
+        let id = match self.functions_locations.get(&key) {
             Some(&id) => id,
             None => {
                 let functions_only: Vec<LineSpec> = lines
                     .iter()
                     .map(|line| LineSpec {
-                        function: line.function,
                         line: None,
                         column: None,
+                        ..*line
                     })
                     .collect();
                 let id = self.add_address_location(mapping, address, &functions_only)?;
-                let functions = lines.iter().map(|line| line.function).collect();
-                self.functions_locations.insert((mapping_id, functions), id);
+                self.functions_locations.insert(key, id);
                 id
             }
         };
