@@ -17,6 +17,9 @@ target_dir="${1:-$repo_dir/target/aya-probes}"
 mkdir -p "$target_dir"
 target_dir="$(cd "$target_dir" && pwd)"
 
+# The LLVM of rustc-web and of bpf-linker (tools/install-bpf-toolchain.sh).
+llvm_major=22
+
 # Debian's toolchain, never rustup's: rustup's has no BPF core.
 cargo=/usr/bin/cargo
 rustc=/usr/bin/rustc
@@ -70,4 +73,13 @@ if [[ ! -s $object ]]; then
     echo "build.sh: cargo succeeded but $object is missing" >&2
     exit 1
 fi
+# The DWARF that bpf-linker made the BTF from is 85% of the object and of no
+# use to the loader: stripped (llvm-objcopy keeps .BTF and .BTF.ext, which are
+# not debug sections), so a start-up reads and parses less.
+objcopy_tool="/usr/lib/llvm-$llvm_major/bin/llvm-objcopy"
+if [[ ! -x $objcopy_tool ]]; then
+    echo "build.sh: $objcopy_tool missing (package llvm-$llvm_major); run tools/install-bpf-toolchain.sh" >&2
+    exit 1
+fi
+"$objcopy_tool" --strip-debug "$object"
 echo "$object"

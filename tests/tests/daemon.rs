@@ -167,6 +167,8 @@ fn the_hot_function_leads_with_perf_reports_share() {
     drop(workload);
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(result.status.success(), "{stderr}");
+    // The probe (its `bpf_loop` walk) and userland name every stack by the same hash.
+    assert!(!stderr.contains("do not hash"), "{stderr}");
     let merged = output.join("merged.pb.gz");
     let top = pprof_tool(&["-top"], &merged);
     assert_eq!(pprof_first(&top), "hot_function", "{top}");

@@ -201,8 +201,9 @@ pub const fn stack_hash_finish(hash: u64, depth: u64) -> u64 {
 
 /// The hash by which `sample_stacks` names a stack (`addresses`, leaf first):
 /// [`stack_hash_step`] over every address from [`STACK_HASH_SEED`], then
-/// [`stack_hash_finish`]. The eBPF program runs the same steps in a loop the
-/// verifier can bound; userland uses this to check them.
+/// [`stack_hash_finish`]. The eBPF program runs the same steps, one
+/// `bpf_loop` callback each; userland checks every new stack it reads with
+/// this.
 pub fn stack_hash(addresses: &[u64]) -> u64 {
     let hash = addresses.iter().fold(STACK_HASH_SEED, |hash, &address| {
         stack_hash_step(hash, address)
@@ -409,12 +410,16 @@ mod user {
 mod tests {
     use super::*;
 
-    /// The eBPF program's loop: the steps over at most `STACK_DEPTH` addresses,
-    /// stopping at the depth, as `record_stack` runs them.
+    /// The eBPF program's walk: `bpf_loop` calls `hash_stack_step` for each
+    /// index below the depth, and a step stops the walk at the stack's room, as
+    /// `record_stack` runs them.
     fn hash_as_the_probe_does(frames: &StackFrames) -> u64 {
         let mut hash = STACK_HASH_SEED;
-        for index in 0..STACK_DEPTH {
-            if index as u64 >= frames.depth {
+        for index in 0..frames.depth {
+            let Ok(index) = usize::try_from(index) else {
+                break;
+            };
+            if index >= STACK_DEPTH {
                 break;
             }
             hash = stack_hash_step(hash, frames.addresses[index]);

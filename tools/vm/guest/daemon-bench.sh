@@ -15,8 +15,10 @@
 #           kernel (exec, page faults, exit), at stacks seen once, so the kernel's maps
 #           aggregate little and every stack is read from them.
 # Printed: each recorder's CPU time and peak RSS over SHORT_SECONDS and SECONDS_EACH,
-# parted into a fixed cost and a running cost per SECONDS_EACH, then the daemon's
-# CPU time and RSS after each of INTERVALS intervals, with its sampling program's runs
+# parted into a fixed cost and a running cost per SECONDS_EACH; perf record's and
+# rvperf record's over INTERVALS × INTERVAL seconds; then the daemon's
+# CPU time and RSS after each of INTERVALS intervals, its whole run's against perf
+# record's as long, with its sampling program's runs
 # so far and their mean time (the kernel's `bpf_stats_enabled` account), and whether
 # the kernel JIT-compiled it. Outputs go to /tmp (the guest's
 # memory), not the 9p share, whose writes would be charged to the profiler; for the
@@ -77,10 +79,14 @@ usage() {
     name=$1
     shift
     time -v "$@" >/dev/null 2>/tmp/usage.log
-    awk -v name="$name" -F': ' '
+    usage_line "$name" /tmp/usage.log
+}
+# usage_line NAME LOG: the line of `usage` from a `time -v` log; the CPU time in $cpu.
+usage_line() {
+    awk -v name="$1" -F': ' '
         /User time/ { user = $2 } /System time/ { kernel = $2 } /Maximum resident/ { rss = $2 }
-        END { printf "%s: user %s s, system %s s, peak RSS %.1f MB\n", name, user, kernel, rss / 1024 }' /tmp/usage.log
-    cpu=$(awk -F': ' '/User time/ { user = $2 } /System time/ { kernel = $2 } END { print user + kernel }' /tmp/usage.log)
+        END { printf "%s: user %s s, system %s s, peak RSS %.1f MB\n", name, user, kernel, rss / 1024 }' "$2"
+    cpu=$(awk -F': ' '/User time/ { user = $2 } /System time/ { kernel = $2 } END { print user + kernel }' "$2")
 }
 # fixed_and_running NAME SHORT_CPU LONG_CPU: a profiler's CPU time over a run of T
 # seconds taken as fixed + rate * T, from a SHORT_SECONDS run and a SECONDS_EACH run:
@@ -97,10 +103,24 @@ fixed_and_running() {
 daemon_start() {
     rm -rf /tmp/bench-daemon
     workload_start
+    # Under `time -o`, for its CPU time over the whole run (start-up and the last
+    # interval's writing included, as perf record's figures include its end); the
+    # daemon is time's child.
     # shellcheck disable=SC2086 # DAEMON_ARGUMENTS: words
-    rvperf daemon --output /tmp/bench-daemon -F 999 --interval "$INTERVAL" --intervals "$INTERVALS" $DAEMON_ARGUMENTS \
+    time -v -o /tmp/bench-daemon-usage.log \
+        rvperf daemon --output /tmp/bench-daemon -F 999 --interval "$INTERVAL" --intervals "$INTERVALS" $DAEMON_ARGUMENTS \
         2>/tmp/bench-daemon.log &
-    daemon_pid=$!
+    time_pid=$!
+    daemon_pid=''
+    while [ -z "$daemon_pid" ] && kill -0 "$time_pid" 2>/dev/null; do
+        for stat in /proc/[0-9]*/stat; do
+            # Field 4 of /proc/PID/stat is the parent's pid (the name, field 2, has
+            # no spaces here).
+            if [ "$(awk '{ print $4 }' "$stat" 2>/dev/null)" = "$time_pid" ]; then
+                daemon_pid=$(awk '{ print $1 }' "$stat")
+            fi
+        done
+    done
 }
 
 self_profile() {
@@ -108,7 +128,7 @@ self_profile() {
     sleep $((INTERVAL * 2))
     perf record -q -e cpu-clock -F 999 -g -p "$daemon_pid" -o /tmp/bench-self.data 2>/dev/null &
     perf_pid=$!
-    wait "$daemon_pid"
+    wait "$time_pid"
     kill -INT "$perf_pid" 2>/dev/null
     wait "$perf_pid"
     workload_stop
@@ -173,6 +193,19 @@ for workload in $WORKLOADS; do
     fixed_and_running "rvperf daemon" $daemon_cpu
     perf_cpu='' rvperf_cpu='' daemon_cpu=''
 
+    # perf record and rvperf record for as long as the daemon's run below (INTERVALS
+    # of INTERVAL seconds): a long run's ratio, measured rather than fitted (a fit of
+    # perf's running cost from the two runs above is within its noise).
+    long_seconds=$((INTERVAL * INTERVALS))
+    workload_start
+    usage "perf record -a -g ($long_seconds s)" perf record -q -a -g -e cycles -F 999 -o /tmp/bench-perf.data -- sleep "$long_seconds"
+    workload_stop
+    perf_long=$cpu
+    workload_start
+    usage "rvperf record -a -g ($long_seconds s)" rvperf record -a -g -e cycles -F 999 -o /tmp/bench-rvperf.data -- sleep "$long_seconds"
+    workload_stop
+    rvperf_long=$cpu
+
     # The daemon over a longer run: CPU time and RSS after each interval.
     daemon_start
     ticks=$(getconf CLK_TCK 2>/dev/null || echo 100)
@@ -184,7 +217,11 @@ for workload in $WORKLOADS; do
             "/proc/$daemon_pid/stat"
         sampler_cost "$daemon_pid"
     done
-    wait "$daemon_pid"
+    wait "$time_pid"
     workload_stop
     cat /tmp/bench-daemon.log
+    usage_line "rvperf daemon ($INTERVALS intervals of $INTERVAL s)" /tmp/bench-daemon-usage.log
+    awk -v daemon="$cpu" -v perf="$perf_long" -v rvperf="$rvperf_long" -v seconds="$long_seconds" 'BEGIN {
+        printf "over %d s: the daemon %.2f s, perf record %.2f s (%.2f of it), rvperf record %.2f s\n",
+            seconds, daemon, perf, daemon / perf, rvperf }'
 done

@@ -44,8 +44,8 @@ use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy};
 use aya::programs::{PerfEvent, TracePoint};
 use aya::{Ebpf, EbpfLoader};
 use aya_probes_common::{
-    map_name, process_event_kind, program_name, Config, Counter, ProcessEvent, StackFrames,
-    StackKey, CONFIG_INDEX, STACK_NOT_COLLECTED, STACK_RECORDED,
+    map_name, process_event_kind, program_name, stack_hash, Config, Counter, ProcessEvent,
+    StackFrames, StackKey, CONFIG_INDEX, STACK_NOT_COLLECTED, STACK_RECORDED,
 };
 use perf_abi::sys::bindings as abi;
 use perf_abi::sys::bindings::perf_event_attr;
@@ -284,6 +284,10 @@ pub struct IntervalStatistics {
     /// Of the drains, those that read the stack map too (at least the interval's last:
     /// see [`BpfProbes::drain_maps`]).
     pub stack_map_reads: u64,
+    /// New stacks read whose addresses do not hash to the name the probe gave them
+    /// ([`aya_probes_common::stack_hash`]): never, unless the eBPF object and this
+    /// build disagree on the hash. Their samples still count under their addresses.
+    pub stacks_misnamed: u64,
 }
 
 /// One interval's profile.
@@ -399,6 +403,9 @@ struct BpfProbes {
     no_frames: Rc<[u64]>,
     /// Reads of the stack map since the last interval's end.
     stack_map_reads: u64,
+    /// New stacks since the last interval's end whose addresses do not hash to their
+    /// name ([`IntervalStatistics::stacks_misnamed`]).
+    stacks_misnamed: u64,
     schedule: DrainSchedule,
 }
 
@@ -686,6 +693,7 @@ impl BpfProbes {
                 stacks_named: rustc_hash::FxHashSet::default(),
                 no_frames: Rc::from(Vec::new()),
                 stack_map_reads: 0,
+                stacks_misnamed: 0,
                 schedule: DrainSchedule::new(
                     MapCapacity {
                         keys: stack_counts as usize,
@@ -752,11 +760,15 @@ impl BpfProbes {
             let mut stacks: FxHashMap<u64, Rc<[u64]>> = FxHashMap::default();
             stacks.reserve(read.len());
             for (hash, frames) in &read {
-                // A stack seen before keeps its addresses' allocation.
-                let addresses = self
-                    .recent_stacks
-                    .remove(hash)
-                    .unwrap_or_else(|| Rc::from(frames.used()));
+                // A stack seen before keeps its addresses' allocation; a new one is
+                // checked against its name, which the probe and userland must agree
+                // on (the probe hashes in the kernel, with its own code).
+                let addresses = self.recent_stacks.remove(hash).unwrap_or_else(|| {
+                    if stack_hash(frames.used()) != *hash {
+                        self.stacks_misnamed = self.stacks_misnamed.saturating_add(1);
+                    }
+                    Rc::from(frames.used())
+                });
                 stacks.insert(*hash, addresses);
             }
             self.recent_stacks = stacks;
@@ -801,6 +813,7 @@ impl BpfProbes {
     /// The probe's counters since the last call, into `statistics`.
     fn read_counters(&mut self, statistics: &mut IntervalStatistics) -> Result<(), DaemonError> {
         statistics.stack_map_reads = std::mem::take(&mut self.stack_map_reads);
+        statistics.stacks_misnamed = std::mem::take(&mut self.stacks_misnamed);
         // The counters are totals since load: the interval's are the differences.
         for counter in Counter::ALL {
             let values = self

@@ -235,6 +235,12 @@ pub fn run(arguments: &DaemonArgs) -> Result<()> {
                     statistics.drains,
                     statistics.stack_map_reads,
                 );
+                if statistics.stacks_misnamed > 0 {
+                    eprintln!(
+                        "rvperf daemon: warning: interval {}: {} new stacks whose addresses do not hash to the name the eBPF probe gave them (an eBPF object of another rvperf?)",
+                        interval.number, statistics.stacks_misnamed,
+                    );
+                }
             }
         }
         Ok::<(), anyhow::Error>(())

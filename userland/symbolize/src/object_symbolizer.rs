@@ -1,6 +1,7 @@
 //! One ELF file, from its bytes: no I/O, no caching beyond what the DWARF
 //! lookups build for themselves.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::ops::Range;
@@ -9,7 +10,9 @@ use std::sync::Arc;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionIndex};
 
 use crate::dwarf::{DebugInfo, DwarfSource, LoadError};
-use crate::symbols::{Candidate, FunctionEntry, SymbolKind, SymbolTable};
+use crate::symbols::{
+    is_anchor_name, may_be_function, Candidate, FunctionEntry, SymbolKind, SymbolTable,
+};
 use crate::{Frame, FunctionSymbol, FunctionTable, SymbolizeError};
 
 /// `.gnu_debuglink`: the file name of the separate debug file and the CRC32
@@ -163,17 +166,35 @@ fn function_symbols<'data, R: object::ReadRef<'data>>(
                 object::SymbolKind::Unknown if section.executable => SymbolKind::Untyped,
                 _ => return None,
             };
+            let global = !symbol.is_local();
+            let name = symbol.name_bytes().ok()?;
+            // Most untyped symbols in code are local labels (on RISC-V, the
+            // `$x` mapping symbols: two thirds of a Rust binary's symbols): dropped
+            // here, before their names are made text.
+            if !may_be_function(kind, global, symbol.size()) && !is_anchor_name(name) {
+                return None;
+            }
             Some(Candidate {
-                name: String::from_utf8_lossy(symbol.name_bytes().ok()?),
+                name: symbol_name(name),
                 address: symbol.address(),
                 size: symbol.size(),
                 kind,
-                global: !symbol.is_local(),
+                global,
                 weak: symbol.is_weak(),
                 section_end: Some(section.end),
             })
         });
     SymbolTable::new(candidates)
+}
+
+/// A symbol's name as text: borrowed when it is UTF-8, as nearly every name
+/// is (`from_utf8` checks a word at a time, `from_utf8_lossy` a byte at a
+/// time), else with U+FFFD for the bytes that are not.
+fn symbol_name(name: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(name) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(name),
+    }
 }
 
 /// Symbolizes addresses of one ELF file (executable, shared object, vmlinux

@@ -130,9 +130,7 @@ impl SymbolTable {
             })
             .filter(|candidate| {
                 is_function_name(&candidate.name)
-                    && (candidate.kind == SymbolKind::Function
-                        || candidate.global
-                        || candidate.size > 0)
+                    && may_be_function(candidate.kind, candidate.global, candidate.size)
             })
             .collect();
         // The best symbol of each address first: functions over untyped
@@ -326,6 +324,21 @@ impl SymbolTable {
 
 fn leading_underscores(name: &str) -> usize {
     name.bytes().take_while(|byte| *byte == b'_').count()
+}
+
+/// Whether a symbol of this kind, binding and size can be a function
+/// [`SymbolTable::new`] keeps: a typed function, or an untyped one that is
+/// global or sized (a local size-less label inside code is not a function).
+/// Callers may drop the others before they read their names, as long as
+/// [`is_anchor_name`] ones still reach [`SymbolTable::new`].
+pub(crate) fn may_be_function(kind: SymbolKind, global: bool, size: u64) -> bool {
+    kind == SymbolKind::Function || global || size > 0
+}
+
+/// Whether `name` is one of [`ANCHOR_NAMES`], whose address is kept whatever
+/// its symbol is.
+pub(crate) fn is_anchor_name(name: &[u8]) -> bool {
+    ANCHOR_NAMES.iter().any(|anchor| anchor.as_bytes() == name)
 }
 
 /// `dn_comp` of `dn_comp@@GLIBC_2.34`: `.symtab` spells symbol versions
