@@ -77,12 +77,17 @@ fn hot_program() -> PathBuf {
 }
 
 fn daemon(output: &Path, arguments: &[&str]) -> Command {
+    daemon_loading(probes(), output, arguments)
+}
+
+/// [`daemon`] with the eBPF object `probes`.
+fn daemon_loading(probes: &Path, output: &Path, arguments: &[&str]) -> Command {
     let mut command = Command::new(rvperf_binary());
     command
         .args(["daemon", "--output"])
         .arg(output)
         .arg("--probes")
-        .arg(probes())
+        .arg(probes)
         // This machine's PMU may count no cycles (a virtual machine): the clock.
         .args(["-e", "cpu-clock"])
         .args(arguments);
@@ -119,11 +124,12 @@ fn start_until(command: &mut Command, marker: &str) -> (Child, Vec<String>) {
 }
 
 /// Starts the daemon `command` and checks that its first line (`profiling every CPU
-/// (…)`) says `words`.
+/// (…)`) says `words`, and is one line (it ends as that line does).
 fn start_saying(command: &mut Command, words: &str) -> Child {
     let (child, lines) = start_until(command, "profiling every CPU");
     let first = lines.last().unwrap();
     assert!(first.contains(words), "{first}");
+    assert!(first.trim_end().ends_with(" s intervals"), "{first}");
     child
 }
 
@@ -303,11 +309,21 @@ const KERNEL_WORK: &str = "for i in $(seq 10); do ls -lR /usr/include >/dev/null
 /// The merged profile of a daemon started with `-F 999 --interval 60` and
 /// `arguments`, whose first line says `words`, over the shell `script`.
 fn merged_profile_over(arguments: &[&str], words: &str, script: &str) -> pprof::Profile {
+    merged_profile_loading(probes(), arguments, words, script)
+}
+
+/// [`merged_profile_over`] with the eBPF object `probes`.
+fn merged_profile_loading(
+    probes: &Path,
+    arguments: &[&str],
+    words: &str,
+    script: &str,
+) -> pprof::Profile {
     let directory = tempfile::tempdir_in(scratch()).unwrap();
     let output = directory.path().join("profiles");
     let mut options = vec!["-F", "999", "--interval", "60"];
     options.extend_from_slice(arguments);
-    let mut child = start_saying(&mut daemon(&output, &options), words);
+    let mut child = start_saying(&mut daemon_loading(probes, &output, &options), words);
     run_then_stop(script, &mut child);
     let bytes = std::fs::read(output.join("merged.pb.gz")).unwrap();
     pprof::read(&bytes).unwrap()
@@ -428,6 +444,58 @@ fn given_a_kallsyms_file_the_daemon_names_kernel_frames_from_it() {
     );
     let named = named_kernel_locations(&profile);
     assert!(named >= 20, "{named} kernel locations named");
+}
+
+/// Where the running kernel refuses the namer program, the daemon names kernel frames
+/// from `/proc/kallsyms` instead, and its first line says why. The refusal is the
+/// kernel's own: the object's `name_kernel_addresses` ends in an instruction the
+/// verifier does not take (its last, an `exit`, made an unknown opcode), and the rest
+/// of the object loads as built.
+#[test]
+fn where_the_kernel_refuses_the_namer_kallsyms_names_kernel_frames() {
+    let _machine = machine();
+    let directory = tempfile::tempdir_in(scratch()).unwrap();
+    let refused = directory.path().join("probes-namer-refused.o");
+    std::fs::write(
+        &refused,
+        namer_made_unverifiable(&std::fs::read(probes()).unwrap()),
+    )
+    .unwrap();
+    // The line says the verifier's reason, on the line.
+    let profile = merged_profile_loading(
+        &refused,
+        &[],
+        "kernel names from /proc/kallsyms (the running kernel cannot name them: \
+         name_kernel_addresses: the BPF_PROG_LOAD syscall returned Invalid argument \
+         (os error 22). Verifier output: last insn is not an exit or jmp",
+        KERNEL_WORK,
+    );
+    let named = named_kernel_locations(&profile);
+    assert!(named >= 20, "{named} kernel locations named");
+}
+
+/// The eBPF object `object` with the last instruction of the namer program (section
+/// `raw_tp`) made an opcode no BPF instruction has, which the verifier refuses ("last
+/// insn is not an exit or jmp").
+fn namer_made_unverifiable(object: &[u8]) -> Vec<u8> {
+    use object::{Object, ObjectSection};
+    /// `BPF_JMP | BPF_EXIT`: `exit`, the opcode byte of a program's last instruction.
+    const EXIT: u8 = 0x95;
+    /// Class `BPF_ALU64` with operation 0xf0, which no instruction has.
+    const UNKNOWN_OPCODE: u8 = 0xff;
+    /// Bytes of a BPF instruction.
+    const INSTRUCTION: u64 = 8;
+    let file = object::File::parse(object).unwrap();
+    let (offset, size) = file
+        .section_by_name("raw_tp")
+        .expect("the namer program's section, raw_tp")
+        .file_range()
+        .unwrap();
+    let last = usize::try_from(offset + size - INSTRUCTION).unwrap();
+    assert_eq!(object[last], EXIT, "raw_tp does not end in exit");
+    let mut bytes = object.to_vec();
+    bytes[last] = UNKNOWN_OPCODE;
+    bytes
 }
 
 /// The frame the daemon puts where the kernel could not keep a stack.

@@ -511,6 +511,16 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         message.push_str(&cause.to_string());
         source = cause.source();
     }
+    // On one line: a verifier's log (in aya's load errors) is many, and the message
+    // may be a line of the daemon's own (the namer's refusal on its first line).
+    if message.contains('\n') {
+        message = message
+            .lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
     message
 }
 
