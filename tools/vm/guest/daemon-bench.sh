@@ -114,10 +114,12 @@ daemon_start() {
     daemon_pid=''
     while [ -z "$daemon_pid" ] && kill -0 "$time_pid" 2>/dev/null; do
         for stat in /proc/[0-9]*/stat; do
-            # Field 4 of /proc/PID/stat is the parent's pid (the name, field 2, has
-            # no spaces here).
-            if [ "$(awk '{ print $4 }' "$stat" 2>/dev/null)" = "$time_pid" ]; then
-                daemon_pid=$(awk '{ print $1 }' "$stat")
+            # Fields 1 and 4 of /proc/PID/stat: the pid and its parent's (the name,
+            # field 2, has no spaces here). Read by the shell itself, so the search
+            # starts no process beside the workload.
+            read -r pid _ _ parent _ 2>/dev/null <"$stat" || continue
+            if [ "$parent" = "$time_pid" ]; then
+                daemon_pid=$pid
             fi
         done
     done
