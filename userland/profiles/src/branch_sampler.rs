@@ -272,6 +272,8 @@ impl BranchSampler {
             }
             ElementKind::TraceOn { .. }
             | ElementKind::ContextChange { .. }
+            | ElementKind::RegisterWrite { .. }
+            | ElementKind::MemoryAccess { .. }
             | ElementKind::Unhandled { .. } => {}
         }
         Ok(())

@@ -430,7 +430,9 @@ impl CallStacks {
                 }
             }
             ElementKind::Timestamp { time } => self.timestamp(key, time),
-            ElementKind::Unhandled { .. } => {}
+            ElementKind::RegisterWrite { .. }
+            | ElementKind::MemoryAccess { .. }
+            | ElementKind::Unhandled { .. } => {}
         }
     }
 

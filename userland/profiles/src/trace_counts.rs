@@ -76,6 +76,8 @@ impl TraceCounts {
             | ElementKind::ContextChange { .. }
             | ElementKind::Timestamp { .. }
             | ElementKind::TraceOff { .. }
+            | ElementKind::RegisterWrite { .. }
+            | ElementKind::MemoryAccess { .. }
             | ElementKind::Unhandled { .. } => {}
         }
     }

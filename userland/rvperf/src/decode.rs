@@ -306,9 +306,47 @@ fn event_text(element: &TraceElement) -> Option<String> {
             None => format!("trace-off ({reason:?})"),
         },
         ElementKind::Gap { reason } => format!("gap {reason:?}"),
+        ElementKind::RegisterWrite { register, value } => {
+            format!("write {} = {value:#x}", register_text(register))
+        }
+        ElementKind::MemoryAccess {
+            operation,
+            address,
+            address_kind,
+            size,
+            data,
+        } => {
+            let mut text = format!("memory {operation:?}");
+            if let Some(address) = address {
+                let kind = match address_kind {
+                    trace_elements::AddressKind::Effective => "",
+                    trace_elements::AddressKind::Physical => " physical",
+                };
+                text.push_str(&format!("{kind} address {address:#x}"));
+            }
+            if let Some(size) = size {
+                text.push_str(&format!(" size {size}"));
+            }
+            if let Some(data) = data {
+                text.push_str(&format!(" data {data:#x}"));
+            }
+            text
+        }
         ElementKind::Unhandled { code } => format!("unhandled message code {code}"),
     };
     Some(format!("# {} {text} @{:#x}", element.hart, element.offset))
+}
+
+/// A register's assembler name (`a0`, `fa3`, `csr 0x300`).
+pub(crate) fn register_text(register: trace_elements::Register) -> String {
+    match register {
+        trace_elements::Register::Integer(index) => {
+            riscv_insn::integer_register_name(index).to_owned()
+        }
+        trace_elements::Register::Float(index) => riscv_insn::float_register_name(index).to_owned(),
+        trace_elements::Register::Csr(address) => format!("csr {address:#05x}"),
+        trace_elements::Register::Other(number) => format!("register {number:#06x}"),
+    }
 }
 
 /// Where the `pcs` output's lines are formatted.

@@ -118,6 +118,75 @@ pub enum DecodeFailure {
     Inconsistent,
 }
 
+/// A register as the RISC-V debug specification numbers them (its "Abstract Command"
+/// register numbers), the one space the tandem-verification protocol also uses: CSRs at
+/// 0x0000-0x0fff, integer registers at 0x1000-0x101f, floating-point registers at
+/// 0x1020-0x103f.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Register {
+    /// A control and status register, by its 12-bit CSR address.
+    Csr(u16),
+    /// `x0`..`x31`.
+    Integer(u8),
+    /// `f0`..`f31`.
+    Float(u8),
+    /// Any other number of the debug specification's space (vector registers,
+    /// implementation-defined ones).
+    Other(u16),
+}
+
+impl Register {
+    /// The register the debug specification's number names.
+    #[must_use]
+    pub const fn from_debug_number(number: u16) -> Register {
+        match number {
+            0x0000..=0x0fff => Register::Csr(number),
+            0x1000..=0x101f => Register::Integer((number - 0x1000) as u8),
+            0x1020..=0x103f => Register::Float((number - 0x1020) as u8),
+            _ => Register::Other(number),
+        }
+    }
+
+    /// The debug specification's number of the register.
+    #[must_use]
+    pub const fn debug_number(self) -> u16 {
+        match self {
+            Register::Csr(address) => address & 0x0fff,
+            Register::Integer(index) => 0x1000 + (index & 31) as u16,
+            Register::Float(index) => 0x1020 + (index & 31) as u16,
+            Register::Other(number) => number,
+        }
+    }
+}
+
+/// What a memory access did, as the tandem protocol's memory request names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemoryOperation {
+    Load,
+    Store,
+    LoadReserved,
+    StoreConditional,
+    AtomicSwap,
+    AtomicAdd,
+    AtomicXor,
+    AtomicAnd,
+    AtomicOr,
+    AtomicMin,
+    AtomicMax,
+    AtomicMinUnsigned,
+    AtomicMaxUnsigned,
+    InstructionFetch,
+}
+
+/// Which address a memory access element carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AddressKind {
+    /// The address the instruction computed (virtual when translation is on).
+    Effective,
+    /// The address on the system bus.
+    Physical,
+}
+
 /// One thing the traced hart did, in execution order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ElementKind {
@@ -157,6 +226,23 @@ pub enum ElementKind {
     },
     /// Execution between the previous and the next element is missing.
     Gap { reason: GapReason },
+    /// The last instruction of the preceding [`ElementKind::InstructionRange`] left
+    /// `value` in `register` (formats that trace data: the tandem protocol). Decoders
+    /// that report these end a range at every instruction that writes state, so the
+    /// element always belongs to the range's last instruction.
+    RegisterWrite { register: Register, value: u64 },
+    /// The last instruction of the preceding [`ElementKind::InstructionRange`] accessed
+    /// memory: what the trace says of it (the debug trace module's load and store
+    /// sequences, the tandem protocol's memory records).
+    MemoryAccess {
+        operation: MemoryOperation,
+        address: Option<u64>,
+        address_kind: AddressKind,
+        /// Bytes accessed, when the trace says.
+        size: Option<u8>,
+        /// The data loaded or stored, when the trace says.
+        data: Option<u64>,
+    },
     /// A message the decoder does not interpret (vendor-defined or reserved); surfaced, not dropped.
     Unhandled {
         /// The protocol's message code (for N-Trace, the TCODE).

@@ -1,0 +1,1 @@
+//! Instruction steps, shadow state and divergence search over tandem-verification traces; trace elements; an encoder from architectural state.
