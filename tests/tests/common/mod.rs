@@ -118,6 +118,41 @@ pub fn retired_pcs_of(program: &Path, args: &[&str]) -> Vec<u64> {
     pcs
 }
 
+/// Runs `program ARGS` under QEMU logging every register before each instruction and
+/// calls `visit` with each state in turn, streamed (a million instructions log about
+/// 1.7 GB of text); returns how many there were.
+pub fn for_each_cpu_state(
+    program: &Path,
+    args: &[&str],
+    mut visit: impl FnMut(&trace_gen::cpu_log::CpuState) + Send,
+) -> u64 {
+    let qemu = QemuUser::detect().unwrap_or_else(|error| panic!("{error}: {INSTALL_HINT}"));
+    let (run, count) = qemu
+        .run_streamed(
+            program,
+            args,
+            trace_gen::qemu::LogContent::Registers,
+            &scratch(),
+            |log| {
+                let mut count = 0u64;
+                for state in trace_gen::cpu_log::CpuLogReader::new(log) {
+                    let state = state.expect("parse QEMU's register log");
+                    visit(&state);
+                    count += 1;
+                }
+                count
+            },
+        )
+        .expect("qemu-riscv64 run");
+    assert!(
+        run.success(),
+        "{} exited with {}",
+        program.display(),
+        run.status_code
+    );
+    count
+}
+
 pub struct Code {
     pub image: CodeImage,
     pub files: Vec<FileDecodeInfo>,

@@ -35,6 +35,7 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 
@@ -65,6 +66,15 @@ pub enum QemuError {
         /// What it printed (stdout, then stderr).
         output: String,
     },
+    /// The FIFO a log is streamed through could not be made or read.
+    #[error("QEMU log FIFO {}: {source}", path.display())]
+    Fifo {
+        /// The FIFO or its directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
     /// The exec log could not be opened.
     #[error("cannot open QEMU exec log {}: {source}", path.display())]
     LogOpen {
@@ -94,6 +104,28 @@ pub enum QemuError {
         text: String,
     },
 }
+
+/// What QEMU logs for every retired instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogContent {
+    /// `-d nochain,exec`: its address ([`ExecLogReader`]).
+    Addresses,
+    /// `-d nochain,cpu,fpu`: every integer and floating-point register, `fcsr` and the
+    /// pc, before it executes ([`crate::cpu_log::CpuLogReader`]).
+    Registers,
+}
+
+impl LogContent {
+    fn log_items(self) -> &'static str {
+        match self {
+            LogContent::Addresses => "nochain,exec",
+            LogContent::Registers => "nochain,cpu,fpu",
+        }
+    }
+}
+
+/// Numbers the FIFO directories of one process's streamed runs.
+static STREAMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Result of a program run under QEMU.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,6 +229,97 @@ impl QemuUser {
         } else {
             "-singlestep"
         }
+    }
+
+    /// Runs the program with QEMU logging `content` into `log_path` (a file or a FIFO),
+    /// as [`QemuUser::run_logged`] does for [`LogContent::Addresses`].
+    pub fn run_logged_as(
+        &self,
+        program: &Path,
+        args: &[&str],
+        log_path: &Path,
+        content: LogContent,
+    ) -> Result<RunOutput, QemuError> {
+        let out = Command::new(&self.binary)
+            .arg(self.one_insn_flag())
+            .args(["-d", content.log_items(), "-D"])
+            .arg(log_path)
+            .arg(program)
+            .args(args)
+            .env_clear()
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| QemuError::Spawn {
+                binary: self.binary.clone(),
+                source,
+            })?;
+        Ok(RunOutput {
+            status_code: status_code(out.status),
+            stdout: out.stdout,
+            stderr: out.stderr,
+        })
+    }
+
+    /// Runs the program and hands QEMU's log of `content` to `consume` as it is
+    /// written, through a FIFO: a log of tens of millions of instructions needs neither
+    /// its gigabytes of disk nor of memory. `consume` runs on its own thread; what it
+    /// leaves unread is drained so QEMU never blocks. The FIFO lives in a directory of
+    /// its own under `temporary`, removed afterwards.
+    pub fn run_streamed<T: Send>(
+        &self,
+        program: &Path,
+        args: &[&str],
+        content: LogContent,
+        temporary: &Path,
+        consume: impl FnOnce(&mut dyn BufRead) -> T + Send,
+    ) -> Result<(RunOutput, T), QemuError> {
+        let directory = temporary.join(format!(
+            "rvperf-qemu-log-{}-{}",
+            std::process::id(),
+            STREAMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&directory).map_err(|source| QemuError::Fifo {
+            path: directory.clone(),
+            source,
+        })?;
+        let fifo = directory.join("qemu.log");
+        let made = nix::unistd::mkfifo(
+            &fifo,
+            nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+        );
+        if let Err(errno) = made {
+            let _ = std::fs::remove_dir_all(&directory);
+            return Err(QemuError::Fifo {
+                path: fifo,
+                source: io::Error::from(errno),
+            });
+        }
+        let outcome = std::thread::scope(|scope| {
+            let reader = scope.spawn(|| -> io::Result<T> {
+                let file = File::open(&fifo)?;
+                let mut buffered = BufReader::with_capacity(1 << 20, file);
+                let consumed = consume(&mut buffered);
+                io::copy(&mut buffered, &mut io::sink())?;
+                Ok(consumed)
+            });
+            let run = self.run_logged_as(program, args, &fifo, content);
+            // A QEMU that never opened the log (it failed to start) leaves the reader
+            // waiting in open(): a writer that opens and closes the FIFO ends that wait
+            // with end of file. Opening without a reader fails, which is fine.
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+                .open(&fifo);
+            let consumed = reader
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (run, consumed)
+        });
+        let _ = std::fs::remove_dir_all(&directory);
+        let (run, consumed) = outcome;
+        let run = run?;
+        let consumed = consumed.map_err(|source| QemuError::Fifo { path: fifo, source })?;
+        Ok((run, consumed))
     }
 
     /// Runs `qemu-riscv64 <one-insn flag> -d nochain,exec -D <log_path>

@@ -32,9 +32,11 @@ mod decode16;
 mod decode32;
 mod display;
 mod fields;
+mod memory;
 mod mnemonic;
 
 pub use display::{float_register_name, integer_register_name};
+pub use memory::{AccessOperation, AmoOperation, Extension, MemoryAccessShape, RegisterOperand};
 
 /// Compiles and runs the README's example as a doctest.
 #[cfg(doctest)]

@@ -8,8 +8,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use code_image::CodeImage;
 use ntrace_flow::{
-    Decoded, DecoderOptions, FlowDecoder, FlowError, FlowStatistics, ParallelDecoder,
-    ParallelError, ParallelOptions, Recovery,
+    Decoded, DecoderOptions, FlowDecoder, FlowStatistics, ParallelDecoder, ParallelError,
+    ParallelOptions, Recovery,
 };
 use ntrace_message::{dump_message, MessageDecoder, MessageOptions};
 use perf_session::TraceCode;
@@ -696,7 +696,14 @@ impl<'c> Printer<'c> {
             let instructions = |start, count, pcs: &mut Vec<u64>| {
                 decoder.for_each_instruction(start, count, |pc| pcs.push(pc));
             };
-            self.element(element, instructions, decoder.last_recovered_error(), out)?;
+            self.element(
+                element,
+                instructions,
+                decoder
+                    .last_recovered_error()
+                    .map(|error| error as &dyn std::fmt::Display),
+                out,
+            )?;
         }
     }
 
@@ -709,7 +716,9 @@ impl<'c> Printer<'c> {
                 self.element(
                     &decoded.element,
                     instructions,
-                    decoded.recovered_error(),
+                    decoded
+                        .recovered_error()
+                        .map(|error| error as &dyn std::fmt::Display),
                     out,
                 )
             }
@@ -722,7 +731,7 @@ impl<'c> Printer<'c> {
         &mut self,
         element: &TraceElement,
         instructions: impl FnOnce(u64, u32, &mut Vec<u64>),
-        recovered_error: Option<&FlowError>,
+        recovered_error: Option<&dyn std::fmt::Display>,
         out: &mut LineWriter<impl Write>,
     ) -> Result<()> {
         let code = self.code;
@@ -848,7 +857,7 @@ impl<'c> Printer<'c> {
 
     /// Notes a gap a decode error left (one per hart that lost its flow).
     #[cold]
-    fn gap(&mut self, element: &TraceElement, error: Option<&FlowError>) {
+    fn gap(&mut self, element: &TraceElement, error: Option<&dyn std::fmt::Display>) {
         let cause = match error {
             Some(error) => error.to_string(),
             None => format!("at byte offset {:#x}: undecodable trace", element.offset),
@@ -1041,7 +1050,12 @@ fn decode_replayed(
                 pcs,
             );
         };
-        printer.element(element, instructions, cause, out)?;
+        printer.element(
+            element,
+            instructions,
+            cause.map(|error| error as &dyn std::fmt::Display),
+            out,
+        )?;
     }
     printer.finish(out)?;
     printer.warn_gaps();

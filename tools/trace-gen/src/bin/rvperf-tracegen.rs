@@ -6,7 +6,7 @@
 //! instructions needs neither gigabytes of disk nor of memory.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -14,7 +14,7 @@ use clap::{Parser, ValueEnum};
 use code_image::{load_elf, CodeImage};
 use ntrace_flow::{BranchMode, EncoderOptions, TraceEncoder};
 use ntrace_message::{AddressWidth, MessageOptions};
-use trace_gen::qemu::{ExecLogReader, QemuUser};
+use trace_gen::qemu::{ExecLogReader, LogContent, QemuUser};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Mode {
@@ -122,43 +122,22 @@ fn produce(arguments: &Arguments, encoder: &mut TraceEncoder<'_>, sink: &mut Sin
         return encode_stream(reader, encoder, sink);
     }
     let qemu = QemuUser::detect()?;
-    let directory = std::env::temp_dir().join(format!("rvperf-tracegen-{}", std::process::id()));
-    std::fs::create_dir_all(&directory)?;
-    let fifo = directory.join("exec.log");
-    let status = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .context("cannot run mkfifo")?;
-    if !status.success() {
-        bail!("mkfifo {} failed", fifo.display());
-    }
     let program_arguments: Vec<&str> = arguments
         .program_arguments
         .iter()
         .map(String::as_str)
         .collect();
-    let outcome = std::thread::scope(|scope| {
-        let fifo_path = fifo.clone();
-        let reader = scope.spawn(move || -> Result<u64> {
-            let file = File::open(&fifo_path)?;
-            let mut buffered = BufReader::with_capacity(1 << 20, file);
-            let count = encode_stream(ExecLogReader::new(&mut buffered), encoder, sink);
-            // Keep draining so QEMU never blocks on a full pipe after an error.
-            std::io::copy(&mut buffered, &mut std::io::sink())?;
-            count
-        });
-        let run = qemu.run_logged(&arguments.elf, &program_arguments, &fifo);
-        let encoded = reader
-            .join()
-            .map_err(|_| anyhow::anyhow!("encoder thread panicked"))?;
-        let run = run?;
-        if !run.success() {
-            bail!("the program exited with status {}", run.status_code);
-        }
-        encoded
-    });
-    let _ = std::fs::remove_dir_all(&directory);
-    outcome
+    let (run, encoded) = qemu.run_streamed(
+        &arguments.elf,
+        &program_arguments,
+        LogContent::Addresses,
+        &std::env::temp_dir(),
+        |log| encode_stream(ExecLogReader::new(log), encoder, sink),
+    )?;
+    if !run.success() {
+        bail!("the program exited with status {}", run.status_code);
+    }
+    encoded
 }
 
 fn temporary(path: &Path) -> PathBuf {
