@@ -6,5 +6,6 @@
 //! instruction from its CPU log ([`cpu_log`]).
 
 pub mod cpu_log;
+pub mod debug4;
 pub mod qemu;
 pub mod tandem;

@@ -11,7 +11,7 @@ use trace_elements::{
     TraceElement, TraceOffReason, TraceOnReason, TrapKind,
 };
 
-use crate::code::{accepts, fetch, Access, DataSide, Fetched, Flow};
+use crate::code::{accepts, Access, DataSide, FetchCache, Fetched, Flow};
 use crate::BranchReporting;
 
 /// The decoder's settings.
@@ -112,6 +112,38 @@ enum History {
     StartedBefore,
 }
 
+/// What a lost hart may start again from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Restart {
+    /// Any PC whose value is known: the message layer's last values are this stream's.
+    AnyPc,
+    /// After Trace Disabled: Trace Enabled, or a PC sent in full. A compressed PC is
+    /// filled from values sent before the stop, and a buffer read without its write
+    /// pointer continues after the stop with older data of unknown values (the encoder
+    /// sends every PC in full after a synchronisation point, so the older data's first
+    /// point still starts the hart).
+    TraceEnabledOrFullPc,
+}
+
+/// How many packets carried a PC's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PcWidth {
+    /// All 64 bits: the value needs nothing sent before it.
+    Full,
+    /// Fewer: the high bits were filled from the last PC.
+    Compressed,
+}
+
+/// Whether a lost hart may start at a PC ([`Restart`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    Allowed,
+    Refused,
+}
+
+/// Packets of a PC sequence that carries all 64 bits: header, size, 16 value packets.
+const FULL_PC_PACKETS: u64 = 18;
+
 /// Instructions walked but not yet reported.
 #[derive(Clone, Copy, Debug)]
 struct OpenRange {
@@ -137,6 +169,7 @@ struct HartFlow {
     /// The last instruction walked since the hart started at its last PC.
     last_walked: Option<u64>,
     access: Option<PendingAccess>,
+    restart: Restart,
 }
 
 impl HartFlow {
@@ -147,6 +180,7 @@ impl HartFlow {
             range: None,
             last_walked: None,
             access: None,
+            restart: Restart::AnyPc,
         }
     }
 }
@@ -169,7 +203,7 @@ enum Goal {
 #[derive(Debug)]
 pub struct Debug4Decoder<'a> {
     sequences: SequenceDecoder<'a>,
-    code: &'a CodeImage,
+    code: FetchCache<'a>,
     options: DecoderOptions,
     peeked: Option<Result<Option<LocatedSequence>, Debug4Error>>,
     ready: VecDeque<TraceElement>,
@@ -188,7 +222,7 @@ impl<'a> Debug4Decoder<'a> {
     pub fn new(trace: &'a [u8], code: &'a CodeImage, options: DecoderOptions) -> Self {
         Self {
             sequences: SequenceDecoder::new(trace, options.stream),
-            code,
+            code: FetchCache::new(code),
             options,
             peeked: None,
             ready: VecDeque::new(),
@@ -387,7 +421,7 @@ impl<'a> Debug4Decoder<'a> {
                     address: start,
                 });
             }
-            let fetched = fetch(self.code, pc).ok_or(FlowError::NoCode {
+            let fetched = self.code.fetch(pc).ok_or(FlowError::NoCode {
                 offset,
                 address: pc,
             })?;
@@ -521,6 +555,7 @@ impl<'a> Debug4Decoder<'a> {
                 };
                 self.peeked = None;
                 self.close_range(hart, flow, RangeEnd::Sequential, None);
+                flow.restart = Restart::AnyPc;
                 self.start(hart, flow, address);
             }
             Sequence::TraceDisabled => {
@@ -532,6 +567,7 @@ impl<'a> Debug4Decoder<'a> {
                 };
                 self.close_range(hart, flow, RangeEnd::Sequential, next);
                 flow.following = Following::Lost;
+                flow.restart = Restart::TraceEnabledOrFullPc;
                 self.push(
                     hart,
                     ElementKind::Gap {
@@ -565,7 +601,13 @@ impl<'a> Debug4Decoder<'a> {
                 self.close_range(hart, flow, end, Some(next));
                 flow.following = Following::At { pc: next };
             }
-            Sequence::Pc(value) => self.handle_pc(hart, flow, offset, value)?,
+            Sequence::Pc(value) => {
+                let width = match located.packets {
+                    FULL_PC_PACKETS.. => PcWidth::Full,
+                    _ => PcWidth::Compressed,
+                };
+                self.handle_pc(hart, flow, offset, value, width)?
+            }
             Sequence::LoadAddress(value) | Sequence::StoreAddress(value) => {
                 if flow.following == Following::Lost {
                     return Ok(());
@@ -641,8 +683,15 @@ impl<'a> Debug4Decoder<'a> {
         flow: &mut HartFlow,
         offset: u64,
         value: Value,
+        width: PcWidth,
     ) -> Result<(), FlowError> {
         let following = flow.following;
+        // A lost hart starts from this PC or the one it comes with: after a stop, only
+        // when this one's value stands alone.
+        let start = match (following, flow.restart, width) {
+            (Following::Lost, Restart::TraceEnabledOrFullPc, PcWidth::Compressed) => Start::Refused,
+            _ => Start::Allowed,
+        };
         let address = match (value, following) {
             (Value::Known(address), _) => Some(address),
             (Value::Partial { .. }, Following::Lost) => None,
@@ -664,6 +713,7 @@ impl<'a> Debug4Decoder<'a> {
                 }
                 self.close_range(hart, flow, RangeEnd::Sequential, None);
                 flow.following = Following::Lost;
+                flow.restart = Restart::TraceEnabledOrFullPc;
                 self.push(
                     hart,
                     ElementKind::TraceOff {
@@ -702,7 +752,8 @@ impl<'a> Debug4Decoder<'a> {
                         flow.following = Following::At { pc: handler };
                         flow.last_walked = None;
                     }
-                    _ => self.start(hart, flow, handler),
+                    _ if start == Start::Allowed => self.start(hart, flow, handler),
+                    _ => {}
                 }
                 self.push(
                     hart,
@@ -719,7 +770,9 @@ impl<'a> Debug4Decoder<'a> {
                         return Ok(());
                     };
                     if following == Following::Lost {
-                        self.start(hart, flow, destination);
+                        if start == Start::Allowed {
+                            self.start(hart, flow, destination);
+                        }
                         return Ok(());
                     }
                     let (pc, fetched) = self.walk(hart, flow, Goal::Uninferable)?;
@@ -744,7 +797,8 @@ impl<'a> Debug4Decoder<'a> {
                             let (pc, fetched) = self.walk(hart, flow, Goal::Through(from))?;
                             self.transfer(hart, flow, pc, fetched, destination);
                         }
-                        _ => self.start(hart, flow, destination),
+                        _ if start == Start::Allowed => self.start(hart, flow, destination),
+                        _ => {}
                     }
                 }
             },

@@ -8,7 +8,7 @@ use debug4_message::{
     PrivilegeCause, SequenceEncoder, SequenceEncoderOptions,
 };
 
-use crate::code::{accepts, fetch, DataSide, Fetched, Flow};
+use crate::code::{accepts, DataSide, FetchCache, Fetched, Flow};
 use crate::BranchReporting;
 
 /// Whether one kind of data sequence is sent.
@@ -187,7 +187,7 @@ struct HartState {
 /// Encodes retired instructions; see the crate documentation.
 #[derive(Debug)]
 pub struct Debug4Encoder<'a> {
-    code: &'a CodeImage,
+    code: FetchCache<'a>,
     options: EncoderOptions,
     sequences: SequenceEncoder,
     harts: BTreeMap<u16, HartState>,
@@ -202,7 +202,7 @@ impl<'a> Debug4Encoder<'a> {
                 .with_pc_granularity(PcGranularity::Halfword),
         )?;
         Ok(Self {
-            code,
+            code: FetchCache::new(code),
             options,
             sequences,
             harts: BTreeMap::new(),
@@ -217,7 +217,7 @@ impl<'a> Debug4Encoder<'a> {
     /// One retired instruction.
     pub fn retire(&mut self, retirement: &Retirement) -> Result<(), EncodeError> {
         let pc = retirement.pc;
-        let fetched = fetch(self.code, pc).ok_or(EncodeError::NoCode { pc })?;
+        let fetched = self.code.fetch(pc).ok_or(EncodeError::NoCode { pc })?;
         if let Some(level) = retirement.privilege.filter(|&level| level > 3) {
             return Err(EncodeError::BadPrivilege { pc, level });
         }

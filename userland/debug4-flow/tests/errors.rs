@@ -244,3 +244,39 @@ proptest! {
         }
     }
 }
+
+/// After Trace Disabled a compressed PC is filled from values sent before the stop (or,
+/// in a ring read without its write pointer, from unrelated newer data): the hart
+/// starts again only at Trace Enabled or a PC sent in full.
+#[test]
+fn after_a_stop_only_trace_enabled_or_a_full_pc_restarts() {
+    let bytes = stream(&[
+        &[
+            OutgoingSequence::TraceEnabled,
+            OutgoingSequence::Pc { address: 0x1000 },
+        ],
+        &[
+            OutgoingSequence::Pc { address: 0x1000 },
+            OutgoingSequence::TraceDisabled,
+        ],
+        &[OutgoingSequence::Pc { address: 0x1100 }],
+        &[
+            OutgoingSequence::TraceEnabled,
+            OutgoingSequence::Pc { address: 0x1200 },
+        ],
+    ]);
+    let starts: Vec<(u64, TraceOnReason)> = decode(&bytes, BranchReporting::TakenNotTaken)
+        .into_iter()
+        .filter_map(|(element, _)| match element.kind {
+            ElementKind::TraceOn { address, reason } => Some((address, reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        starts,
+        [
+            (0x1000, TraceOnReason::Start),
+            (0x1200, TraceOnReason::Restart)
+        ]
+    );
+}

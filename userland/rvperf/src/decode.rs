@@ -14,12 +14,13 @@ use ntrace_flow::{
 use ntrace_message::{dump_message, MessageDecoder, MessageOptions};
 use perf_session::TraceCode;
 use symbolize::FunctionTotal;
-use trace_elements::{ElementKind, GapReason, RangeEnd, TraceElement};
+use trace_elements::{ElementKind, ElementSource, GapReason, RangeEnd, TraceElement};
 
 use crate::output::LineWriter;
 use crate::trace_file::TraceFile;
 use crate::trace_input::{
-    for_each_instruction_in_image, CodeCache, JobsArgs, TraceArgs, TraceInput, GAPS_SHOWN,
+    for_each_instruction_in_image, CodeCache, JobsArgs, TraceArgs, TraceFormat, TraceInput,
+    GAPS_SHOWN,
 };
 use crate::trace_recording::SplitRule;
 
@@ -37,7 +38,7 @@ pub enum Output {
     Summary,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 #[command(mut_arg("trace", |trace| trace.required_unless_present("recording")))]
 pub struct DecodeArgs {
     #[command(flatten)]
@@ -56,6 +57,16 @@ pub struct DecodeArgs {
     symfs: Option<std::path::PathBuf>,
     #[command(flatten)]
     threads: crate::trace_recording::ThreadFilter,
+    /// The trace's protocol: ntrace, debug4 (the debug specification's trace module),
+    /// tandem (tandem verification), or auto (default: told from how the stream starts).
+    /// The same as --trace-format.
+    #[arg(
+        long = "format",
+        id = "decode_format",
+        value_enum,
+        value_name = "FORMAT"
+    )]
+    protocol: Option<crate::trace_input::FormatChoice>,
     /// What to print.
     #[arg(long, value_enum, default_value_t = Output::Summary)]
     output: Output,
@@ -70,6 +81,14 @@ pub struct DecodeArgs {
 }
 
 pub fn run(arguments: &DecodeArgs) -> Result<()> {
+    let mut input = arguments.input.clone();
+    if let Some(protocol) = arguments.protocol {
+        input.protocol = protocol;
+    }
+    let arguments = &DecodeArgs {
+        input,
+        ..arguments.clone()
+    };
     let Some(path) = &arguments.recording else {
         if !arguments.threads.is_empty() {
             bail!("--pid, --tid and --comm choose threads of a recording (-i)");
@@ -89,6 +108,12 @@ pub fn run(arguments: &DecodeArgs) -> Result<()> {
             &mut CodeCache::default(),
         );
     };
+    if !matches!(
+        arguments.input.protocol,
+        crate::trace_input::FormatChoice::Auto | crate::trace_input::FormatChoice::Ntrace
+    ) {
+        bail!("a recording (-i) holds N-Trace: --format is for --trace files");
+    }
     // Messages are printed as each thread's stream holds them: a split into streams.
     let rule = match arguments.output {
         Output::Messages => SplitRule::Synchronisations,
@@ -149,6 +174,23 @@ fn decode_one(
     if let Some(header) = header {
         out.text(header);
         out.text("\n");
+    }
+    if let TraceInput::Messages(file) = trace {
+        let format = input.format_of(file.bytes());
+        input.check_format_options(format)?;
+        if format != TraceFormat::NTrace {
+            decode_other(
+                format,
+                arguments.output,
+                input,
+                file,
+                code.as_deref(),
+                &mut out,
+                &trace_name,
+            )?;
+            out.finish()?;
+            return Ok(());
+        }
     }
     match (arguments.output, code, trace) {
         (Output::Messages, _, TraceInput::Messages(trace)) => {
@@ -307,7 +349,10 @@ fn event_text(element: &TraceElement) -> Option<String> {
         },
         ElementKind::Gap { reason } => format!("gap {reason:?}"),
         ElementKind::RegisterWrite { register, value } => {
-            format!("write {} = {value:#x}", register_text(register))
+            format!(
+                "write {} = {value:#x}",
+                tandem_message::RegisterName(register)
+            )
         }
         ElementKind::MemoryAccess {
             operation,
@@ -335,18 +380,6 @@ fn event_text(element: &TraceElement) -> Option<String> {
         ElementKind::Unhandled { code } => format!("unhandled message code {code}"),
     };
     Some(format!("# {} {text} @{:#x}", element.hart, element.offset))
-}
-
-/// A register's assembler name (`a0`, `fa3`, `csr 0x300`).
-pub(crate) fn register_text(register: trace_elements::Register) -> String {
-    match register {
-        trace_elements::Register::Integer(index) => {
-            riscv_insn::integer_register_name(index).to_owned()
-        }
-        trace_elements::Register::Float(index) => riscv_insn::float_register_name(index).to_owned(),
-        trace_elements::Register::Csr(address) => format!("csr {address:#05x}"),
-        trace_elements::Register::Other(number) => format!("register {number:#06x}"),
-    }
 }
 
 /// Where the `pcs` output's lines are formatted.
@@ -1075,6 +1108,224 @@ fn decode_replayed(
         let mut profile: Vec<(u64, u64)> = block_profile.into_iter().collect();
         profile.sort_unstable();
         write_hottest_functions(&profile, code, thread.instructions, out);
+    }
+    Ok(())
+}
+
+/// Decodes a trace of another protocol than N-Trace (serially: their decoders have no
+/// parallel form) and prints it as `mode` wants.
+fn decode_other(
+    format: TraceFormat,
+    mode: Output,
+    input: &TraceArgs,
+    trace: &TraceFile,
+    code: Option<&TraceCode>,
+    out: &mut LineWriter<impl Write>,
+    trace_name: &str,
+) -> Result<()> {
+    let bytes = trace.bytes();
+    let tandem_parameters = input.tandem_parameters(code.and_then(TraceCode::xlen));
+    if mode == Output::Messages {
+        return dump_other_messages(format, input, tandem_parameters, bytes, out, trace_name);
+    }
+    let code = code.context("--elf is required")?;
+    let started = Instant::now();
+    // Listings of blocks and instructions show the state a tandem trace carries.
+    let state = match mode {
+        Output::Blocks | Output::Insns => tandem_flow::StateElements::Report,
+        _ => tandem_flow::StateElements::Omit,
+    };
+    let multi_hart = format == TraceFormat::Debug4 && debug4_has_harts(bytes, input);
+    let mut printer = Printer::new(code, mode, multi_hart, trace_name);
+    let mut block_profile: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    let mut totals = OtherTotals::default();
+    let mut visit = |element: &TraceElement, cause: Option<&dyn std::fmt::Display>| {
+        totals.elements += 1;
+        match element.kind {
+            ElementKind::InstructionRange {
+                start,
+                instructions,
+                ..
+            } => {
+                totals.instructions += u64::from(instructions);
+                let total = block_profile.entry(start).or_default();
+                *total = total.saturating_add(u64::from(instructions));
+            }
+            ElementKind::TraceOn { .. } => totals.synchronised = true,
+            ElementKind::Gap { .. } => totals.gaps += 1,
+            ElementKind::RegisterWrite { .. } | ElementKind::MemoryAccess { .. } => {
+                totals.state_elements += 1;
+            }
+            _ => {}
+        }
+        let instructions = |start, count, pcs: &mut Vec<u64>| {
+            let _listed = push_instruction_addresses(
+                code.image(),
+                RangeToPrint {
+                    start,
+                    instructions: count,
+                },
+                pcs,
+            );
+        };
+        printer.element(element, instructions, cause, out)
+    };
+    match format {
+        TraceFormat::Debug4 => {
+            let mut decoder =
+                debug4_flow::Debug4Decoder::new(bytes, code.image(), input.debug4_options());
+            while let Some(element) = decoder.next_element()? {
+                let cause = decoder.gap_cause().copied();
+                visit(
+                    &element,
+                    cause.as_ref().map(|error| error as &dyn std::fmt::Display),
+                )?;
+            }
+            totals.skipped_bytes = decoder.skipped_bytes();
+        }
+        TraceFormat::Tandem => {
+            let steps = tandem_flow::StepDecoder::new(bytes, tandem_parameters);
+            let mut elements = tandem_flow::TandemElements::new(
+                steps,
+                tandem_flow::ElementOptions::default().with_state(state),
+            );
+            while let Some(element) = elements.next_element()? {
+                let cause = elements.gap_cause().copied();
+                visit(
+                    &element,
+                    cause.as_ref().map(|error| error as &dyn std::fmt::Display),
+                )?;
+            }
+        }
+        TraceFormat::NTrace => bail!("N-Trace is decoded by decode_flow"),
+    }
+    printer.finish(out)?;
+    printer.warn_gaps();
+    if !totals.synchronised {
+        match &printer.first_error {
+            Some(error) => bail!("{trace_name}: nothing decodable: {error}"),
+            None => bail!(
+                "{trace_name}: nothing decodable in {} bytes of {} trace",
+                bytes.len(),
+                format.name()
+            ),
+        }
+    }
+    if mode == Output::Summary {
+        let seconds = started.elapsed().as_secs_f64().max(1e-9);
+        out.text(&format!("trace:               {trace_name}\n"));
+        out.text(&format!("format:              {}\n", format.name()));
+        out.text(&format!("trace bytes:         {}\n", bytes.len()));
+        out.text(&format!("elements:            {}\n", totals.elements));
+        if totals.skipped_bytes > 0 {
+            out.text(&format!(
+                "skipped before sync: {} bytes (a wrapped buffer's oldest data)\n",
+                totals.skipped_bytes
+            ));
+        }
+        if totals.gaps > 0 {
+            out.text(&format!("gaps (lost trace):   {}\n", totals.gaps));
+        }
+        out.text(&format!("instructions:        {}\n", totals.instructions));
+        out.text(&format!(
+            "decode time:         {seconds:.3} s ({:.1} M instructions/s, {:.1} MB/s of trace)\n",
+            totals.instructions as f64 / seconds / 1e6,
+            bytes.len() as f64 / seconds / 1e6,
+        ));
+        let mut profile: Vec<(u64, u64)> = block_profile.into_iter().collect();
+        profile.sort_unstable();
+        write_hottest_functions(&profile, code, totals.instructions, out);
+    }
+    Ok(())
+}
+
+/// What a decode of another protocol counted.
+#[derive(Default)]
+struct OtherTotals {
+    elements: u64,
+    instructions: u64,
+    gaps: u64,
+    state_elements: u64,
+    skipped_bytes: u64,
+    synchronised: bool,
+}
+
+/// Whether a debug trace module stream names harts (Change Hart): its PCs are then
+/// printed with the hart, as N-Trace's are with SRC.
+fn debug4_has_harts(bytes: &[u8], input: &TraceArgs) -> bool {
+    let options = input.debug4_options().stream;
+    let mut decoder = debug4_message::SequenceDecoder::new(bytes, options);
+    loop {
+        match decoder.next_sequence() {
+            Ok(Some(located)) => {
+                if matches!(
+                    located.sequence,
+                    debug4_message::Sequence::ChangeHart { .. }
+                ) {
+                    return true;
+                }
+            }
+            Ok(None) => return false,
+            // The flow decode reports errors where they are.
+            Err(_) => {}
+        }
+    }
+}
+
+/// The sequences (debug trace module) or records (tandem) of a trace, one per line; the
+/// first error ends the listing with a one-line error naming its byte offset.
+fn dump_other_messages(
+    format: TraceFormat,
+    input: &TraceArgs,
+    tandem_parameters: tandem_message::Parameters,
+    bytes: &[u8],
+    out: &mut LineWriter<impl Write>,
+    trace_name: &str,
+) -> Result<()> {
+    let mut line = String::new();
+    match format {
+        TraceFormat::Debug4 => {
+            let mut decoder =
+                debug4_message::SequenceDecoder::new(bytes, input.debug4_options().stream);
+            loop {
+                match decoder.next_sequence() {
+                    Ok(Some(located)) => {
+                        line.clear();
+                        debug4_message::dump_sequence(&located, &mut line)
+                            .map_err(|_| anyhow!("formatting failed"))?;
+                        out.text(&line);
+                        out.text("\n");
+                        out.maybe_flush()?;
+                    }
+                    Ok(None) => break,
+                    // The decoder resumes at the next synchronisation point: say where
+                    // and go on, as the flow decode does.
+                    Err(error) => {
+                        out.text(&format!("# error: {error}\n"));
+                        eprintln!("rvperf: warning: {trace_name}: {error}");
+                    }
+                }
+            }
+        }
+        TraceFormat::Tandem => {
+            let mut decoder = tandem_message::RecordDecoder::new(bytes, tandem_parameters);
+            loop {
+                match decoder.next_record() {
+                    Ok(Some(located)) => {
+                        line.clear();
+                        tandem_message::dump_record(&located, tandem_parameters, &mut line)
+                            .map_err(|_| anyhow!("formatting failed"))?;
+                        out.text(&line);
+                        out.text("\n");
+                        out.maybe_flush()?;
+                    }
+                    Ok(None) => break,
+                    // The protocol has no point to resume at.
+                    Err(error) => bail!("{trace_name}: {error}"),
+                }
+            }
+        }
+        TraceFormat::NTrace => bail!("N-Trace messages are dumped by dump_messages"),
     }
     Ok(())
 }

@@ -12,6 +12,7 @@ mod perf_file;
 mod record;
 mod report;
 mod script;
+mod tandem_compare;
 mod trace;
 mod trace_file;
 mod trace_input;
@@ -34,7 +35,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Decode a RISC-V N-Trace stream against the ELF files that ran.
+    /// Decode a RISC-V trace (N-Trace, the debug trace module, tandem verification)
+    /// against the ELF files that ran.
     Decode(decode::DecodeArgs),
     /// Sample a command, a process or the system into a perf.data file.
     Record(record::RecordArgs),
@@ -59,6 +61,10 @@ enum Command {
     List(list::ListArgs),
     /// Hardware trace (N-Trace) through the rvtrace driver.
     Trace(trace::TraceArgs),
+    /// The first difference between two tandem-verification traces of one program
+    /// (instruction, register, CSR or memory), with its place in both. Exit status 0
+    /// when they agree, 1 when they diverge, 2 on error.
+    TandemCompare(tandem_compare::TandemCompareArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +79,14 @@ fn main() -> ExitCode {
         Command::Trace(arguments) => match trace::run(&arguments) {
             Ok(outcome) => return outcome.exit(),
             Err(error) => Err(error),
+        },
+        Command::TandemCompare(arguments) => match tandem_compare::run(&arguments) {
+            Ok(outcome) => return outcome.exit(),
+            Err(error) => {
+                // 1 says "they diverge": trouble is 2, as with cmp and diff.
+                eprintln!("rvperf: error: {}", format!("{error:#}").replace('\n', " "));
+                return ExitCode::from(2);
+            }
         },
         Command::Script(arguments) => script::run(&arguments),
         Command::Report(arguments) => report::run(&arguments),

@@ -26,9 +26,28 @@ pub struct TraceArgs {
     /// segment at LOAD_ADDR (for shared objects and PIE). Repeat for several files.
     #[arg(long = "elf", value_name = "FILE[@LOAD_ADDR]")]
     pub elf: Vec<String>,
-    /// The N-Trace byte stream (raw MSEO/MDO bytes, as captured from the trace buffer).
+    /// The trace: N-Trace bytes (raw MSEO/MDO, as captured from the trace buffer), the
+    /// debug specification's trace module data, or a tandem-verification trace.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// The trace's protocol; `auto` tells them apart by how each stream starts (a debug
+    /// trace module stream with Trace Enabled, a tandem trace with a group), else N-Trace.
+    /// (`rvperf decode --format` too.)
+    #[arg(long = "trace-format", value_enum, default_value = "auto")]
+    pub protocol: FormatChoice,
+    /// Debug trace module: the size of the trace buffer the data was captured from
+    /// (its eight synchronisation points are SIZE/8 bytes apart; default: the file's).
+    #[arg(long, value_name = "BYTES")]
+    pub buffer_size: Option<u64>,
+    /// Debug trace module: the buffer wrapped, and its oldest data is at this byte
+    /// offset (the write pointer); decoding starts at the first synchronisation point
+    /// after it.
+    #[arg(long, value_name = "OFFSET")]
+    pub wrap_offset: Option<u64>,
+    /// Debug trace module: how the trace source reported control transfers (`emitbranch`:
+    /// branch outcomes and indirect targets; `emitpc`: a pair of PCs per taken transfer).
+    #[arg(long, value_enum, default_value = "taken-not-taken")]
+    pub branch_reporting: BranchReportingChoice,
     /// Width of the SRC field (trTeSrcBits); 0 when the encoder sends none.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=12))]
     pub src_bits: u8,
@@ -62,6 +81,10 @@ impl Default for TraceArgs {
         Self {
             elf: Vec::new(),
             trace: None,
+            protocol: FormatChoice::Auto,
+            buffer_size: None,
+            wrap_offset: None,
+            branch_reporting: BranchReportingChoice::TakenNotTaken,
             src_bits: 0,
             timestamps: false,
             addr_ext: false,
@@ -101,6 +124,53 @@ pub enum TraceInput {
     /// it reports (`perf_session::decode_by_context`), whose trace cannot be cut into
     /// streams of their own. Replayed by [`TraceSource::Replayed`].
     Decoded(ThreadElements),
+}
+
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatChoice {
+    Auto,
+    Ntrace,
+    /// The RISC-V debug specification's trace module (4-bit packets).
+    Debug4,
+    /// The tandem-verification trace protocol.
+    Tandem,
+}
+
+/// `--branch-reporting`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BranchReportingChoice {
+    TakenNotTaken,
+    PcPairs,
+}
+
+/// A trace's protocol, once known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceFormat {
+    NTrace,
+    Debug4,
+    Tandem,
+}
+
+impl TraceFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceFormat::NTrace => "N-Trace",
+            TraceFormat::Debug4 => "debug trace module",
+            TraceFormat::Tandem => "tandem verification",
+        }
+    }
+}
+
+/// Why a trace of any protocol could not be followed at a place.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TraceError {
+    #[error(transparent)]
+    NTrace(#[from] FlowError),
+    #[error(transparent)]
+    Debug4(#[from] debug4_flow::FlowError),
+    #[error(transparent)]
+    Tandem(#[from] tandem_flow::FlowError),
 }
 
 /// `--stack-model`.
@@ -157,6 +227,63 @@ impl TraceArgs {
             );
         }
         Ok(code)
+    }
+
+    /// The protocol of `bytes`: `--format`, or told from how the stream starts.
+    pub fn format_of(&self, bytes: &[u8]) -> TraceFormat {
+        match self.protocol {
+            FormatChoice::Ntrace => TraceFormat::NTrace,
+            FormatChoice::Debug4 => TraceFormat::Debug4,
+            FormatChoice::Tandem => TraceFormat::Tandem,
+            FormatChoice::Auto if debug4_message::detect(bytes) => TraceFormat::Debug4,
+            FormatChoice::Auto if tandem_message::detect(bytes) => TraceFormat::Tandem,
+            FormatChoice::Auto => TraceFormat::NTrace,
+        }
+    }
+
+    /// The debug trace module decoder's options.
+    pub fn debug4_options(&self) -> debug4_flow::DecoderOptions {
+        let stream = debug4_flow::StreamOptions::default()
+            .with_buffer_bytes(self.buffer_size)
+            .with_wrap_offset(self.wrap_offset);
+        let reporting = match self.branch_reporting {
+            BranchReportingChoice::TakenNotTaken => debug4_flow::BranchReporting::TakenNotTaken,
+            BranchReportingChoice::PcPairs => debug4_flow::BranchReporting::PcPairs,
+        };
+        debug4_flow::DecoderOptions::new(stream, reporting)
+    }
+
+    /// The tandem trace's parameters: appendix C's RV64GC hart (XLEN, FLEN and MLEN 64),
+    /// or XLEN 32 for RV32 code.
+    pub fn tandem_parameters(&self, xlen: Option<Xlen>) -> tandem_message::Parameters {
+        match xlen {
+            Some(Xlen::Rv32) => tandem_message::Parameters::new(
+                tandem_message::Xlen::Bits32,
+                tandem_message::Flen::Bits64,
+                tandem_message::AddressWidth::Bits40,
+            ),
+            _ => tandem_message::Parameters::default(),
+        }
+    }
+
+    /// Refuses the options of one protocol given for a trace of another.
+    pub fn check_format_options(&self, format: TraceFormat) -> Result<()> {
+        let debug4_options = self.buffer_size.is_some()
+            || self.wrap_offset.is_some()
+            || self.branch_reporting != BranchReportingChoice::TakenNotTaken;
+        let ntrace_options = self.src_bits != 0
+            || self.timestamps
+            || self.addr_ext
+            || self.all_jumps
+            || self.max_stack != DEFAULT_MAX_STACK
+            || self.stack_model != StackModel::DropOldest;
+        if debug4_options && format != TraceFormat::Debug4 {
+            bail!("--buffer-size, --wrap-offset and --branch-reporting are options of debug trace module traces; this trace is {}", format.name());
+        }
+        if ntrace_options && format != TraceFormat::NTrace {
+            bail!("--src-bits, --timestamps, --addr-ext, --all-jumps, --max-stack and --stack-model are options of N-Trace traces; this trace is {}", format.name());
+        }
+        Ok(())
     }
 
     /// The wire options of the trace, its address width from the code's.
@@ -234,11 +361,15 @@ impl JobsArgs {
 }
 
 /// The decoders profiles read from: the serial decoder, the elements of a parallel
-/// decode pulled in order, or a thread's elements decoded already.
+/// decode pulled in order, a thread's elements decoded already, or the decoder of
+/// another protocol.
 pub enum TraceSource<'d, 'a> {
     Serial(&'d mut FlowDecoder<'a>),
     Parallel(&'d mut PulledElements),
     Replayed(ReplayedElements<'d>),
+    /// The decoder, and the code its ranges are listed from.
+    Debug4(&'d mut debug4_flow::Debug4Decoder<'a>, &'a CodeImage),
+    Tandem(&'d mut tandem_flow::TandemElements<'a>, &'a CodeImage),
 }
 
 /// A thread's decoded elements given again in order, with the error behind each
@@ -282,35 +413,59 @@ impl<'d> ReplayedElements<'d> {
     }
 }
 
-impl ElementSource for TraceSource<'_, '_> {
-    type Error = FlowError;
-
+impl TraceSource<'_, '_> {
     #[inline]
-    fn next_element(&mut self) -> Result<Option<TraceElement>, FlowError> {
+    fn next_element(&mut self) -> Result<Option<TraceElement>, TraceError> {
+        Ok(match self {
+            TraceSource::Serial(decoder) => decoder.next_element()?,
+            TraceSource::Parallel(pulled) => pulled.next_element()?,
+            TraceSource::Replayed(replayed) => replayed.next_element(),
+            TraceSource::Debug4(decoder, _) => decoder.next_element()?,
+            TraceSource::Tandem(elements, _) => elements.next_element()?,
+        })
+    }
+
+    /// The error behind the decode-error gap returned last.
+    fn gap_cause(&self) -> Option<TraceError> {
         match self {
-            TraceSource::Serial(decoder) => decoder.next_element(),
-            TraceSource::Parallel(pulled) => pulled.next_element(),
-            TraceSource::Replayed(replayed) => Ok(replayed.next_element()),
+            TraceSource::Serial(_) | TraceSource::Parallel(_) | TraceSource::Replayed(_) => {
+                self.last_recovered_error().cloned().map(TraceError::NTrace)
+            }
+            TraceSource::Debug4(decoder, _) => decoder.gap_cause().copied().map(TraceError::Debug4),
+            TraceSource::Tandem(elements, _) => {
+                elements.gap_cause().copied().map(TraceError::Tandem)
+            }
         }
     }
 
-    fn gap_cause(&self) -> Option<&FlowError> {
-        self.last_recovered_error()
-    }
-
-    fn for_each_element<F>(&mut self, visit: F) -> Result<(), FlowError>
+    /// Every element to the end, with the error behind each decode-error gap.
+    fn for_each_element<F>(&mut self, mut visit: F) -> Result<(), TraceError>
     where
-        F: FnMut(&TraceElement, Option<&FlowError>),
+        F: FnMut(&TraceElement, Option<&TraceError>),
     {
+        let mut visit_ntrace = |element: &TraceElement, cause: Option<&FlowError>| {
+            // Gaps are rare: the error is copied for them alone.
+            let cause = cause.cloned().map(TraceError::NTrace);
+            visit(element, cause.as_ref());
+        };
         match self {
-            TraceSource::Serial(decoder) => decoder.for_each_element(visit),
-            TraceSource::Parallel(pulled) => pulled.for_each_element(visit),
+            TraceSource::Serial(decoder) => Ok(decoder.for_each_element(visit_ntrace)?),
+            TraceSource::Parallel(pulled) => Ok(pulled.for_each_element(visit_ntrace)?),
             TraceSource::Replayed(replayed) => {
-                let mut visit = visit;
                 while let Some(element) = replayed.next_element() {
-                    visit(&element, replayed.last_error);
+                    visit_ntrace(&element, replayed.last_error);
                 }
                 Ok(())
+            }
+            TraceSource::Debug4(decoder, _) => Ok(decoder.for_each_element(|element, cause| {
+                let cause = cause.copied().map(TraceError::Debug4);
+                visit(element, cause.as_ref());
+            })?),
+            TraceSource::Tandem(elements, _) => {
+                Ok(elements.for_each_element(|element, cause| {
+                    let cause = cause.copied().map(TraceError::Tandem);
+                    visit(element, cause.as_ref());
+                })?)
             }
         }
     }
@@ -327,6 +482,9 @@ impl TraceSource<'_, '_> {
             TraceSource::Replayed(replayed) => {
                 nth_instruction_in_image(replayed.image, start, index)
             }
+            TraceSource::Debug4(_, image) | TraceSource::Tandem(_, image) => {
+                nth_instruction_in_image(image, start, index)
+            }
         }
     }
 
@@ -335,6 +493,7 @@ impl TraceSource<'_, '_> {
             TraceSource::Serial(decoder) => decoder.last_recovered_error(),
             TraceSource::Parallel(pulled) => pulled.last_recovered_error(),
             TraceSource::Replayed(replayed) => replayed.last_error,
+            TraceSource::Debug4(..) | TraceSource::Tandem(..) => None,
         }
     }
 }
@@ -418,6 +577,37 @@ pub fn decode_trace<R>(
             return Ok(result);
         }
     };
+    let format = arguments.format_of(trace.bytes());
+    arguments.check_format_options(format)?;
+    match format {
+        TraceFormat::NTrace => {}
+        // The other protocols decode serially: their decoders have no parallel form.
+        TraceFormat::Debug4 => {
+            let mut decoder = debug4_flow::Debug4Decoder::new(
+                trace.bytes(),
+                code.image(),
+                arguments.debug4_options(),
+            );
+            let mut source =
+                GapReportingSource::new(TraceSource::Debug4(&mut decoder, code.image()), path);
+            let result = consume(&mut source)?;
+            source.report.finish_other(format, trace.bytes().len())?;
+            return Ok(result);
+        }
+        TraceFormat::Tandem => {
+            let steps = tandem_flow::StepDecoder::new(
+                trace.bytes(),
+                arguments.tandem_parameters(code.xlen()),
+            );
+            let mut elements =
+                tandem_flow::TandemElements::new(steps, tandem_flow::ElementOptions::default());
+            let mut source =
+                GapReportingSource::new(TraceSource::Tandem(&mut elements, code.image()), path);
+            let result = consume(&mut source)?;
+            source.report.finish_other(format, trace.bytes().len())?;
+            return Ok(result);
+        }
+    }
     let options = arguments.decoder_options(code);
     let Some(parallel) = parallel else {
         let mut decoder = FlowDecoder::new(
@@ -471,6 +661,8 @@ pub fn decode_trace<R>(
 pub struct GapReportingSource<S> {
     source: S,
     report: GapReport,
+    /// The error behind the decode-error gap returned last.
+    last_cause: Option<TraceError>,
 }
 
 /// What a [`GapReportingSource`] saw go missing.
@@ -487,6 +679,7 @@ impl<S> GapReportingSource<S> {
     pub fn new(source: S, trace_name: &Path) -> Self {
         Self {
             source,
+            last_cause: None,
             report: GapReport {
                 trace_name: trace_name.display().to_string(),
                 synchronised: false,
@@ -539,6 +732,20 @@ impl GapReport {
 }
 
 impl GapReport {
+    /// [`GapReport::finish`] for a trace of another protocol: fails when it never
+    /// synchronised (nothing could be decoded).
+    fn finish_other(&self, format: TraceFormat, trace_bytes: usize) -> Result<()> {
+        if !self.synchronised {
+            bail!(
+                "{}: nothing decodable in {trace_bytes} bytes of {} trace",
+                self.trace_name,
+                format.name()
+            );
+        }
+        self.warn_gaps();
+        Ok(())
+    }
+
     /// [`GapReport::finish`] for a thread's elements decoded already: what the whole
     /// decode lost (I-CNT units skipped, a trace cut short) was said once, by the
     /// recording's loader.
@@ -564,27 +771,27 @@ impl GapReport {
 }
 
 impl ElementSource for GapReportingSource<TraceSource<'_, '_>> {
-    type Error = FlowError;
+    type Error = TraceError;
 
     #[inline]
-    fn next_element(&mut self) -> Result<Option<TraceElement>, FlowError> {
+    fn next_element(&mut self) -> Result<Option<TraceElement>, TraceError> {
         let element = self.source.next_element()?;
         if let Some(element) = &element {
             if is_noted(element) {
-                self.report
-                    .note(element, self.source.last_recovered_error());
+                self.last_cause = self.source.gap_cause();
+                self.report.note(element, self.last_cause.as_ref());
             }
         }
         Ok(element)
     }
 
-    fn gap_cause(&self) -> Option<&FlowError> {
-        self.source.gap_cause()
+    fn gap_cause(&self) -> Option<&TraceError> {
+        self.last_cause.as_ref()
     }
 
-    fn for_each_element<F>(&mut self, mut visit: F) -> Result<(), FlowError>
+    fn for_each_element<F>(&mut self, mut visit: F) -> Result<(), TraceError>
     where
-        F: FnMut(&TraceElement, Option<&FlowError>),
+        F: FnMut(&TraceElement, Option<&TraceError>),
     {
         let report = &mut self.report;
         self.source.for_each_element(|element, cause| {
@@ -610,7 +817,7 @@ impl GapReport {
     /// warning about the first few decode errors.
     #[cold]
     #[inline(never)]
-    fn note(&mut self, element: &TraceElement, cause: Option<&FlowError>) {
+    fn note(&mut self, element: &TraceElement, cause: Option<&TraceError>) {
         let offset = element.offset;
         match element.kind {
             ElementKind::TraceOn { .. } => self.synchronised = true,

@@ -254,8 +254,10 @@ impl<'a> TandemElements<'a> {
                         );
                         self.expected = Some(next_pc);
                     }
-                    Some(_) => {
-                        // ecall/ebreak retire, then trap.
+                    _ if end == Some(RangeEnd::EnvironmentCall) => {
+                        // ecall/ebreak retire, then trap: the element every decoder
+                        // gives, also where the trace shows no trap CSR (a trace of user
+                        // code alone goes on where the kernel returned).
                         self.retire(step, pc, next_pc, end);
                         self.push(
                             step.offset,
@@ -266,7 +268,7 @@ impl<'a> TandemElements<'a> {
                             },
                         );
                     }
-                    None => self.retire(step, pc, next_pc, end),
+                    _ => self.retire(step, pc, next_pc, end),
                 }
             }
             StepKind::Interrupt { pc_before, next_pc } => {

@@ -29,6 +29,11 @@ pub enum StepErrorKind {
     /// An instruction in a group with state initialization or hart reset (chapter 3).
     #[error("instruction combined with state initialization or hart reset")]
     InstructionWithInitialization,
+    /// The trace ends inside the group begun at the offset: it was cut short, and the
+    /// group's state changes may be incomplete (an end group may only be left out
+    /// before a begin group).
+    #[error("the trace ends inside this group: cut short")]
+    UnterminatedGroup,
 }
 
 /// A trace that cannot be followed: a record that does not decode, or a group that cannot
@@ -315,26 +320,30 @@ impl<'a> StepDecoder<'a> {
             changes: Vec::new(),
         };
         match first.record {
-            // A trace cut inside a group ends the group with the trace.
-            Record::BeginGroup => {
-                while let Some(record) = self.next_record()? {
-                    match record.record {
-                        Record::EndGroup => {
-                            pending.end_offset = record.end_offset();
-                            break;
-                        }
-                        // Chapter 3: a begin group implies the end of the previous group.
-                        Record::BeginGroup => {
-                            self.lookahead = Some(record);
-                            break;
-                        }
-                        _ => {
-                            pending.end_offset = record.end_offset();
-                            self.apply(&mut pending, &record)?;
-                        }
+            Record::BeginGroup => loop {
+                let Some(record) = self.next_record()? else {
+                    // A trace cut inside a group: what the group held is not known.
+                    return Err(FlowError::Step {
+                        offset: first.offset,
+                        kind: StepErrorKind::UnterminatedGroup,
+                    });
+                };
+                match record.record {
+                    Record::EndGroup => {
+                        pending.end_offset = record.end_offset();
+                        break;
+                    }
+                    // Chapter 3: a begin group implies the end of the previous group.
+                    Record::BeginGroup => {
+                        self.lookahead = Some(record);
+                        break;
+                    }
+                    _ => {
+                        pending.end_offset = record.end_offset();
+                        self.apply(&mut pending, &record)?;
                     }
                 }
-            }
+            },
             // An end group with no group open ends nothing: an empty step.
             Record::EndGroup => {}
             // A record outside any group is a step of its own.

@@ -14,7 +14,30 @@ use clap::{Parser, ValueEnum};
 use code_image::{load_elf, CodeImage};
 use ntrace_flow::{BranchMode, EncoderOptions, TraceEncoder};
 use ntrace_message::{AddressWidth, MessageOptions};
+use tandem_flow::{EncoderOptions as TandemOptions, PcUpdates, Tracing};
+use tandem_message::Parameters;
+use trace_gen::cpu_log::CpuLogReader;
 use trace_gen::qemu::{ExecLogReader, LogContent, QemuUser};
+use trace_gen::tandem::TandemFromQemu;
+
+/// The trace protocol written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Ntrace,
+    /// The RISC-V debug specification's trace module (4-bit packets).
+    Debug4,
+    /// The tandem-verification trace protocol (every register write, memory accesses).
+    Tandem,
+}
+
+/// State a partial tandem trace leaves out (`--omit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum TandemPart {
+    Integer,
+    Float,
+    Csrs,
+    Memory,
+}
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Mode {
@@ -31,10 +54,20 @@ struct Arguments {
     /// The riscv64 ELF that runs (static), also used to classify instructions.
     #[arg(long)]
     elf: PathBuf,
-    /// Read retired PCs from a saved `qemu-riscv64 -d nochain,exec` log instead of running.
+    /// Read a saved QEMU log instead of running: `-d nochain,exec` (N-Trace, the debug
+    /// trace module) or `-d nochain,cpu,fpu` (tandem).
     #[arg(long, value_name = "LOG")]
     qemu_log: Option<PathBuf>,
-    /// Write the N-Trace bytes here (written to a temporary file, then renamed).
+    /// The protocol: N-Trace (default), the debug trace module or tandem verification.
+    #[arg(long, value_enum, default_value_t = Format::Ntrace)]
+    format: Format,
+    /// Tandem: leave this state out (a partial trace); repeat or separate with commas.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    omit: Vec<TandemPart>,
+    /// Tandem: write every pc as a value, never as `increment pc`.
+    #[arg(long)]
+    pc_values: bool,
+    /// Write the trace bytes here (written to a temporary file, then renamed).
     #[arg(short, long)]
     output: PathBuf,
     /// Also write every retired PC, one `0x...` per line (the ground truth).
@@ -117,9 +150,27 @@ fn encode_stream<R: BufRead>(
 
 /// Feeds the encoder from a saved log or from QEMU running the program.
 fn produce(arguments: &Arguments, encoder: &mut TraceEncoder<'_>, sink: &mut Sink) -> Result<u64> {
+    with_log(arguments, LogContent::Addresses, |log| {
+        encode_stream(ExecLogReader::new(log), encoder, sink)
+    })
+}
+
+fn temporary(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+/// Runs `consume` over QEMU's log of `content`: a saved one (`--qemu-log`), or the
+/// program run now, streamed.
+fn with_log<T: Send>(
+    arguments: &Arguments,
+    content: LogContent,
+    consume: impl FnOnce(&mut dyn BufRead) -> Result<T> + Send,
+) -> Result<T> {
     if let Some(log) = &arguments.qemu_log {
-        let reader = ExecLogReader::open(log)?;
-        return encode_stream(reader, encoder, sink);
+        let file = File::open(log).with_context(|| format!("cannot open {}", log.display()))?;
+        return consume(&mut std::io::BufReader::with_capacity(1 << 20, file));
     }
     let qemu = QemuUser::detect()?;
     let program_arguments: Vec<&str> = arguments
@@ -127,23 +178,130 @@ fn produce(arguments: &Arguments, encoder: &mut TraceEncoder<'_>, sink: &mut Sin
         .iter()
         .map(String::as_str)
         .collect();
-    let (run, encoded) = qemu.run_streamed(
+    let (run, result) = qemu.run_streamed(
         &arguments.elf,
         &program_arguments,
-        LogContent::Addresses,
+        content,
         &std::env::temp_dir(),
-        |log| encode_stream(ExecLogReader::new(log), encoder, sink),
+        consume,
     )?;
     if !run.success() {
         bail!("the program exited with status {}", run.status_code);
     }
-    encoded
+    result
 }
 
-fn temporary(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    path.with_file_name(name)
+/// Output files written under temporary names and renamed when complete, so that a
+/// failed run leaves no partial file.
+struct Outputs {
+    trace: (PathBuf, PathBuf),
+    pcs: Option<(PathBuf, PathBuf)>,
+}
+
+impl Outputs {
+    fn new(arguments: &Arguments) -> Outputs {
+        Outputs {
+            trace: (temporary(&arguments.output), arguments.output.clone()),
+            pcs: arguments
+                .pcs_output
+                .as_ref()
+                .map(|path| (temporary(path), path.clone())),
+        }
+    }
+
+    fn create(&self) -> Result<Sink> {
+        let create = |path: &Path| {
+            File::create(path)
+                .map(BufWriter::new)
+                .with_context(|| format!("cannot create {}", path.display()))
+        };
+        Ok(Sink {
+            encoder_output: create(&self.trace.0)?,
+            pcs: self
+                .pcs
+                .as_ref()
+                .map(|(temporary, _)| create(temporary))
+                .transpose()?,
+        })
+    }
+
+    fn discard(&self) {
+        let _ = std::fs::remove_file(&self.trace.0);
+        if let Some((temporary, _)) = &self.pcs {
+            let _ = std::fs::remove_file(temporary);
+        }
+    }
+
+    fn commit(&self, mut sink: Sink) -> Result<()> {
+        sink.encoder_output.flush()?;
+        if let Some(pcs) = sink.pcs.as_mut() {
+            pcs.flush()?;
+        }
+        drop(sink);
+        std::fs::rename(&self.trace.0, &self.trace.1)?;
+        if let Some((temporary, path)) = &self.pcs {
+            std::fs::rename(temporary, path)?;
+        }
+        Ok(())
+    }
+}
+
+/// A tandem trace of the program's run: QEMU's registers before every instruction.
+fn run_debug4(_arguments: &Arguments, _image: &CodeImage) -> Result<()> {
+    bail!("--format debug4: not wired yet")
+}
+
+fn run_tandem(arguments: &Arguments, image: &CodeImage) -> Result<()> {
+    let omitted = |part| {
+        if arguments.omit.contains(&part) {
+            Tracing::Omitted
+        } else {
+            Tracing::Traced
+        }
+    };
+    let options = TandemOptions::default()
+        .with_integer_registers(omitted(TandemPart::Integer))
+        .with_float_registers(omitted(TandemPart::Float))
+        .with_csrs(omitted(TandemPart::Csrs))
+        .with_memory(omitted(TandemPart::Memory))
+        .with_pc_updates(if arguments.pc_values {
+            PcUpdates::AlwaysValue
+        } else {
+            PcUpdates::IncrementWhereSequential
+        });
+    let outputs = Outputs::new(arguments);
+    let mut sink = outputs.create()?;
+    let encoded = with_log(arguments, LogContent::Registers, |log| {
+        let mut driver = TandemFromQemu::new(image, Parameters::default(), options);
+        for state in CpuLogReader::new(log) {
+            let state = state?;
+            driver.push(&state)?;
+            if let Some(pcs) = sink.pcs.as_mut() {
+                writeln!(pcs, "{:#x}", state.pc)?;
+            }
+            if driver.instructions() % (1 << 16) == 0 {
+                sink.encoder_output.write_all(&driver.take_output())?;
+            }
+        }
+        let (rest, instructions) = driver.finish()?;
+        sink.encoder_output.write_all(&rest)?;
+        Ok(instructions)
+    });
+    let instructions = match encoded {
+        Ok(instructions) => instructions,
+        Err(error) => {
+            drop(sink);
+            outputs.discard();
+            return Err(error);
+        }
+    };
+    outputs.commit(sink)?;
+    let bytes = std::fs::metadata(&arguments.output)?.len();
+    eprintln!(
+        "rvperf-tracegen: {instructions} instructions -> {bytes} bytes of tandem trace ({:.1} bytes/instruction)",
+        bytes as f64 / instructions.max(1) as f64
+    );
+    Ok(())
 }
 
 fn run(arguments: &Arguments) -> Result<()> {
@@ -156,6 +314,11 @@ fn run(arguments: &Arguments) -> Result<()> {
         &elf_bytes,
         None,
     )?;
+    match arguments.format {
+        Format::Ntrace => {}
+        Format::Tandem => return run_tandem(arguments, &image),
+        Format::Debug4 => return run_debug4(arguments, &image),
+    }
     let files = image.file_decode_infos();
     let width = match info.xlen() {
         Some(code_image::Xlen::Rv32) => AddressWidth::Bits32,
