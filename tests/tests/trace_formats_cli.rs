@@ -362,3 +362,45 @@ fn a_cut_tandem_trace_is_one_line_with_the_offset_and_a_wrong_option_is_refused(
     assert_eq!(error.lines().count(), 1, "{error}");
     assert!(error.contains("options of N-Trace"), "{error}");
 }
+
+#[test]
+fn a_wrapped_debug_trace_buffer_decodes_to_the_end_of_the_run_given_its_write_pointer() {
+    let traces = traces();
+    let code = load_file(&traces.program);
+    let size = 4 * 1024u64;
+    let mut encoder = Debug4Encoder::new(
+        &code.image,
+        EncoderOptions::default().with_buffer(debug4_flow::BufferMode::Ring { bytes: size }),
+    )
+    .expect("encoder options");
+    for &pc in &traces.pcs {
+        encoder.retire(&Retirement::at(0, pc)).expect("encode");
+    }
+    let encoded = encoder.finish().expect("finish");
+    let wrap = encoded
+        .wrap_offset
+        .expect("the run fills the ring several times");
+    let ring = work().join("ring.debug4");
+    std::fs::write(&ring, &encoded.bytes).unwrap();
+    let size_text = size.to_string();
+    let wrap_text = wrap.to_string();
+    let listed: Vec<u64> = succeeded(&[
+        "decode",
+        "--elf",
+        path(&traces.program),
+        "--trace",
+        path(&ring),
+        "--buffer-size",
+        &size_text,
+        "--wrap-offset",
+        &wrap_text,
+        "--output",
+        "pcs",
+    ])
+    .lines()
+    .map(|line| u64::from_str_radix(line.trim_start_matches("0x"), 16).unwrap())
+    .collect();
+    assert!(listed.len() > 2_000, "{} pcs", listed.len());
+    let tail = &traces.pcs[traces.pcs.len() - listed.len()..];
+    assert_same_pcs("the ring's pcs: the run's last", tail, &listed);
+}

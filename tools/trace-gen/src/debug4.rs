@@ -26,11 +26,11 @@
 use std::collections::BTreeMap;
 
 use code_image::CodeImage;
-use debug4_flow::riscv_insn::{self, AccessOperation, MemoryAccessShape, RegisterOperand};
 use debug4_flow::{
     AccessKind, DataAccess, DataEmission, Debug4Encoder, Emission, EncodeError, EncodedTrace,
     EncoderOptions, Retirement,
 };
+use riscv_insn::{AccessOperation, MemoryAccessShape, RegisterOperand};
 
 use crate::cpu_log::CpuState;
 

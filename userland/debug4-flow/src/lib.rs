@@ -23,10 +23,6 @@ pub use encoder::{
     AccessKind, DataAccess, DataEmission, Debug4Encoder, Emission, EncodeError, EncoderOptions,
     Retirement,
 };
-/// The instruction decoder the encoder classifies with: a driver that computes each
-/// retirement's data access from register states (trace-gen's QEMU driver) decodes with
-/// the same version, so the two cannot disagree on an instruction's operands.
-pub use riscv_insn;
 
 /// How control transfers are reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]

@@ -278,16 +278,22 @@ impl SequenceEncoder {
             push_value(&mut packets, Header::ChangeHart, FillRule::Zero, hart, None);
         }
         let shift = self.options.pc_granularity.shift();
+        // The PC after Trace Enabled goes out in full: a decoder restarts there, and its
+        // last PC may not be this stream's (a ring read without its write pointer, data
+        // dropped before the restart).
+        let mut restart_pc = false;
         for sequence in sequences {
             match *sequence {
                 OutgoingSequence::Pc { address } => {
                     let value = address >> shift;
+                    let fill_from = if restart_pc { None } else { last.pc };
+                    restart_pc = false;
                     push_value(
                         &mut packets,
                         Header::Pc,
                         FillRule::LastValue,
                         value,
-                        last.pc,
+                        fill_from,
                     );
                     last.pc = Some(value);
                 }
@@ -295,6 +301,7 @@ impl SequenceEncoder {
                 OutgoingSequence::BranchNotTaken => packets.push(Header::BranchNotTaken.packet()),
                 OutgoingSequence::TraceEnabled => {
                     packets.extend([Header::TraceEnabled.packet(), 0]);
+                    restart_pc = true;
                 }
                 OutgoingSequence::TraceDisabled => packets.push(Header::TraceDisabled.packet()),
                 OutgoingSequence::Privilege(privilege) => {
@@ -427,5 +434,68 @@ fn push_value(
     packets.push(count - 1);
     for index in 0..count {
         packets.push(((value >> (4 * u32::from(index))) & 0xf) as u8);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::SequenceDecoder;
+    use crate::types::{Sequence, StreamOptions, Value};
+
+    /// Each PC sequence of `bytes`: its value and how many packets carried it.
+    fn pcs(bytes: &[u8]) -> Vec<(Value, u64)> {
+        let mut decoder = SequenceDecoder::new(bytes, StreamOptions::default());
+        let mut found = Vec::new();
+        while let Some(located) = decoder.next_sequence().unwrap() {
+            if let Sequence::Pc(value) = located.sequence {
+                found.push((value, located.packets));
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn the_pc_after_trace_enabled_goes_out_in_full() {
+        let mut encoder = SequenceEncoder::new(SequenceEncoderOptions::default()).unwrap();
+        let units: [&[OutgoingSequence]; 4] = [
+            &[
+                OutgoingSequence::TraceEnabled,
+                OutgoingSequence::Pc {
+                    address: 0x8000_1000,
+                },
+            ],
+            &[
+                OutgoingSequence::Pc {
+                    address: 0x8000_1010,
+                },
+                OutgoingSequence::TraceDisabled,
+            ],
+            // The restart shares all but the low bits with the last PC sent.
+            &[
+                OutgoingSequence::TraceEnabled,
+                OutgoingSequence::Pc {
+                    address: 0x8000_1020,
+                },
+            ],
+            &[OutgoingSequence::Pc {
+                address: 0x8000_1024,
+            }],
+        ];
+        for unit in units {
+            encoder.write_unit(0, unit).unwrap();
+        }
+        let found = pcs(&encoder.finish().bytes);
+        let full = VALUE_SEQUENCE_PACKETS;
+        assert_eq!(
+            found,
+            [
+                (Value::Known(0x8000_1000), full),
+                (Value::Known(0x8000_1010), 3),
+                (Value::Known(0x8000_1020), full),
+                // Compression goes on from the full value.
+                (Value::Known(0x8000_1024), 3),
+            ]
+        );
     }
 }

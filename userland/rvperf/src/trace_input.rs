@@ -235,6 +235,8 @@ impl TraceArgs {
             FormatChoice::Ntrace => TraceFormat::NTrace,
             FormatChoice::Debug4 => TraceFormat::Debug4,
             FormatChoice::Tandem => TraceFormat::Tandem,
+            // A wrapped buffer does not start where the stream did: its options say it.
+            FormatChoice::Auto if self.has_debug4_options() => TraceFormat::Debug4,
             FormatChoice::Auto if debug4_message::detect(bytes) => TraceFormat::Debug4,
             FormatChoice::Auto if tandem_message::detect(bytes) => TraceFormat::Tandem,
             FormatChoice::Auto => TraceFormat::NTrace,
@@ -266,11 +268,16 @@ impl TraceArgs {
         }
     }
 
+    /// Whether an option only debug trace module traces have was given.
+    fn has_debug4_options(&self) -> bool {
+        self.buffer_size.is_some()
+            || self.wrap_offset.is_some()
+            || self.branch_reporting != BranchReportingChoice::TakenNotTaken
+    }
+
     /// Refuses the options of one protocol given for a trace of another.
     pub fn check_format_options(&self, format: TraceFormat) -> Result<()> {
-        let debug4_options = self.buffer_size.is_some()
-            || self.wrap_offset.is_some()
-            || self.branch_reporting != BranchReportingChoice::TakenNotTaken;
+        let debug4_options = self.has_debug4_options();
         let ntrace_options = self.src_bits != 0
             || self.timestamps
             || self.addr_ext

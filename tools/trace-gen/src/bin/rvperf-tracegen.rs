@@ -12,11 +12,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
 use code_image::{load_elf, CodeImage};
+use debug4_flow::{
+    BranchReporting, BufferMode, DataEmission, Emission, EncoderOptions as Debug4Options,
+};
 use ntrace_flow::{BranchMode, EncoderOptions, TraceEncoder};
 use ntrace_message::{AddressWidth, MessageOptions};
 use tandem_flow::{EncoderOptions as TandemOptions, PcUpdates, Tracing};
 use tandem_message::Parameters;
 use trace_gen::cpu_log::CpuLogReader;
+use trace_gen::debug4::Debug4FromQemu;
 use trace_gen::qemu::{ExecLogReader, LogContent, QemuUser};
 use trace_gen::tandem::TandemFromQemu;
 
@@ -37,6 +41,25 @@ enum TandemPart {
     Float,
     Csrs,
     Memory,
+}
+
+/// Debug trace module: how control transfers are reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Reporting {
+    /// `emitbranch`: branch outcomes and the destinations of indirect transfers.
+    TakenNotTaken,
+    /// `emitpc`: a pair of PCs (from, to) per taken transfer.
+    PcPairs,
+}
+
+/// Debug trace module: which data sequences are sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Data {
+    None,
+    /// Load and store addresses.
+    Addresses,
+    /// Load and store addresses and data.
+    All,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -61,6 +84,20 @@ struct Arguments {
     /// The protocol: N-Trace (default), the debug trace module or tandem verification.
     #[arg(long, value_enum, default_value_t = Format::Ntrace)]
     format: Format,
+    /// Debug trace module: how control transfers are reported.
+    #[arg(long, value_enum, default_value_t = Reporting::TakenNotTaken)]
+    branch_reporting: Reporting,
+    /// Debug trace module: write into a ring buffer of this many bytes (a multiple of
+    /// 32, at least 256), which wraps, instead of a file that grows.
+    #[arg(long, value_name = "BYTES")]
+    buffer_size: Option<u64>,
+    /// Debug trace module: the data sequences sent (addresses and data need QEMU's
+    /// register log: slower).
+    #[arg(long, value_enum, default_value_t = Data::None)]
+    data: Data,
+    /// Debug trace module: a Timestamp every N retired instructions (0: none).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    timestamp_every: u64,
     /// Tandem: leave this state out (a partial trace); repeat or separate with commas.
     #[arg(long, value_enum, value_delimiter = ',')]
     omit: Vec<TandemPart>,
@@ -247,8 +284,79 @@ impl Outputs {
 }
 
 /// A tandem trace of the program's run: QEMU's registers before every instruction.
-fn run_debug4(_arguments: &Arguments, _image: &CodeImage) -> Result<()> {
-    bail!("--format debug4: not wired yet")
+/// A debug trace module trace of the program's run: from QEMU's retired PCs, or from
+/// its registers when data sequences are sent.
+fn run_debug4(arguments: &Arguments, image: &CodeImage) -> Result<()> {
+    let data = match arguments.data {
+        Data::None => DataEmission::default(),
+        Data::Addresses => DataEmission {
+            load_address: Emission::On,
+            store_address: Emission::On,
+            ..DataEmission::default()
+        },
+        Data::All => DataEmission::all(),
+    };
+    let options = Debug4Options::default()
+        .with_branch_reporting(match arguments.branch_reporting {
+            Reporting::TakenNotTaken => BranchReporting::TakenNotTaken,
+            Reporting::PcPairs => BranchReporting::PcPairs,
+        })
+        .with_buffer(match arguments.buffer_size {
+            Some(bytes) => BufferMode::Ring { bytes },
+            None => BufferMode::Linear,
+        })
+        .with_data(data)
+        .with_timestamp_interval(arguments.timestamp_every);
+    let outputs = Outputs::new(arguments);
+    let mut sink = outputs.create()?;
+    let registers = arguments.data != Data::None;
+    let content = if registers {
+        LogContent::Registers
+    } else {
+        LogContent::Addresses
+    };
+    let encoded = with_log(arguments, content, |log| {
+        let mut driver = Debug4FromQemu::new(image, options)?;
+        if registers {
+            for state in CpuLogReader::new(log) {
+                let state = state?;
+                driver.push_state(0, &state)?;
+                if let Some(pcs) = sink.pcs.as_mut() {
+                    writeln!(pcs, "{:#x}", state.pc)?;
+                }
+            }
+        } else {
+            for pc in ExecLogReader::new(log) {
+                let pc = pc?;
+                driver.push_pc(0, pc)?;
+                if let Some(pcs) = sink.pcs.as_mut() {
+                    writeln!(pcs, "{pc:#x}")?;
+                }
+            }
+        }
+        let (trace, instructions) = driver.finish()?;
+        sink.encoder_output.write_all(&trace.bytes)?;
+        Ok((trace.wrap_offset, trace.bytes.len(), instructions))
+    });
+    let (wrap_offset, bytes, instructions) = match encoded {
+        Ok(encoded) => encoded,
+        Err(error) => {
+            drop(sink);
+            outputs.discard();
+            return Err(error);
+        }
+    };
+    outputs.commit(sink)?;
+    eprintln!(
+        "rvperf-tracegen: {instructions} instructions -> {bytes} bytes of debug trace module data ({:.3} bits/instruction)",
+        bytes as f64 * 8.0 / instructions.max(1) as f64
+    );
+    if let (Some(offset), Some(size)) = (wrap_offset, arguments.buffer_size) {
+        eprintln!(
+            "rvperf-tracegen: the ring wrapped; decode with --buffer-size {size} --wrap-offset {offset}"
+        );
+    }
+    Ok(())
 }
 
 fn run_tandem(arguments: &Arguments, image: &CodeImage) -> Result<()> {
