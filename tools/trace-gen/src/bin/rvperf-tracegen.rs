@@ -455,44 +455,22 @@ fn run(arguments: &Arguments) -> Result<()> {
     options.hist_bits = arguments.hist_bits;
     let mut encoder = TraceEncoder::new(&image, files, options)?;
 
-    let output_tmp = temporary(&arguments.output);
-    let pcs_tmp = arguments.pcs_output.as_deref().map(temporary);
-    let mut sink = Sink {
-        encoder_output: BufWriter::new(
-            File::create(&output_tmp)
-                .with_context(|| format!("cannot create {}", output_tmp.display()))?,
-        ),
-        pcs: match &pcs_tmp {
-            Some(path) => {
-                Some(BufWriter::new(File::create(path).with_context(|| {
-                    format!("cannot create {}", path.display())
-                })?))
-            }
-            None => None,
-        },
-    };
-    let result = produce(arguments, &mut encoder, &mut sink);
-    let count = match result {
-        Ok(count) => count,
+    let outputs = Outputs::new(arguments);
+    let mut sink = outputs.create()?;
+    let encoded = produce(arguments, &mut encoder, &mut sink).and_then(|count| {
+        let (rest, statistics) = encoder.finish()?;
+        sink.encoder_output.write_all(&rest)?;
+        Ok((count, statistics))
+    });
+    let (count, statistics) = match encoded {
+        Ok(encoded) => encoded,
         Err(error) => {
-            let _ = std::fs::remove_file(&output_tmp);
-            if let Some(path) = &pcs_tmp {
-                let _ = std::fs::remove_file(path);
-            }
+            drop(sink);
+            outputs.discard();
             return Err(error);
         }
     };
-    let (rest, statistics) = encoder.finish()?;
-    sink.encoder_output.write_all(&rest)?;
-    sink.encoder_output.flush()?;
-    if let Some(pcs) = sink.pcs.as_mut() {
-        pcs.flush()?;
-    }
-    drop(sink);
-    std::fs::rename(&output_tmp, &arguments.output)?;
-    if let (Some(tmp), Some(path)) = (&pcs_tmp, &arguments.pcs_output) {
-        std::fs::rename(tmp, path)?;
-    }
+    outputs.commit(sink)?;
     eprintln!(
         "rvperf-tracegen: {count} instructions -> {} messages, {} bytes ({:.3} bits/instruction), {} implicit returns",
         statistics.messages,
