@@ -1,8 +1,10 @@
 //! Step and element throughput over a synthetic trace: a loop of ten instructions (ALU
 //! writes, a load and a store with their memory records, a compressed instruction, a
 //! conditional branch taken seven times in eight, a call and return) retired 200,000
-//! times by `TandemEncoder` from a state-initialization group. Throughput is in retired
-//! instructions.
+//! times by `TandemEncoder` from a state-initialization group. Measured: the records alone
+//! (`RecordDecoder`, for comparison), steps (`next_step`, and `next_step_into` reusing one
+//! step), and elements without and with register and memory elements. Throughput is in
+//! retired instructions.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use tandem_flow::{
@@ -10,7 +12,7 @@ use tandem_flow::{
     StepDecoder, TandemElements, TandemEncoder,
 };
 use tandem_message::{
-    AccessSize, InstructionBits, MemoryOperation, MemoryResult, Parameters, Register,
+    AccessSize, InstructionBits, MemoryOperation, MemoryResult, Parameters, RecordDecoder, Register,
 };
 use trace_elements::ElementSource;
 
@@ -191,6 +193,17 @@ fn decode(criterion: &mut Criterion) {
     let mut group = criterion.benchmark_group("tandem_flow");
     group.throughput(Throughput::Elements(INSTRUCTIONS));
     group.sample_size(20);
+    // The records alone: what the steps add is the difference.
+    group.bench_function("records", |bencher| {
+        bencher.iter(|| {
+            let mut records = RecordDecoder::new(black_box(&bytes), parameters);
+            let mut count = 0u64;
+            while let Ok(Some(record)) = records.next_record() {
+                count += u64::from(record.length);
+            }
+            count
+        });
+    });
     group.bench_function("steps", |bencher| {
         bencher.iter(|| {
             let mut steps = StepDecoder::new(black_box(&bytes), parameters);
@@ -198,7 +211,20 @@ fn decode(criterion: &mut Criterion) {
             while let Ok(Some(step)) = steps.next_step() {
                 changes += step.changes.len();
             }
-            assert!(steps.next_step().is_ok());
+            changes
+        });
+    });
+    group.bench_function("steps reusing one", |bencher| {
+        bencher.iter(|| {
+            let mut steps = StepDecoder::new(black_box(&bytes), parameters);
+            let mut step = steps
+                .next_step()
+                .expect("decodes")
+                .expect("the trace has steps");
+            let mut changes = step.changes.len();
+            while let Ok(true) = steps.next_step_into(&mut step) {
+                changes += step.changes.len();
+            }
             changes
         });
     });

@@ -252,20 +252,19 @@ fn differ(
         });
     }
     // Every register either step changed, compared in both shadows: this catches a
-    // write one side made and the other did not, not only different values.
-    let changed: BTreeSet<Register> = registers_changed(a)
+    // write one side made and the other did not, not only different values. The lowest
+    // such register is reported.
+    let differing = registers_changed(a)
         .chain(registers_changed(b))
         .filter(|register| !options.ignored_registers.contains(register))
-        .collect();
-    for register in changed {
-        let (value_a, value_b) = (shadow_a.register(register), shadow_b.register(register));
-        if value_a != value_b {
-            return Some(Difference::Register {
-                register,
-                a: value_a,
-                b: value_b,
-            });
-        }
+        .filter(|&register| shadow_a.register(register) != shadow_b.register(register))
+        .min();
+    if let Some(register) = differing {
+        return Some(Difference::Register {
+            register,
+            a: shadow_a.register(register),
+            b: shadow_b.register(register),
+        });
     }
     if (privilege_changed(a) || privilege_changed(b))
         && shadow_a.privilege() != shadow_b.privilege()
@@ -310,33 +309,39 @@ pub fn compare(
     options: &CompareOptions,
 ) -> Result<Comparison, CompareError> {
     let mut steps_compared = 0u64;
+    // Each side decodes into one step, reused.
+    let (mut step_a, mut step_b) = (Step::empty(), Step::empty());
     loop {
-        let step_a = a.next_step().map_err(|error| CompareError {
-            trace: Trace::A,
-            error,
-        })?;
-        let step_b = b.next_step().map_err(|error| CompareError {
-            trace: Trace::B,
-            error,
-        })?;
-        let difference = match (&step_a, &step_b) {
-            (None, None) => {
+        let more_a = a
+            .next_step_into(&mut step_a)
+            .map_err(|error| CompareError {
+                trace: Trace::A,
+                error,
+            })?;
+        let more_b = b
+            .next_step_into(&mut step_b)
+            .map_err(|error| CompareError {
+                trace: Trace::B,
+                error,
+            })?;
+        let difference = match (more_a, more_b) {
+            (false, false) => {
                 return Ok(Comparison {
                     steps_compared,
                     divergence: None,
                 })
             }
-            (None, Some(_)) => Some(Difference::TraceEnds { which: Trace::A }),
-            (Some(_), None) => Some(Difference::TraceEnds { which: Trace::B }),
-            (Some(step_a), Some(step_b)) => differ(step_a, a.shadow(), step_b, b.shadow(), options),
+            (false, true) => Some(Difference::TraceEnds { which: Trace::A }),
+            (true, false) => Some(Difference::TraceEnds { which: Trace::B }),
+            (true, true) => differ(&step_a, a.shadow(), &step_b, b.shadow(), options),
         };
         if let Some(difference) = difference {
             return Ok(Comparison {
                 steps_compared,
                 divergence: Some(Divergence {
                     step: steps_compared,
-                    position_a: position(step_a.as_ref(), a.records().position()),
-                    position_b: position(step_b.as_ref(), b.records().position()),
+                    position_a: position(more_a.then_some(&step_a), a.records().position()),
+                    position_b: position(more_b.then_some(&step_b), b.records().position()),
                     difference,
                 }),
             });

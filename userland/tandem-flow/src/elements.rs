@@ -66,6 +66,8 @@ pub struct TandemElements<'a> {
     /// Error to return once the elements before it are out.
     error: Option<FlowError>,
     finished: bool,
+    /// The step being processed, kept so that its allocation is reused.
+    step: Step,
 }
 
 /// How an instruction at `pc` that continued at `next` ends a range, `None` when it does
@@ -143,6 +145,7 @@ impl<'a> TandemElements<'a> {
             privilege: None,
             error: None,
             finished: false,
+            step: Step::empty(),
         }
     }
 
@@ -399,9 +402,15 @@ impl ElementSource for TandemElements<'_> {
             if self.finished {
                 return Ok(None);
             }
-            match self.steps.next_step() {
-                Ok(Some(step)) => self.process(&step),
-                Ok(None) => {
+            let mut step = core::mem::replace(&mut self.step, Step::empty());
+            let next = self.steps.next_step_into(&mut step);
+            if let Ok(true) = next {
+                self.process(&step);
+            }
+            self.step = step;
+            match next {
+                Ok(true) => {}
+                Ok(false) => {
                     self.finished = true;
                     self.close_range(RangeEnd::Sequential);
                 }

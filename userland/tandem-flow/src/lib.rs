@@ -7,6 +7,7 @@
 //!   applied to a [`Shadow`] state: registers (incremental updates resolved), pc and
 //!   privilege. A group's pc value is the pc *after* it, so an instruction's own address
 //!   is the pc before its group (docs/tandem-protocol-choices.md).
+//!   [`StepDecoder::next_step_into`] decodes into one step, reusing its allocation.
 //! - [`TandemElements`]: [`trace_elements::ElementSource`] over the steps.
 //! - [`compare`]: the spec's §3.1 comparison of collected state changes, step by step.
 //! - [`TandemEncoder`]: groups from retired instructions or from before/after states.

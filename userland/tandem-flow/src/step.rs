@@ -140,6 +140,17 @@ pub struct Step {
 }
 
 impl Step {
+    /// A step with nothing in it, to decode into ([`StepDecoder::next_step_into`]).
+    pub(crate) const fn empty() -> Step {
+        Step {
+            index: 0,
+            offset: 0,
+            end_offset: 0,
+            kind: StepKind::Other,
+            changes: Vec::new(),
+        }
+    }
+
     /// The pc the step happened at: the instruction's, or the pc an interrupt left.
     #[must_use]
     pub fn pc(&self) -> Option<u64> {
@@ -163,8 +174,78 @@ impl Step {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Shadow {
     pc: Option<u64>,
-    registers: BTreeMap<Register, u64>,
+    registers: RegisterFile,
     privilege: Option<u8>,
+}
+
+/// Register values by register: `x0`..`x31` and `f0`..`f31` in arrays (every step writes
+/// some), the rest (CSRs, other numbers) in a map.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct RegisterFile {
+    integer: [Option<u64>; 32],
+    float: [Option<u64>; 32],
+    others: BTreeMap<Register, u64>,
+}
+
+impl RegisterFile {
+    fn slot(&mut self, register: Register) -> Option<&mut Option<u64>> {
+        match register {
+            Register::Integer(index) => self.integer.get_mut(usize::from(index)),
+            Register::Float(index) => self.float.get_mut(usize::from(index)),
+            Register::Csr(_) | Register::Other(_) => None,
+        }
+    }
+
+    fn get(&self, register: Register) -> Option<u64> {
+        match register {
+            Register::Integer(index) if usize::from(index) < self.integer.len() => {
+                self.integer[usize::from(index)]
+            }
+            Register::Float(index) if usize::from(index) < self.float.len() => {
+                self.float[usize::from(index)]
+            }
+            _ => self.others.get(&register).copied(),
+        }
+    }
+
+    fn insert(&mut self, register: Register, value: u64) {
+        match self.slot(register) {
+            Some(slot) => *slot = Some(value),
+            None => {
+                self.others.insert(register, value);
+            }
+        }
+    }
+
+    /// Every register with a value, in [`Register`] order: CSRs, integer, float, other.
+    fn iter(&self) -> impl Iterator<Item = (Register, u64)> + '_ {
+        let others = |range: core::ops::Range<Register>| {
+            self.others
+                .range(range)
+                .map(|(&register, &value)| (register, value))
+        };
+        let first_integer = Register::Integer(0);
+        let first_float = Register::Float(0);
+        let first_other = Register::Other(0);
+        // Numbers past the arrays (never decoded, but constructible) sit in the map
+        // between the arrays' registers.
+        others(Register::Csr(0)..first_integer)
+            .chain(known(&self.integer, Register::Integer))
+            .chain(others(Register::Integer(32)..first_float))
+            .chain(known(&self.float, Register::Float))
+            .chain(others(Register::Float(32)..first_other))
+            .chain(self.others.range(first_other..).map(|(&r, &v)| (r, v)))
+    }
+}
+
+/// The registers of `values` (by index) that have one.
+fn known(
+    values: &[Option<u64>; 32],
+    make: fn(u8) -> Register,
+) -> impl Iterator<Item = (Register, u64)> + '_ {
+    (0u8..32)
+        .zip(values.iter())
+        .filter_map(move |(index, value)| value.map(|value| (make(index), value)))
 }
 
 impl Shadow {
@@ -177,14 +258,12 @@ impl Shadow {
     /// The register's value, if the trace ever gave one.
     #[must_use]
     pub fn register(&self, register: Register) -> Option<u64> {
-        self.registers.get(&register).copied()
+        self.registers.get(register)
     }
 
     /// Every register with a value, in register order.
     pub fn registers(&self) -> impl Iterator<Item = (Register, u64)> + '_ {
-        self.registers
-            .iter()
-            .map(|(&register, &value)| (register, value))
+        self.registers.iter()
     }
 
     /// The privilege mode, once known.
@@ -296,17 +375,40 @@ impl<'a> StepDecoder<'a> {
     ///
     /// [`FlowError`] for a record that does not decode or a group that cannot be applied.
     pub fn next_step(&mut self) -> Result<Option<Step>, FlowError> {
+        self.step_with(Vec::new())
+    }
+
+    /// As [`StepDecoder::next_step`], into `step`, reusing its allocation: `Ok(false)` at
+    /// the end of the trace and after an error, `step` then unspecified.
+    ///
+    /// # Errors
+    ///
+    /// As [`StepDecoder::next_step`].
+    pub fn next_step_into(&mut self, step: &mut Step) -> Result<bool, FlowError> {
+        let mut changes = core::mem::take(&mut step.changes);
+        changes.clear();
+        match self.step_with(changes)? {
+            Some(next) => {
+                *step = next;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// The next step, its changes gathered into `changes` (empty).
+    fn step_with(&mut self, changes: Vec<StateChange>) -> Result<Option<Step>, FlowError> {
         if self.condition == Condition::Stopped {
             return Ok(None);
         }
-        let result = self.gather();
+        let result = self.gather(changes);
         if result.is_err() {
             self.condition = Condition::Stopped;
         }
         result
     }
 
-    fn gather(&mut self) -> Result<Option<Step>, FlowError> {
+    fn gather(&mut self, changes: Vec<StateChange>) -> Result<Option<Step>, FlowError> {
         let Some(first) = self.next_record()? else {
             return Ok(None);
         };
@@ -317,16 +419,22 @@ impl<'a> StepDecoder<'a> {
             pc_update: PcUpdate::None,
             initialization: false,
             reset: false,
-            changes: Vec::new(),
+            changes,
         };
         match first.record {
+            // Inside a group there is no lookahead: read the records directly (the hot
+            // loop, without rewrapping each record's result).
             Record::BeginGroup => loop {
-                let Some(record) = self.next_record()? else {
+                let record = match self.records.next_record() {
+                    Ok(Some(record)) => record,
                     // A trace cut inside a group: what the group held is not known.
-                    return Err(FlowError::Step {
-                        offset: first.offset,
-                        kind: StepErrorKind::UnterminatedGroup,
-                    });
+                    Ok(None) => {
+                        return Err(FlowError::Step {
+                            offset: first.offset,
+                            kind: StepErrorKind::UnterminatedGroup,
+                        })
+                    }
+                    Err(error) => return Err(error.into()),
                 };
                 match record.record {
                     Record::EndGroup => {
@@ -544,5 +652,43 @@ fn replace_or_push(
     match changes.iter_mut().find(|existing| same(existing)) {
         Some(existing) => *existing = change,
         None => changes.push(change),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shadow_registers_come_in_register_order() {
+        let mut file = RegisterFile::default();
+        let written = [
+            Register::Other(0x2000),
+            Register::Float(31),
+            Register::Integer(40),
+            Register::Integer(3),
+            Register::Csr(0x300),
+            Register::Float(2),
+            Register::Integer(1),
+            Register::Csr(0x001),
+            Register::Float(32),
+        ];
+        for (value, &register) in written.iter().enumerate() {
+            file.insert(register, value as u64);
+        }
+        file.insert(Register::Integer(3), 100);
+        let mut expected: Vec<(Register, u64)> = written
+            .iter()
+            .enumerate()
+            .map(|(value, &register)| (register, value as u64))
+            .collect();
+        expected[3].1 = 100;
+        expected.sort();
+        assert_eq!(file.iter().collect::<Vec<_>>(), expected);
+        for &(register, value) in &expected {
+            assert_eq!(file.get(register), Some(value));
+        }
+        assert_eq!(file.get(Register::Integer(4)), None);
+        assert_eq!(file.get(Register::Csr(0x341)), None);
     }
 }

@@ -294,6 +294,39 @@ fn run_compare(a: &[u8], b: &[u8], options: &CompareOptions) -> tandem_flow::Com
 }
 
 #[test]
+fn steps_into_a_reused_step_are_the_steps() {
+    let mut trace = counting_trace(20, None, None);
+    // A cut group at the end: the error comes the same way.
+    trace.push(tandem_message::opcode::BEGIN_GROUP);
+    let mut fresh = StepDecoder::new(&trace, Parameters::default());
+    let mut reusing = StepDecoder::new(&trace, Parameters::default());
+    let mut step = fresh.next_step().unwrap().unwrap();
+    assert!(reusing.next_step_into(&mut step.clone()).unwrap());
+    loop {
+        let expected = fresh.next_step();
+        let got = reusing.next_step_into(&mut step);
+        match expected {
+            Ok(Some(expected)) => {
+                assert_eq!(got, Ok(true));
+                assert_eq!(step, expected);
+            }
+            Ok(None) => unreachable!("the trace ends in an error"),
+            Err(error) => {
+                assert_eq!(got, Err(error));
+                break;
+            }
+        }
+    }
+    assert_eq!(reusing.next_step_into(&mut step), Ok(false));
+    assert_eq!(reusing.shadow(), fresh.shadow());
+    let registers: Vec<(Register, u64)> = reusing.shadow().registers().collect();
+    assert!(registers.windows(2).all(|pair| pair[0].0 < pair[1].0));
+    assert_eq!(registers.first(), Some(&(Register::Csr(0x300), 0x1800)));
+    assert_eq!(registers.last(), Some(&(Register::Float(31), 0)));
+    assert!(registers.contains(&(Register::Integer(10), 0x8000_2000 + 20)));
+}
+
+#[test]
 fn identical_traces_do_not_diverge() {
     let trace = counting_trace(20, None, None);
     let comparison = run_compare(&trace, &trace, &CompareOptions::default());
