@@ -336,24 +336,7 @@ impl QemuUser {
         args: &[&str],
         log_path: &Path,
     ) -> Result<RunOutput, QemuError> {
-        let out = Command::new(&self.binary)
-            .arg(self.one_insn_flag())
-            .args(["-d", "nochain,exec", "-D"])
-            .arg(log_path)
-            .arg(program)
-            .args(args)
-            .env_clear()
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|source| QemuError::Spawn {
-                binary: self.binary.clone(),
-                source,
-            })?;
-        Ok(RunOutput {
-            status_code: status_code(out.status),
-            stdout: out.stdout,
-            stderr: out.stderr,
-        })
+        self.run_logged_as(program, args, log_path, LogContent::Addresses)
     }
 }
 

@@ -269,6 +269,20 @@ impl Outputs {
         }
     }
 
+    /// Runs `write` with the output files open; keeps them only when it succeeds.
+    fn write<T>(arguments: &Arguments, write: impl FnOnce(&mut Sink) -> Result<T>) -> Result<T> {
+        let outputs = Outputs::new(arguments);
+        let mut sink = outputs.create()?;
+        let written = write(&mut sink).and_then(|value| {
+            outputs.commit(sink)?;
+            Ok(value)
+        });
+        if written.is_err() {
+            outputs.discard();
+        }
+        written
+    }
+
     fn commit(&self, mut sink: Sink) -> Result<()> {
         sink.encoder_output.flush()?;
         if let Some(pcs) = sink.pcs.as_mut() {
@@ -307,46 +321,37 @@ fn run_debug4(arguments: &Arguments, image: &CodeImage) -> Result<()> {
         })
         .with_data(data)
         .with_timestamp_interval(arguments.timestamp_every);
-    let outputs = Outputs::new(arguments);
-    let mut sink = outputs.create()?;
     let registers = arguments.data != Data::None;
     let content = if registers {
         LogContent::Registers
     } else {
         LogContent::Addresses
     };
-    let encoded = with_log(arguments, content, |log| {
-        let mut driver = Debug4FromQemu::new(image, options)?;
-        if registers {
-            for state in CpuLogReader::new(log) {
-                let state = state?;
-                driver.push_state(0, &state)?;
-                if let Some(pcs) = sink.pcs.as_mut() {
-                    writeln!(pcs, "{:#x}", state.pc)?;
+    let (wrap_offset, bytes, instructions) = Outputs::write(arguments, |sink| {
+        with_log(arguments, content, |log| {
+            let mut driver = Debug4FromQemu::new(image, options)?;
+            if registers {
+                for state in CpuLogReader::new(log) {
+                    let state = state?;
+                    driver.push_state(0, &state)?;
+                    if let Some(pcs) = sink.pcs.as_mut() {
+                        writeln!(pcs, "{:#x}", state.pc)?;
+                    }
+                }
+            } else {
+                for pc in ExecLogReader::new(log) {
+                    let pc = pc?;
+                    driver.push_pc(0, pc)?;
+                    if let Some(pcs) = sink.pcs.as_mut() {
+                        writeln!(pcs, "{pc:#x}")?;
+                    }
                 }
             }
-        } else {
-            for pc in ExecLogReader::new(log) {
-                let pc = pc?;
-                driver.push_pc(0, pc)?;
-                if let Some(pcs) = sink.pcs.as_mut() {
-                    writeln!(pcs, "{pc:#x}")?;
-                }
-            }
-        }
-        let (trace, instructions) = driver.finish()?;
-        sink.encoder_output.write_all(&trace.bytes)?;
-        Ok((trace.wrap_offset, trace.bytes.len(), instructions))
-    });
-    let (wrap_offset, bytes, instructions) = match encoded {
-        Ok(encoded) => encoded,
-        Err(error) => {
-            drop(sink);
-            outputs.discard();
-            return Err(error);
-        }
-    };
-    outputs.commit(sink)?;
+            let (trace, instructions) = driver.finish()?;
+            sink.encoder_output.write_all(&trace.bytes)?;
+            Ok((trace.wrap_offset, trace.bytes.len(), instructions))
+        })
+    })?;
     eprintln!(
         "rvperf-tracegen: {instructions} instructions -> {bytes} bytes of debug trace module data ({:.3} bits/instruction)",
         bytes as f64 * 8.0 / instructions.max(1) as f64
@@ -377,33 +382,24 @@ fn run_tandem(arguments: &Arguments, image: &CodeImage) -> Result<()> {
         } else {
             PcUpdates::IncrementWhereSequential
         });
-    let outputs = Outputs::new(arguments);
-    let mut sink = outputs.create()?;
-    let encoded = with_log(arguments, LogContent::Registers, |log| {
-        let mut driver = TandemFromQemu::new(image, Parameters::default(), options);
-        for state in CpuLogReader::new(log) {
-            let state = state?;
-            driver.push(&state)?;
-            if let Some(pcs) = sink.pcs.as_mut() {
-                writeln!(pcs, "{:#x}", state.pc)?;
+    let instructions = Outputs::write(arguments, |sink| {
+        with_log(arguments, LogContent::Registers, |log| {
+            let mut driver = TandemFromQemu::new(image, Parameters::default(), options);
+            for state in CpuLogReader::new(log) {
+                let state = state?;
+                driver.push(&state)?;
+                if let Some(pcs) = sink.pcs.as_mut() {
+                    writeln!(pcs, "{:#x}", state.pc)?;
+                }
+                if driver.instructions() % (1 << 16) == 0 {
+                    sink.encoder_output.write_all(&driver.take_output())?;
+                }
             }
-            if driver.instructions() % (1 << 16) == 0 {
-                sink.encoder_output.write_all(&driver.take_output())?;
-            }
-        }
-        let (rest, instructions) = driver.finish()?;
-        sink.encoder_output.write_all(&rest)?;
-        Ok(instructions)
-    });
-    let instructions = match encoded {
-        Ok(instructions) => instructions,
-        Err(error) => {
-            drop(sink);
-            outputs.discard();
-            return Err(error);
-        }
-    };
-    outputs.commit(sink)?;
+            let (rest, instructions) = driver.finish()?;
+            sink.encoder_output.write_all(&rest)?;
+            Ok(instructions)
+        })
+    })?;
     let bytes = std::fs::metadata(&arguments.output)?.len();
     eprintln!(
         "rvperf-tracegen: {instructions} instructions -> {bytes} bytes of tandem trace ({:.1} bytes/instruction)",
@@ -455,22 +451,12 @@ fn run(arguments: &Arguments) -> Result<()> {
     options.hist_bits = arguments.hist_bits;
     let mut encoder = TraceEncoder::new(&image, files, options)?;
 
-    let outputs = Outputs::new(arguments);
-    let mut sink = outputs.create()?;
-    let encoded = produce(arguments, &mut encoder, &mut sink).and_then(|count| {
+    let (count, statistics) = Outputs::write(arguments, |sink| {
+        let count = produce(arguments, &mut encoder, sink)?;
         let (rest, statistics) = encoder.finish()?;
         sink.encoder_output.write_all(&rest)?;
         Ok((count, statistics))
-    });
-    let (count, statistics) = match encoded {
-        Ok(encoded) => encoded,
-        Err(error) => {
-            drop(sink);
-            outputs.discard();
-            return Err(error);
-        }
-    };
-    outputs.commit(sink)?;
+    })?;
     eprintln!(
         "rvperf-tracegen: {count} instructions -> {} messages, {} bytes ({:.3} bits/instruction), {} implicit returns",
         statistics.messages,
