@@ -845,8 +845,9 @@ impl<'a> Debug4Decoder<'a> {
         flow.following = Following::At { pc: destination };
     }
 
-    /// The end of the data: every hart's walked instructions are reported.
-    fn finish(&mut self) {
+    /// Reports every hart's walked instructions (its pending access first), then
+    /// applies `then` to the hart.
+    fn close_every_range(&mut self, then: fn(&mut HartFlow)) {
         let harts: Vec<(u16, HartFlow)> = self
             .harts
             .iter()
@@ -859,8 +860,14 @@ impl<'a> Debug4Decoder<'a> {
                 Following::Lost => None,
             };
             self.close_range(hart, &mut flow, RangeEnd::Sequential, next);
+            then(&mut flow);
             self.harts.insert(hart, flow);
         }
+    }
+
+    /// The end of the data: every hart's walked instructions are reported.
+    fn finish(&mut self) {
+        self.close_every_range(|_| {});
         self.finished = true;
     }
 }
@@ -883,21 +890,7 @@ impl ElementSource for Debug4Decoder<'_> {
                     // The message layer resumes at the next synchronisation point, where
                     // no hart's position is known.
                     self.offset = error.offset();
-                    let harts: Vec<(u16, HartFlow)> = self
-                        .harts
-                        .iter()
-                        .map(|(&hart, &flow)| (hart, flow))
-                        .collect();
-                    for (hart, mut flow) in harts {
-                        self.flush_access(hart, &mut flow);
-                        let next = match flow.following {
-                            Following::At { pc } => Some(pc),
-                            Following::Lost => None,
-                        };
-                        self.close_range(hart, &mut flow, RangeEnd::Sequential, next);
-                        flow.following = Following::Lost;
-                        self.harts.insert(hart, flow);
-                    }
+                    self.close_every_range(|flow| flow.following = Following::Lost);
                     self.hart = Some(0);
                     self.error = Some(FlowError::Message(error));
                     self.push(

@@ -857,6 +857,29 @@ impl<'c> Printer<'c> {
         Ok(())
     }
 
+    /// [`Printer::element`] for an element whose instructions are listed from the code
+    /// image (a decode that walked the range in this code, so it is there; were it not,
+    /// the listing would stop where the image does).
+    fn element_from_image(
+        &mut self,
+        element: &TraceElement,
+        recovered_error: Option<&dyn std::fmt::Display>,
+        out: &mut LineWriter<impl Write>,
+    ) -> Result<()> {
+        let code = self.code;
+        let instructions = |start, count, pcs: &mut Vec<u64>| {
+            let _listed = push_instruction_addresses(
+                code.image(),
+                RangeToPrint {
+                    start,
+                    instructions: count,
+                },
+                pcs,
+            );
+        };
+        self.element(element, instructions, recovered_error, out)
+    }
+
     /// Prints what is still held back (or hands it to the formatting thread); after
     /// the last element.
     fn finish(&mut self, out: &mut LineWriter<impl Write>) -> Result<()> {
@@ -1071,21 +1094,8 @@ fn decode_replayed(
             let total = block_profile.entry(start).or_default();
             *total = total.saturating_add(u64::from(instructions));
         }
-        let instructions = |start, count, pcs: &mut Vec<u64>| {
-            // The decode walked the range in this code, so it is there; were it not,
-            // the listing would stop where the image does.
-            let _listed = push_instruction_addresses(
-                code.image(),
-                RangeToPrint {
-                    start,
-                    instructions: count,
-                },
-                pcs,
-            );
-        };
-        printer.element(
+        printer.element_from_image(
             element,
-            instructions,
             cause.map(|error| error as &dyn std::fmt::Display),
             out,
         )?;
@@ -1158,17 +1168,7 @@ fn decode_other(
             }
             _ => {}
         }
-        let instructions = |start, count, pcs: &mut Vec<u64>| {
-            let _listed = push_instruction_addresses(
-                code.image(),
-                RangeToPrint {
-                    start,
-                    instructions: count,
-                },
-                pcs,
-            );
-        };
-        printer.element(element, instructions, cause, out)
+        printer.element_from_image(element, cause, out)
     };
     match format {
         TraceFormat::Debug4 => {
@@ -1227,6 +1227,12 @@ fn decode_other(
             out.text(&format!("gaps (lost trace):   {}\n", totals.gaps));
         }
         out.text(&format!("instructions:        {}\n", totals.instructions));
+        if totals.state_elements > 0 {
+            out.text(&format!(
+                "data elements:       {} (memory accesses and register writes)\n",
+                totals.state_elements
+            ));
+        }
         out.text(&format!(
             "decode time:         {seconds:.3} s ({:.1} M instructions/s, {:.1} MB/s of trace)\n",
             totals.instructions as f64 / seconds / 1e6,
