@@ -13,7 +13,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use common::{assert_same_pcs, for_each_cpu_state, load_file, program, retired_pcs_of, Code};
 use debug4_flow::{
@@ -104,29 +103,16 @@ impl HartDecode {
 struct Decoded {
     harts: BTreeMap<u16, HartDecode>,
     skipped_bytes: u64,
-    elapsed: Duration,
-    instructions: u64,
 }
 
-/// The length of the instruction at `address`, from its low bits.
+/// The length of the instruction at `address`.
 fn length_at(code: &Code, address: u64) -> u64 {
-    let mut bytes = [0u8; 2];
-    assert_eq!(
-        code.image.read(address, &mut bytes),
-        2,
-        "no code at {address:#x}"
-    );
-    if bytes[0] & 0b11 == 0b11 {
-        4
-    } else {
-        2
-    }
+    u64::from(common::instruction_at(code, address).length)
 }
 
 /// Decodes `trace` completely (errors are gaps; decoding goes on), listing every range's
 /// PCs from the code.
 fn decode(code: &Code, trace: &[u8], options: DecoderOptions) -> Decoded {
-    let started = Instant::now();
     let mut decoder = Debug4Decoder::new(trace, &code.image, options);
     let mut elements = Vec::new();
     while let Some(element) = decoder
@@ -135,9 +121,7 @@ fn decode(code: &Code, trace: &[u8], options: DecoderOptions) -> Decoded {
     {
         elements.push(element);
     }
-    let elapsed = started.elapsed();
     let mut harts: BTreeMap<u16, HartDecode> = BTreeMap::new();
-    let mut instructions = 0u64;
     for element in elements {
         let hart = harts.entry(element.hart).or_default();
         match element.kind {
@@ -159,7 +143,6 @@ fn decode(code: &Code, trace: &[u8], options: DecoderOptions) -> Decoded {
                     }
                 }
                 assert_eq!(address, last, "the range's last instruction");
-                instructions += u64::from(count);
             }
             ElementKind::TraceOn { reason, .. } => {
                 hart.trace_on.push(reason);
@@ -189,13 +172,7 @@ fn decode(code: &Code, trace: &[u8], options: DecoderOptions) -> Decoded {
     Decoded {
         harts,
         skipped_bytes: decoder.skipped_bytes(),
-        elapsed,
-        instructions,
     }
-}
-
-fn rate(instructions: u64, elapsed: Duration) -> f64 {
-    instructions as f64 / elapsed.as_secs_f64().max(1e-9) / 1e6
 }
 
 /// Checks that `decoded` is one run, the tail of `truth` up to its end, at least
@@ -241,9 +218,7 @@ fn every_program_round_trips_exactly_in_both_modes() {
         let Run { code, pcs } = run(name, args);
         for mode in MODES {
             let options = EncoderOptions::default().with_branch_reporting(mode);
-            let started = Instant::now();
             let (trace, instructions) = encode(&code, pcs.iter().map(|&pc| (0, pc)), options);
-            let encoding = started.elapsed();
             assert_eq!(instructions, pcs.len() as u64);
             assert_eq!(trace.wrap_offset, None);
             let decoded = decode(&code, &trace.bytes, decoder_options(&trace, options));
@@ -254,13 +229,10 @@ fn every_program_round_trips_exactly_in_both_modes() {
             assert_eq!(hart.trace_on, [TraceOnReason::Start], "{context}");
             assert_same_pcs(&context, &pcs, &hart.pcs());
             eprintln!(
-                "{context}: {} instructions, {} trace bytes, {:.3} bits/instruction; encode {:.2} s, decode {:.3} s ({:.1} M instructions/s)",
+                "{context}: {} instructions, {} trace bytes, {:.3} bits/instruction",
                 pcs.len(),
                 trace.bytes.len(),
                 trace.bytes.len() as f64 * 8.0 / pcs.len() as f64,
-                encoding.as_secs_f64(),
-                decoded.elapsed.as_secs_f64(),
-                rate(decoded.instructions, decoded.elapsed),
             );
         }
     }
